@@ -1,0 +1,12 @@
+"""cute_kernels: quantized GEMM kernels written in CUTLASS's CuTe DSL, JIT-compiled and cached per shape class.
+
+Public functions only; each lives in its own module under ``cute_kernels.ops`` (host side) with its kernels under
+``sm90/``, ``sm80/``, ``weight_only/`` and ``distributed/``.
+"""
+
+from .configs import TileConfig
+from .ops.int8_scaled_mm import int8_scaled_mm
+
+__version__ = "0.1.0"
+
+__all__ = ["TileConfig", "int8_scaled_mm", "__version__"]

@@ -1,0 +1,95 @@
+"""Tile configurations and the shape-bucket dispatch tables, in one place.
+
+A :class:`TileConfig` is everything about a kernel's tiling that is baked in at compile time. The tables below map a
+problem (arch, M, N, K) to a config, following the seed's decision tree (``../shared/seeds/000_*``: the CUTLASS 3.x
+SM90 int8 dispatch picks narrower tiles and swaps A/B as M shrinks) and adjusted by measurement (docs/int8_scaled_mm.md
+records the runs behind each row). Callers may pass their own ``TileConfig`` to any op to override the table.
+
+Swap-AB: for decode-size M the kernel computes D^T = B^T A^T, so the weight's N lands on WGMMA's M side (tiles of
+64/128 rows) and the few tokens on WGMMA's N side (as narrow as 8). The output is then written through an
+M-major view of D; the epilogue tree swaps which of a_scale/b_scale is the row broadcast.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+
+@dataclass(frozen=True)
+class TileConfig:
+    """Compile-time tiling of a SM90 warp-specialized GEMM.
+
+    tile_m, tile_n: the CTA tile in the kernel's (M, N) (after a swap, M is the weight's N).
+    cluster_m, cluster_n: CTAs per cluster; A is multicast along cluster_n, B along cluster_m.
+    swap_ab: compute the transposed problem (see module docstring).
+    stages: shared-memory pipeline depth; 0 means "as many as fit".
+    split_k: number of K slices reduced in-kernel (1 = off).
+    """
+
+    tile_m: int = 128
+    tile_n: int = 256
+    cluster_m: int = 2
+    cluster_n: int = 1
+    swap_ab: bool = False
+    stages: int = 0
+    split_k: int = 1
+
+    def __post_init__(self):
+        if self.tile_m not in (64, 128):
+            raise ValueError(f"TileConfig.tile_m must be 64 or 128 (WGMMA M per warpgroup is 64); got {self.tile_m}")
+        if not (8 <= self.tile_n <= 256 and self.tile_n % 8 == 0):
+            raise ValueError(f"TileConfig.tile_n must be a multiple of 8 in [8, 256]; got {self.tile_n}")
+        for name in ("cluster_m", "cluster_n"):
+            v = getattr(self, name)
+            if v not in (1, 2, 4):
+                raise ValueError(f"TileConfig.{name} must be 1, 2 or 4; got {v}")
+        if self.cluster_m * self.cluster_n > 4:
+            raise ValueError(f"TileConfig cluster size must be <= 4; got {self.cluster_m}x{self.cluster_n}")
+        if self.split_k < 1:
+            raise ValueError(f"TileConfig.split_k must be >= 1; got {self.split_k}")
+
+    @property
+    def key(self) -> tuple:
+        return tuple(sorted(asdict(self).items()))
+
+    def describe(self) -> str:
+        s = f"{self.tile_m}x{self.tile_n} cluster {self.cluster_m}x{self.cluster_n}"
+        if self.swap_ab:
+            s += " swap_ab"
+        if self.split_k > 1:
+            s += f" split_k={self.split_k}"
+        if self.stages:
+            s += f" stages={self.stages}"
+        return s
+
+
+# (max_m, config) rows, first match wins; M is the token count (rows of the user's A).
+# Large M: 128x256 tiles, 2x1 cluster (B multicast), as in the seed's default SM90 config.
+# Small M: swap A/B so that the weight fills WGMMA's M; tile_n covers the tokens.
+SM90_INT8_TABLE: tuple[tuple[int, TileConfig], ...] = (
+    (16, TileConfig(tile_m=128, tile_n=16, cluster_m=1, cluster_n=1, swap_ab=True)),
+    (32, TileConfig(tile_m=128, tile_n=32, cluster_m=1, cluster_n=1, swap_ab=True)),
+    (64, TileConfig(tile_m=128, tile_n=64, cluster_m=1, cluster_n=1, swap_ab=True)),
+    (128, TileConfig(tile_m=128, tile_n=128, cluster_m=1, cluster_n=1, swap_ab=True)),
+    (512, TileConfig(tile_m=128, tile_n=128, cluster_m=2, cluster_n=1)),
+    (1 << 62, TileConfig(tile_m=128, tile_n=256, cluster_m=2, cluster_n=1)),
+)
+
+
+def select_sm90_int8(m: int, n: int, k: int) -> TileConfig:
+    for max_m, cfg in SM90_INT8_TABLE:
+        if m <= max_m:
+            return cfg
+    raise AssertionError("unreachable: the last row covers every M")
+
+
+def shipped_sm90_int8_configs() -> list[TileConfig]:
+    """Every config the table can return (CI compiles each one and checks its SASS)."""
+    seen: list[TileConfig] = []
+    for _, cfg in SM90_INT8_TABLE:
+        if cfg not in seen:
+            seen.append(cfg)
+    return seen
+
+
+__all__ = ["TileConfig", "SM90_INT8_TABLE", "select_sm90_int8", "shipped_sm90_int8_configs", "replace"]

@@ -1,0 +1,102 @@
+"""The per-chunk GEMMs the matmul + reduce-scatter pipeline can plug in.
+
+Contract of a chunk GEMM ``gemm(a, b, a_scale, b_scale, bias, out)``:
+    a        int8 [L, m, K]   this chunk's rows of the L = W row blocks of x1 (row stride K, block stride Mr * K)
+    b        int8 [K, N]      this rank's weight shard, shared by all L blocks
+    a_scale  fp32 [L, m]      the matching per-token scales
+    b_scale  fp32 [N]         per-channel scales
+    bias     int32 [N] | None only passed on the rank that owns the bias (see matmul_reduce_scatter)
+    out      [L, m, N]        contiguous, in the reduce dtype; fully overwritten with
+                              out[l, i, j] = (sum_k a[l, i, k] * b[k, j] + bias[j]) * a_scale[l, i] * b_scale[j]
+and ``gemm.check(x1, x2)`` raises TypeError/ValueError for operands this GEMM cannot run. The op calls ``check`` on
+every rank before its first collective, so a shape the kernel would reject becomes an error on all ranks instead of an
+exception on one rank while the others wait in a collective. ``gemm.row_align`` is the row granularity chunk
+boundaries keep (GEMM tile rows, 16-byte aligned scale slices).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .. import checks
+
+
+class ReferenceChunkGemm:
+    """Float64 math on any device: the CPU/gloo path and the ground truth. Exact up to the final cast to ``out``."""
+
+    row_align = 1
+
+    def check(self, x1: torch.Tensor, x2: torch.Tensor) -> None:
+        pass
+
+    def __call__(self, a, b, a_scale, b_scale, bias, out) -> None:
+        # float64 holds every int8 x int8 dot product exactly for K < 2^38, and the int32 bias too.
+        acc = torch.matmul(a.double(), b.double())
+        if bias is not None:
+            acc += bias.double()
+        acc *= a_scale.double().unsqueeze(-1)
+        acc *= b_scale.double()
+        out.copy_(acc)
+
+
+class Int8ScaledMmChunkGemm:
+    """The library's int8 GEMM (``cute_kernels.int8_scaled_mm``) with its dequantizing epilogue, on the current stream.
+
+    One launch per row block: the 2-D form of ``int8_scaled_mm`` takes exactly these operands (a K-contiguous
+    [m, K] slice, its [m] scale slice, an [m, N] slice of ``out``). A single batched launch over L needs the batched
+    form to take a per-(block, row) scale [L, m] and a weight shared by all blocks.
+
+    The int32 bias: the kernel's bias is a float added after scaling (acc * sa * sb + bias), while the seed's rule is
+    (acc + bias) * sa * sb, and bias * sa[i] * sb[j] varies along both dimensions, so it is no [N] vector. It is added
+    here as an fp32 rank-1 update, out += sa (x) (bias * sb), on the one rank that owns the bias; in fp32 this equals
+    (acc + bias) * sa * sb to within 2 ulp of fp32, far below the bf16 output rounding. An int32 pre-scale bias in the
+    kernel epilogue would remove this extra pass over rank 0's partial.
+    """
+
+    row_align = 128
+
+    def __init__(self):
+        from .. import int8_scaled_mm  # imported on first GPU use: the CPU path never loads the DSL
+
+        self._mm = int8_scaled_mm
+
+    def check(self, x1: torch.Tensor, x2: torch.Tensor) -> None:
+        checks.check_cuda({"x1": x1, "x2": x2})
+        checks.check_multiple("K (x1.shape[1], this rank's shard)", x1.shape[1], 16,
+                              "int8 rows must be 16-byte aligned for TMA")
+        checks.check_multiple("N (x2.shape[1])", x2.shape[1], 8, "output rows must be 16-byte aligned")
+        if x2.shape[1] > 1 and x2.stride(0) != 1:
+            raise ValueError(
+                f"x2 must be column-major on the GPU (x2.stride(0) == 1, i.e. x2 = w.t() of a row-major [N, K] "
+                f"weight shard); got strides {tuple(x2.stride())} for shape {tuple(x2.shape)}")
+        checks.check_aligned("x1", x1)
+        checks.check_aligned("x2", x2)
+
+    def __call__(self, a, b, a_scale, b_scale, bias, out) -> None:
+        scaled_bias = None if bias is None else (bias.double() * b_scale.double()).float()
+        for block in range(a.shape[0]):
+            self._mm(a[block], b, a_scale[block], b_scale, out_dtype=out.dtype, out=out[block])
+            if scaled_bias is not None:
+                out[block].addcmul_(a_scale[block].unsqueeze(-1), scaled_bias)
+
+
+class TorchIntMmChunkGemm:
+    """``torch._int_mm`` (cuBLASLt int8 -> int32) followed by the dequantizing epilogue in torch.
+
+    The baseline a user has without our kernel, and a stand-in that lets the pipeline run where ours is not built.
+    cuBLASLt refuses m <= 16 and needs K and N multiples of 8.
+    """
+
+    row_align = 128
+
+    def check(self, x1: torch.Tensor, x2: torch.Tensor) -> None:
+        checks.check_cuda({"x1": x1, "x2": x2})
+        checks.check_multiple("K (x1.shape[1], this rank's shard)", x1.shape[1], 8, "torch._int_mm needs K % 8 == 0")
+        checks.check_multiple("N (x2.shape[1])", x2.shape[1], 8, "torch._int_mm needs N % 8 == 0")
+
+    def __call__(self, a, b, a_scale, b_scale, bias, out) -> None:
+        for block in range(a.shape[0]):
+            acc = torch._int_mm(a[block], b)
+            if bias is not None:
+                acc += bias
+            torch.mul(acc * a_scale[block].unsqueeze(-1), b_scale, out=out[block])

@@ -1,0 +1,30 @@
+"""Epilogue visitor tree (EVT): composable, arch-neutral epilogue nodes shared by every kernel.
+
+A kernel hands the tree an :class:`EpilogueContext` for each piece of accumulator it holds in registers (the
+accumulator fragment plus the global (m, n) coordinate of each of its elements); ``tree.visit(ctx)`` returns the
+epilogue's value for those elements as a Float32 TensorSSA, which the kernel converts and stores its own way (SM90:
+registers -> smem -> TMA store; SM80: predicated stores). Nodes never know which arch or MMA produced the fragment.
+"""
+
+from .nodes import (
+    Accumulator,
+    ColVector,
+    Compute,
+    EpilogueContext,
+    EpilogueNode,
+    RowVector,
+    Scalar,
+)
+from .tree import EpilogueTree, scaled_mm_tree
+
+__all__ = [
+    "Accumulator",
+    "ColVector",
+    "Compute",
+    "EpilogueContext",
+    "EpilogueNode",
+    "EpilogueTree",
+    "RowVector",
+    "Scalar",
+    "scaled_mm_tree",
+]

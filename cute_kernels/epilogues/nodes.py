@@ -1,0 +1,145 @@
+"""The nodes of the epilogue visitor tree.
+
+Every node is a trace-time object: ``visit(ctx)`` runs while the kernel is being traced and emits the loads and
+arithmetic for the fragment described by ``ctx``. A node's ``key`` is a plain tuple that names exactly what it
+bakes into the kernel; the compile cache keys kernels on it.
+
+Vector operands are gathered straight from global memory by each thread for the elements it owns. The index is
+clamped to the operand's extent instead of predicated: elements past the problem edge compute a harmless value
+that the kernel's store then drops (TMA clips; SM80 stores are predicated), and the loop stays branch-free. The
+vectors are tiny (M or N floats) and sit in L1/L2 after the first tile, so this costs a few L1 hits per element.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Callable
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import Float32
+
+
+@dataclass
+class EpilogueContext:
+    """What a kernel tells the tree about one register fragment of the accumulator.
+
+    acc:      register tensor of accumulator values (Int32 or Float32), ``size(acc)`` elements.
+    coord:    ``coord(i) -> (m, n, ...)``: global coordinate of element ``i`` of ``acc`` in the kernel's (M, N) problem.
+    extent:   ``(M, N)`` of the kernel's problem (run-time Int32 values), for clamping.
+    tensors:  the epilogue's global-memory operands, by name (``tree.operand_names``).
+    """
+
+    acc: cute.Tensor
+    coord: Callable
+    extent: tuple
+    tensors: dict
+
+
+class EpilogueNode:
+    """Base class: a node returns a Float32 TensorSSA shaped like ``ctx.acc``."""
+
+    operands: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> tuple:
+        raise NotImplementedError
+
+    def visit(self, ctx: EpilogueContext):
+        raise NotImplementedError
+
+    def walk(self):
+        yield self
+
+
+class Accumulator(EpilogueNode):
+    """The GEMM accumulator converted to Float32 (int32 -> f32 is the seed's ``float(sum)``)."""
+
+    @property
+    def key(self):
+        return ("acc",)
+
+    def visit(self, ctx):
+        return ctx.acc.load().to(Float32)
+
+
+class _Broadcast(EpilogueNode):
+    # which coordinate indexes the operand: 0 = m (one value per row), 1 = n (one value per column)
+    axis: int
+
+    def __init__(self, name: str):
+        self.name = name
+        self.operands = (name,)
+
+    @property
+    def key(self):
+        return (type(self).__name__, self.name)
+
+    def visit(self, ctx):
+        src = ctx.tensors[self.name]
+        frag = cute.make_rmem_tensor(ctx.acc.shape, Float32)
+        last = ctx.extent[self.axis] - 1
+        for i in range(cute.size(frag)):  # plain Python: unrolled at trace time
+            idx = cutlass.min(ctx.coord(i)[self.axis], last)
+            frag[i] = src[idx].to(Float32)
+        return frag.load()
+
+
+class ColVector(_Broadcast):
+    """A per-row vector broadcast along N (a column of the output): e.g. the per-token scale a_scale[m]."""
+
+    axis = 0
+
+
+class RowVector(_Broadcast):
+    """A per-column vector broadcast along M (a row of the output): e.g. the per-channel scale b_scale[n], bias[n]."""
+
+    axis = 1
+
+
+class Scalar(EpilogueNode):
+    """A one-element tensor broadcast to the whole output: e.g. a per-tensor scale."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.operands = (name,)
+
+    @property
+    def key(self):
+        return ("scalar", self.name)
+
+    def visit(self, ctx):
+        value = ctx.tensors[self.name][0].to(Float32)
+        frag = cute.make_rmem_tensor(ctx.acc.shape, Float32)
+        frag.fill(value)
+        return frag.load()
+
+
+_OPS: dict[str, Callable] = {"mul": operator.mul, "add": operator.add, "sub": operator.sub}
+
+
+class Compute(EpilogueNode):
+    """An elementwise function of its children, named so that the cache key is exact (``"mul"``, ``"add"``...)."""
+
+    def __init__(self, op: str, *children: EpilogueNode):
+        if op not in _OPS:
+            raise ValueError(f"Compute op must be one of {sorted(_OPS)}; got {op!r}")
+        self.op, self.children = op, children
+        self.operands = tuple(name for c in children for name in c.operands)
+
+    @property
+    def key(self):
+        return (self.op,) + tuple(c.key for c in self.children)
+
+    def visit(self, ctx):
+        values = [c.visit(ctx) for c in self.children]
+        out = values[0]
+        for v in values[1:]:
+            out = _OPS[self.op](out, v)
+        return out
+
+    def walk(self):
+        yield self
+        for c in self.children:
+            yield from c.walk()

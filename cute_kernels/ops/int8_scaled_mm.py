@@ -1,0 +1,180 @@
+"""``int8_scaled_mm``: int8 x int8 -> int32 GEMM with per-token / per-channel scales and bias (seed 000).
+
+    out[..., i, j] = cast( float(sum_k a[..., i, k] * b[..., k, j]) * a_scale[i] * b_scale[j] + bias[j] )
+
+Layouts: a int8 [M, K] or [L, M, K], K contiguous; b int8 [K, N] or [L, K, N] stored column-major (``w.t()`` of a
+row-major [N, K] weight, so K is contiguous too); a_scale float32 [M] or [1]; b_scale float32 [N] or [1]; bias [N]
+in the output dtype or None; out [M, N] / [L, M, N] row-major fp16 or bf16. Scales and bias are shared by the batch.
+
+Host path: a call whose (shapes, strides, dtypes, device) signature was seen before skips straight to the compiled
+TVM-FFI function (which re-checks dtypes, shared extents, unit strides and alignment in C++ on every call); a new
+signature goes through the Python checks first, so bad input always gets an error that names the argument.
+"""
+
+from typing import Optional
+
+import torch
+
+from .. import arch as _arch
+from .. import checks
+from ..configs import TileConfig, select_sm90_int8
+from ..jit_cache import cached_compile
+
+_OUT_DTYPES = (torch.float16, torch.bfloat16)
+_validated: dict[tuple, tuple] = {}  # call signature -> (compiled fn, out shape, swap_ab)
+
+
+def _scale_kind(t: torch.Tensor) -> str:
+    return "scalar" if t.numel() == 1 else "vector"
+
+
+def _signature(a, b, a_scale, b_scale, bias, out_dtype, config, arch):
+    return (a.shape, a.stride(), b.shape, b.stride(), a.dtype, b.dtype, a.device,
+            a_scale.shape, a_scale.dtype, b_scale.shape, b_scale.dtype,
+            None if bias is None else (bias.shape, bias.dtype, bias.stride()), out_dtype, config, arch)
+
+
+def _validate(a, b, a_scale, b_scale, bias, out_dtype, out):
+    checks.check_dtype("a", a, (torch.int8,))
+    checks.check_dtype("b", b, (torch.int8,))
+    checks.check_ndim("a", a, (2, 3))
+    checks.check_ndim("b", b, (a.dim(),))
+    if out_dtype not in _OUT_DTYPES:
+        raise TypeError(f"out_dtype must be torch.float16 or torch.bfloat16; got {out_dtype}")
+    m, k = a.shape[-2:]
+    k_b, n = b.shape[-2:]
+    if k_b != k:
+        raise ValueError(f"a is [.., M={m}, K={k}] but b is [.., K={k_b}, N={n}]: the inner dimensions must match")
+    if a.dim() == 3 and a.shape[0] != b.shape[0]:
+        raise ValueError(f"batch sizes differ: a has L={a.shape[0]}, b has L={b.shape[0]}")
+    if k < 16 or k % 16:
+        raise ValueError(f"K = {k} must be a positive multiple of 16 (16-byte rows for TMA / cp.async)")
+    if n % 8:
+        raise ValueError(f"N = {n} must be a multiple of 8 (16-byte rows of the fp16/bf16 output)")
+    if m < 1:
+        raise ValueError(f"M = {m} must be >= 1")
+    checks.check_inner_contiguous("a", a)
+    if b.stride(-2) != 1:
+        raise ValueError(f"b must be column-major [K, N] (K contiguous, i.e. w.t() of a row-major [N, K] weight); "
+                         f"got strides {tuple(b.stride())} for shape {tuple(b.shape)}")
+    for name, t, length in (("a_scale", a_scale, m), ("b_scale", b_scale, n)):
+        checks.check_dtype(name, t, (torch.float32,))
+        if t.dim() != 1 or t.shape[0] not in (1, length):
+            raise ValueError(f"{name} must have shape [{length}] or [1]; got {tuple(t.shape)}")
+        checks.check_inner_contiguous(name, t)
+    if bias is not None:
+        checks.check_dtype("bias", bias, (out_dtype,))
+        checks.check_shape("bias", bias, (n,), "one value per output column N")
+        checks.check_inner_contiguous("bias", bias)
+    device = checks.check_cuda({"a": a, "b": b, "a_scale": a_scale, "b_scale": b_scale, "bias": bias, "out": out})
+    checks.check_aligned("a", a)
+    checks.check_aligned("b", b)
+    for name, t in (("a_scale", a_scale), ("b_scale", b_scale), ("bias", bias)):
+        if t is not None and t.data_ptr() % t.element_size():
+            raise ValueError(f"{name} must be aligned to its element size")
+    out_shape = (*a.shape[:-1], n)
+    if out is not None:
+        checks.check_dtype("out", out, (out_dtype,))
+        checks.check_shape("out", out, out_shape, "[.., M, N]")
+        checks.check_inner_contiguous("out", out)
+        checks.check_aligned("out", out)
+    return device, m, n, k, out_shape
+
+
+def _compile_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm_count):
+    key = ("sm_90a", rank, a_kind, b_kind, has_bias, str(out_dtype), config.key, sm_count)
+
+    def build():
+        import cutlass
+        import cutlass.cute as cute
+
+        from ..compile_utils import fake_stream, fake_tensor, fake_vector, kernel_view
+        from ..epilogues import scaled_mm_tree
+        from ..sm90.gemm import Sm90GemmKernel
+
+        d_cute = cutlass.BFloat16 if out_dtype == torch.bfloat16 else cutlass.Float16
+        m, n, k = cute.sym_int32(), cute.sym_int32(divisibility=8), cute.sym_int32(divisibility=16)
+        batch = (cute.sym_int32(),) if rank == 3 else ()
+        fa = fake_tensor(cutlass.Int8, (*batch, m, k), stride_div=16)
+        fb = fake_tensor(cutlass.Int8, (*batch, k, n), contiguous_dim=-2, stride_div=16)
+        fd = fake_tensor(d_cute, (*batch, m, n), stride_div=8)
+        f_as = fake_vector(cutlass.Float32, m if a_kind == "vector" else 1)
+        f_bs = fake_vector(cutlass.Float32, n if b_kind == "vector" else 1)
+        f_bias = fake_vector(d_cute, n, align=2) if has_bias else None
+        tree = scaled_mm_tree(a_kind, b_kind, has_bias, swap_ab=config.swap_ab)
+        kernel = Sm90GemmKernel(config, tree, cutlass.Int32, sm_count=sm_count)
+        swap = config.swap_ab
+
+        @cute.jit
+        def launch(a: cute.Tensor, b: cute.Tensor, d: cute.Tensor, a_scale: cute.Tensor, b_scale: cute.Tensor,
+                   bias, stream):
+            mA = kernel_view(a, 0, 1)  # (M, K, L)
+            mB = kernel_view(b, 1, 0)  # (N, K, L)
+            if cutlass.const_expr(swap):  # D^T = B^T A^T: the weight is the kernel's A
+                mA, mB = mB, mA
+                mD = kernel_view(d, 1, 0)
+            else:
+                mD = kernel_view(d, 0, 1)
+            epi = (a_scale, b_scale, bias) if cutlass.const_expr(bias is not None) else (a_scale, b_scale)
+            kernel(mA, mB, mD, epi, stream)
+
+        return cute.compile(launch, fa, fb, fd, f_as, f_bs, f_bias, fake_stream(),
+                            options=f"--enable-tvm-ffi --gpu-arch sm_90a")
+
+    return cached_compile("int8_scaled_mm", key, build)
+
+
+def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,
+                   bias: Optional[torch.Tensor] = None, out_dtype: torch.dtype = torch.bfloat16,
+                   out: Optional[torch.Tensor] = None, config: Optional[TileConfig] = None,
+                   arch: Optional[str] = None) -> torch.Tensor:
+    """int8 GEMM with a dequantizing epilogue; see the module docstring for layouts and semantics.
+
+    config: a :class:`~cute_kernels.configs.TileConfig` to override the shape-bucket table.
+    arch: force a kernel family ("sm90" / "sm80"); default: the tensors' GPU.
+    """
+    sig = _signature(a, b, a_scale, b_scale, bias, out_dtype, config, arch)
+    plan = _validated.get(sig)
+    if plan is not None:
+        fn, out_shape, swap = plan
+        if out is None:
+            out = torch.empty(out_shape, dtype=out_dtype, device=a.device)
+        try:
+            fn(a, b, out, a_scale, b_scale, bias)
+            return out
+        except Exception:  # noqa: BLE001 - fall through to the checks, which name the argument at fault
+            pass
+    a, b = checks.check_tensor("a", a), checks.check_tensor("b", b)
+    a_scale, b_scale = checks.check_tensor("a_scale", a_scale), checks.check_tensor("b_scale", b_scale)
+    device, m, n, k, out_shape = _validate(a, b, a_scale, b_scale, bias, out_dtype, out)
+    target = _resolve_arch(arch, device)
+    if target == "sm80":
+        from ..sm80 import run_int8_scaled_mm_sm80
+
+        if out is None:
+            out = torch.empty(out_shape, dtype=out_dtype, device=device)
+        run_int8_scaled_mm_sm80(a, b, a_scale, b_scale, bias, out, arch=_arch.current_arch(device), config=config)
+        return out
+    cfg = config if config is not None else select_sm90_int8(m, n, k)
+    fn = _compile_sm90(a.dim(), _scale_kind(a_scale), _scale_kind(b_scale), bias is not None, out_dtype, cfg,
+                       _arch.sm_count(device.index))
+    if out is None:
+        out = torch.empty(out_shape, dtype=out_dtype, device=device)
+    fn(a, b, out, a_scale, b_scale, bias)
+    _validated[sig] = (fn, out_shape, cfg.swap_ab)
+    return out
+
+
+def _resolve_arch(arch: Optional[str], device: torch.device) -> str:
+    dev_arch = _arch.current_arch(device)
+    if arch is None:
+        if dev_arch == "sm_90a":
+            return "sm90"
+        if dev_arch in ("sm_80", "sm_86", "sm_87", "sm_89"):
+            return "sm80"
+        raise _arch.unsupported(dev_arch, "int8_scaled_mm")
+    if arch not in ("sm90", "sm80"):
+        raise ValueError(f"arch must be 'sm90' or 'sm80' (or None for the device's own); got {arch!r}")
+    if arch == "sm90" and dev_arch != "sm_90a":
+        raise _arch.unsupported(dev_arch, "int8_scaled_mm(arch='sm90')")
+    return arch

@@ -1,0 +1,1 @@
+"""SM90 (Hopper) kernels: warp-specialized TMA + WGMMA."""

@@ -1,0 +1,298 @@
+"""Warp-specialized persistent TMA + WGMMA GEMM for SM90 with an epilogue visitor tree.
+
+Computes, for every batch l:   D[m, n, l] = epilogue(sum_k A[m, k, l] * B[n, k, l])
+  A: (M, K, L) K-major, B: (N, K, L) K-major (8-bit WGMMA operands must be K-major), D: (M, N, L) N- or M-major.
+  The accumulator is Int32 for int8 operands (exact), Float32 otherwise; the epilogue tree (cute_kernels.epilogues)
+  turns it into D's dtype, reading its own operands (scales, bias) from global memory.
+
+Roles (one CTA = 1 producer warpgroup + 2 consumer warpgroups, launched persistent, one CTA per SM):
+  * warp 0 (producer, registers lowered to 40 with setmaxnreg): walks the same static tile schedule as the consumers
+    and, for each tile, streams the K-tiles of A and B with TMA into a ring of ``stages`` shared-memory buffers. Each
+    buffer has a full/empty mbarrier pair (cutlass.pipeline.PipelineTmaAsync); the full barrier expects the
+    transaction bytes of one A tile + one B tile. With a cluster, A is multicast to the CTAs of a cluster row and B to
+    those of a cluster column, so each CTA issues only its share of the loads.
+  * warpgroups 1-2 (consumers, registers raised to 232): the tile's 128 rows are split 64/64 between them. Per K-tile:
+    wait on the full barrier, issue the WGMMAs of the tile's k-blocks, commit, keep one K-tile of WGMMA in flight
+    (wait_group(1)) and release the previous buffer to the producer. Then the epilogue: per epilogue sub-tile,
+    the accumulator slice is passed with its coordinates through the epilogue tree, converted to D's dtype,
+    written to shared memory with stmatrix, fenced for the async proxy, and stored by one warp with a TMA store
+    (which clips at the tensor edge, so ragged M/N need no predication). TMA loads zero-fill past the edge, so
+    a ragged K adds zeros.
+The schedule is cutlass.utils.StaticPersistentTileScheduler over (M tiles, N tiles, L); all roles advance it in
+lockstep, so they agree on the tile without communicating.
+"""
+
+from __future__ import annotations
+
+import math
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.pipeline as pipeline
+import cutlass.utils as utils
+import cutlass.utils.hopper_helpers as sm90_utils
+from cutlass.cute.nvgpu import cpasync, warpgroup
+from cutlass.pipeline import pipeline_init_arrive, pipeline_init_wait
+from cutlass.tensor_utils import LayoutEnum
+
+from ..configs import TileConfig
+from ..epilogues import EpilogueContext, EpilogueTree
+
+SM90_SMEM_BYTES = 232448  # 227 KB per CTA (cudaDevAttrMaxSharedMemoryPerBlockOptin on H100/H200)
+_MAX_STAGES = 10
+
+
+class Sm90GemmKernel:
+    """One compiled variant = (operand dtypes, D dtype and majorness, TileConfig, EpilogueTree, SM count)."""
+
+    producer_regs = 40
+    consumer_regs = 232
+    threads_per_wg = 128
+
+    def __init__(self, config: TileConfig, epilogue: EpilogueTree, acc_dtype, sm_count: int = 132):
+        self.config = config
+        self.epilogue = epilogue
+        self.acc_dtype = acc_dtype
+        self.cluster_shape_mn = (config.cluster_m, config.cluster_n)
+        self.max_active_clusters = sm_count // (config.cluster_m * config.cluster_n)
+        # Two consumer warpgroups split a 128-row tile; a 64-row tile has one.
+        self.atom_layout_mnk = (2, 1, 1) if config.tile_m == 128 else (1, 1, 1)
+        self.num_mma_wg = math.prod(self.atom_layout_mnk)
+        self.num_threads = (1 + self.num_mma_wg) * self.threads_per_wg
+        self.num_mma_threads = self.num_mma_wg * self.threads_per_wg
+        self.epi_store_warp = 4  # first warp of the first consumer warpgroup
+        self.epi_barrier = pipeline.NamedBarrier(barrier_id=1, num_threads=self.num_mma_threads)
+
+    # ------------------------------------------------------------------ host-side (trace-time) setup
+    def _setup(self, a_dtype, b_dtype, d_dtype, a_layout, b_layout, d_layout):
+        cfg = self.config
+        self.a_dtype, self.b_dtype, self.d_dtype = a_dtype, b_dtype, d_dtype
+        self.a_layout, self.b_layout, self.d_layout = a_layout, b_layout, d_layout
+        self.tiled_mma = sm90_utils.make_trivial_tiled_mma(
+            a_dtype, b_dtype, a_layout.sm90_mma_major_mode(), b_layout.sm90_mma_major_mode(),
+            self.acc_dtype, self.atom_layout_mnk, tiler_mn=(64, cfg.tile_n),
+        )
+        # Four WGMMA k-blocks per K-tile: 128 B of K per row for 8-bit types, 64 elements for 16-bit.
+        mma_k = cute.size(self.tiled_mma.shape_mnk, mode=[2])
+        self.tile_mnk = (cfg.tile_m, cfg.tile_n, mma_k * 4)
+        self.cta_layout_mnk = cute.make_layout((*self.cluster_shape_mn, 1))
+        self.mcast_a = cfg.cluster_n  # A tile is shared by the CTAs of one cluster row
+        self.mcast_b = cfg.cluster_m
+        self.epi_tile = sm90_utils.compute_tile_shape_or_override(
+            self.tile_mnk, d_dtype, is_cooperative=self.num_mma_wg == 2
+        )
+        self.epi_stages = 4 if cfg.tile_n >= 64 else 2
+        ab_bytes = (cfg.tile_m * a_dtype.width + cfg.tile_n * b_dtype.width) * self.tile_mnk[2] // 8
+        epi_bytes = cute.size(self.epi_tile) * d_dtype.width // 8 * self.epi_stages
+        fit = (SM90_SMEM_BYTES - 1024 - epi_bytes) // ab_bytes
+        self.ab_stages = cfg.stages if cfg.stages else min(fit, _MAX_STAGES)
+        if self.ab_stages < 2 or self.ab_stages > fit:
+            raise ValueError(f"TileConfig.stages={cfg.stages}: {fit} stages of {ab_bytes} B fit in shared memory")
+        self.sA_layout = sm90_utils.make_smem_layout_a(a_layout, self.tile_mnk, a_dtype, self.ab_stages)
+        self.sB_layout = sm90_utils.make_smem_layout_b(b_layout, self.tile_mnk, b_dtype, self.ab_stages)
+        self.sD_layout = sm90_utils.make_smem_layout_epi(d_dtype, d_layout, self.epi_tile, self.epi_stages)
+
+    @cute.jit
+    def __call__(self, mA: cute.Tensor, mB: cute.Tensor, mD: cute.Tensor, epi_tensors: tuple, stream):
+        """mA (M, K, L), mB (N, K, L), mD (M, N, L); epi_tensors in ``epilogue.operand_names`` order."""
+        self._setup(mA.element_type, mB.element_type, mD.element_type,
+                    LayoutEnum.from_tensor(mA), LayoutEnum.from_tensor(mB), LayoutEnum.from_tensor(mD))
+        sA1 = cute.slice_(self.sA_layout, (None, None, 0))
+        sB1 = cute.slice_(self.sB_layout, (None, None, 0))
+        tma_a, tA = cpasync.make_tiled_tma_atom(
+            cpasync.CopyBulkTensorTileG2SMulticastOp() if self.mcast_a > 1 else cpasync.CopyBulkTensorTileG2SOp(),
+            mA, sA1, (self.tile_mnk[0], self.tile_mnk[2]), num_multicast=self.mcast_a,
+        )
+        tma_b, tB = cpasync.make_tiled_tma_atom(
+            cpasync.CopyBulkTensorTileG2SMulticastOp() if self.mcast_b > 1 else cpasync.CopyBulkTensorTileG2SOp(),
+            mB, sB1, (self.tile_mnk[1], self.tile_mnk[2]), num_multicast=self.mcast_b,
+        )
+        tma_d, tD = cpasync.make_tiled_tma_atom(
+            cpasync.CopyBulkTensorTileS2GOp(), mD, cute.slice_(self.sD_layout, (None, None, 0)), self.epi_tile
+        )
+        num_tiles = cute.zipped_divide(mD, tiler=self.tile_mnk[:2])[(0, (None, None, None))].shape
+        sched_params = utils.PersistentTileSchedulerParams(num_tiles, (*self.cluster_shape_mn, 1))
+        grid = utils.StaticPersistentTileScheduler.get_grid_shape(sched_params, self.max_active_clusters)
+
+        @cute.struct
+        class SharedStorage:
+            ab_mbar: cute.struct.MemRange[cutlass.Int64, self.ab_stages * 2]
+            sA: cute.struct.Align[cute.struct.MemRange[self.a_dtype, cute.cosize(self.sA_layout)], 1024]
+            sB: cute.struct.Align[cute.struct.MemRange[self.b_dtype, cute.cosize(self.sB_layout)], 1024]
+            sD: cute.struct.Align[cute.struct.MemRange[self.d_dtype, cute.cosize(self.sD_layout)], 1024]
+
+        self.shared_storage = SharedStorage
+        self.kernel(
+            tma_a, tA, tma_b, tB, tma_d, tD, mD.shape, epi_tensors, self.tiled_mma, self.cta_layout_mnk,
+            self.sA_layout, self.sB_layout, self.sD_layout, sched_params,
+        ).launch(grid=grid, block=[self.num_threads, 1, 1], cluster=(*self.cluster_shape_mn, 1),
+                 min_blocks_per_mp=1, stream=stream)
+
+    # ------------------------------------------------------------------ device
+    @cute.kernel
+    def kernel(self, tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom, mB: cute.Tensor,
+               tma_d: cute.CopyAtom, mD: cute.Tensor, d_shape, epi_tensors: tuple, tiled_mma: cute.TiledMma,
+               cta_layout_mnk: cute.Layout, sA_layout: cute.ComposedLayout, sB_layout: cute.ComposedLayout,
+               sD_layout: cute.ComposedLayout, sched_params: utils.PersistentTileSchedulerParams):
+        tidx, _, _ = cute.arch.thread_idx()
+        warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        if warp_idx == 0:
+            cpasync.prefetch_descriptor(tma_a)
+            cpasync.prefetch_descriptor(tma_b)
+            cpasync.prefetch_descriptor(tma_d)
+
+        cta_rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
+        cluster_coord = cta_layout_mnk.get_flat_coord(cta_rank)
+
+        smem = utils.SmemAllocator()
+        storage = smem.allocate(self.shared_storage)
+        sA = storage.sA.get_tensor(sA_layout.outer, swizzle=sA_layout.inner)
+        sB = storage.sB.get_tensor(sB_layout.outer, swizzle=sB_layout.inner)
+        sD = storage.sD.get_tensor(sD_layout.outer, swizzle=sD_layout.inner)
+
+        tx_bytes = cute.size_in_bytes(self.a_dtype, cute.slice_(sA_layout, (None, None, 0))) + cute.size_in_bytes(
+            self.b_dtype, cute.slice_(sB_layout, (None, None, 0)))
+        # Each consumer warp releases a buffer once per multicast peer that wrote into it.
+        consumer_arrivals = (self.mcast_a + self.mcast_b - 1) * self.num_mma_wg * 4
+        ab_pipe = pipeline.PipelineTmaAsync.create(
+            barrier_storage=storage.ab_mbar.data_ptr(), num_stages=self.ab_stages,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, consumer_arrivals),
+            tx_count=tx_bytes, cta_layout_vmnk=cute.make_layout((1, *cta_layout_mnk.shape)), defer_sync=True,
+        )
+        pipeline_init_arrive(cluster_shape_mn=self.cluster_shape_mn, is_relaxed=True)
+
+        # (bM, bK, tiles_m, tiles_k, L) views of the operands and (bM, bN, tiles_m, tiles_n, L) of the output.
+        gA = cute.local_tile(mA, cute.slice_(self.tile_mnk, (None, 0, None)), (None, None, None))
+        gB = cute.local_tile(mB, cute.slice_(self.tile_mnk, (0, None, None)), (None, None, None))
+        gD = cute.local_tile(mD, cute.slice_(self.tile_mnk, (None, None, 0)), (None, None, None))
+        cD = cute.local_tile(cute.make_identity_tensor(d_shape), cute.slice_(self.tile_mnk, (None, None, 0)),
+                             (None, None, None))
+        k_tiles = cute.size(gA, mode=[3])
+
+        tAsA, tAgA = cpasync.tma_partition(
+            tma_a, cluster_coord[1], cute.make_layout(cute.slice_(cta_layout_mnk, (0, None, 0)).shape),
+            cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2))
+        tBsB, tBgB = cpasync.tma_partition(
+            tma_b, cluster_coord[0], cute.make_layout(cute.slice_(cta_layout_mnk, (None, 0, 0)).shape),
+            cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2))
+        a_mask = cute.make_layout_image_mask(cta_layout_mnk, cluster_coord, mode=1) if self.mcast_a > 1 else 0
+        b_mask = cute.make_layout_image_mask(cta_layout_mnk, cluster_coord, mode=0) if self.mcast_b > 1 else 0
+
+        wg_idx = cute.arch.make_warp_uniform(tidx // self.threads_per_wg)
+        pipeline_init_wait(cluster_shape_mn=self.cluster_shape_mn)
+
+        if wg_idx == 0:
+            cute.arch.setmaxregister_decrease(self.producer_regs)
+            if warp_idx == 0:
+                sched = utils.StaticPersistentTileScheduler.create(
+                    sched_params, cute.arch.block_idx(), cute.arch.grid_dim())
+                work = sched.initial_work_tile_info()
+                state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.ab_stages)
+                while work.is_valid_tile:
+                    tile = work.tile_idx
+                    tAgA_t = tAgA[(None, tile[0], None, tile[2])]
+                    tBgB_t = tBgB[(None, tile[1], None, tile[2])]
+                    state.reset_count()
+                    for _k in range(k_tiles):
+                        ab_pipe.producer_acquire(state)
+                        bar = ab_pipe.producer_get_barrier(state)
+                        cute.copy(tma_a, tAgA_t[(None, state.count)], tAsA[(None, state.index)],
+                                  tma_bar_ptr=bar, mcast_mask=a_mask)
+                        cute.copy(tma_b, tBgB_t[(None, state.count)], tBsB[(None, state.index)],
+                                  tma_bar_ptr=bar, mcast_mask=b_mask)
+                        ab_pipe.producer_commit(state)
+                        state.advance()
+                    sched.advance_to_next_work()
+                    work = sched.get_current_work()
+                ab_pipe.producer_tail(state)
+        else:
+            cute.arch.setmaxregister_increase(self.consumer_regs)
+            self.consumer(tiled_mma, ab_pipe, sA, sB, sD, gD, cD, d_shape, epi_tensors, tma_d, k_tiles,
+                          sched_params, tidx, warp_idx, wg_idx)
+
+    @cute.jit
+    def consumer(self, tiled_mma: cute.TiledMma, ab_pipe, sA: cute.Tensor, sB: cute.Tensor, sD: cute.Tensor,
+                 gD: cute.Tensor, cD: cute.Tensor, d_shape, epi_tensors: tuple, tma_d: cute.CopyAtom,
+                 k_tiles, sched_params, tidx, warp_idx, wg_idx):
+        mma_tidx = tidx - self.threads_per_wg
+        thr_mma = tiled_mma.get_slice(
+            cute.make_layout(self.num_mma_wg, stride=self.threads_per_wg)(wg_idx - 1))
+        tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))
+        tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))
+        acc = cute.make_rmem_tensor(thr_mma.partition_C(gD).shape[:3], self.acc_dtype)
+        k_blocks = cute.size(tCrA, mode=[2])
+
+        # Epilogue plumbing: registers -> smem (stmatrix) -> gmem (TMA store), one sub-tile at a time.
+        r2s_atom = sm90_utils.sm90_get_smem_store_op(self.d_layout, elem_ty_d=self.d_dtype,
+                                                      elem_ty_acc=self.acc_dtype)
+        r2s_c_atom = cute.make_copy_atom(
+            cute.nvgpu.warp.StMatrix8x8x16bOp(self.d_layout.is_m_major_c(), 4), self.d_dtype)
+        tiled_r2s = cute.make_tiled_copy_S(r2s_atom, cute.make_tiled_copy_C_atom(r2s_c_atom, tiled_mma))
+        thr_r2s = tiled_r2s.get_slice(mma_tidx)
+        tRS_sD = thr_r2s.partition_D(sD)
+        tRS_rAcc = tiled_r2s.retile(acc)
+        frag_shape = cute.shape(thr_r2s.partition_S(sD))[:3]
+        tRS_rFrag = cute.make_rmem_tensor(frag_shape, self.acc_dtype)
+        tRS_rOut = cute.make_rmem_tensor(frag_shape, self.d_dtype)
+        frag_size = cute.size(tRS_rFrag)
+        store_pipe = pipeline.PipelineTmaStore.create(
+            num_stages=self.epi_stages,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.num_mma_threads))
+        tensors = dict(zip(self.epilogue.operand_names, epi_tensors))
+        extent = (d_shape[0], d_shape[1])
+
+        sched = utils.StaticPersistentTileScheduler.create(sched_params, cute.arch.block_idx(), cute.arch.grid_dim())
+        work = sched.initial_work_tile_info()
+        read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stages)
+        release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stages)
+        while work.is_valid_tile:
+            tile = work.tile_idx
+            # ---- mainloop: one K-tile of WGMMA stays in flight while the next is issued
+            read.reset_count()
+            release.reset_count()
+            tiled_mma.set(warpgroup.Field.ACCUMULATE, False)
+            warpgroup.fence()
+            for k in range(k_tiles):
+                ab_pipe.consumer_wait(read)
+                for kb in cutlass.range_constexpr(k_blocks):
+                    cute.gemm(tiled_mma, acc, tCrA[(None, None, kb, read.index)], tCrB[(None, None, kb, read.index)],
+                              acc)
+                    tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
+                warpgroup.commit_group()
+                warpgroup.wait_group(1)
+                if k > 0:
+                    ab_pipe.consumer_release(release)
+                    release.advance()
+                read.advance()
+            warpgroup.wait_group(0)
+            ab_pipe.consumer_release(release)  # host checks guarantee K >= 16, so there was a last K-tile
+            release.advance()
+
+            # ---- epilogue
+            gD_tile = gD[(None, None, *tile)]
+            tRS_cAcc = tiled_r2s.retile(thr_mma.partition_C(cD[(None, None, *tile)]))
+            gD_epi = cute.zipped_divide(gD_tile, self.epi_tile)
+            bSG_sD, bSG_gD = cpasync.tma_partition(tma_d, 0, cute.make_layout(1), cute.group_modes(sD, 0, 2), gD_epi)
+            epi_count = cute.size(gD_epi, mode=[1])
+            epi_grid = cute.make_layout(gD_epi.shape[1], stride=(gD_epi.shape[1][1], 1))
+            done_before = sched.num_tiles_executed * epi_count
+            for e in cutlass.range_constexpr(epi_count):
+                for v in cutlass.range_constexpr(frag_size):
+                    tRS_rFrag[v] = tRS_rAcc[e * frag_size + v]
+                ctx = EpilogueContext(acc=tRS_rFrag, coord=lambda v, e=e: tRS_cAcc[e * frag_size + v],
+                                      extent=extent, tensors=tensors)
+                tRS_rOut.store(self.epilogue.visit(ctx).to(self.d_dtype))
+                buf = (done_before + e) % self.epi_stages
+                cute.copy(tiled_r2s, tRS_rOut, tRS_sD[(None, None, None, buf)])
+                # stmatrix writes go through the generic proxy; TMA reads through the async proxy.
+                cute.arch.fence_proxy("async.shared", space="cta")
+                self.epi_barrier.arrive_and_wait()
+                if warp_idx == self.epi_store_warp:
+                    cute.copy(tma_d, bSG_sD[(None, buf)], bSG_gD[(None, epi_grid.get_hier_coord(e))])
+                    store_pipe.producer_commit()
+                    store_pipe.producer_acquire()
+                self.epi_barrier.arrive_and_wait()
+            sched.advance_to_next_work()
+            work = sched.get_current_work()
+        store_pipe.producer_tail()
