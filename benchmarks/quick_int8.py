@@ -1,0 +1,39 @@
+"""Quick first look: correctness at 8192^3 plus timing of our kernel vs torch._int_mm (+ torch epilogue)."""
+import sys, time, torch
+from triton.testing import do_bench
+from cute_kernels import int8_scaled_mm
+from cute_kernels.reference import int8_scaled_mm_ref
+
+for (m, n, k) in [(8192, 8192, 8192), (16, 4096, 4096), (4096, 4096, 4096)]:
+    a = torch.randint(-128, 128, (m, k), dtype=torch.int8, device="cuda")
+    w = torch.randint(-128, 128, (n, k), dtype=torch.int8, device="cuda")
+    b = w.t()
+    sa = torch.rand(m, device="cuda") * 0.01; sb = torch.rand(n, device="cuda") * 0.01
+    bias = torch.randn(n, device="cuda").bfloat16()
+    t0 = time.time(); out = int8_scaled_mm(a, b, sa, sb, bias); torch.cuda.synchronize(); t1 = time.time()
+    if m * n * k <= 4096**3:
+        ref = int8_scaled_mm_ref(a, b, sa, sb, bias)
+        err = ((out.double() - ref).abs() / (ref.abs() + 1)).max().item()
+    else:
+        ref = int8_scaled_mm_ref(a[:256], b, sa[:256], sb, bias)
+        err = ((out[:256].double() - ref).abs() / (ref.abs() + 1)).max().item()
+    ms = do_bench(lambda: int8_scaled_mm(a, b, sa, sb, bias), warmup=50, rep=200)
+    line = f"{m}x{n}x{k}: first call {t1-t0:.2f}s  ours {ms*1e3:.1f} us {2*m*n*k/ms/1e9:.0f} TOPS  maxrel {err:.2e}"
+    if m > 16:
+        ms2 = do_bench(lambda: (torch._int_mm(a, b).float() * sa[:, None] * sb[None] + bias).bfloat16(), warmup=20, rep=100)
+        line += f" | torch._int_mm+epi {ms2*1e3:.1f} us {2*m*n*k/ms2/1e9:.0f} TOPS"
+    print(line, flush=True)
+# host overhead: tiny problem, no sync inside the loop
+a = torch.randint(-128, 128, (16, 256), dtype=torch.int8, device="cuda"); w = torch.randint(-128, 128, (256, 256), dtype=torch.int8, device="cuda")
+sa = torch.rand(16, device="cuda"); sb = torch.rand(256, device="cuda")
+out = torch.empty(16, 256, dtype=torch.bfloat16, device="cuda")
+for _ in range(100): int8_scaled_mm(a, w.t(), sa, sb, out=out)
+torch.cuda.synchronize(); N = 2000; t = time.perf_counter()
+for _ in range(N): int8_scaled_mm(a, w.t(), sa, sb, out=out)
+t2 = time.perf_counter(); torch.cuda.synchronize()
+print(f"host cost per warm call (out= given): {(t2-t)/N*1e6:.1f} us")
+x = torch.empty(16, 256, device="cuda"); y = torch.empty_like(x)
+t = time.perf_counter()
+for _ in range(N): y.copy_(x)
+t2 = time.perf_counter(); torch.cuda.synchronize()
+print(f"torch copy_ per call: {(t2-t)/N*1e6:.1f} us")

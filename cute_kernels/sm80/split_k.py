@@ -1,0 +1,68 @@
+"""Split-K for the SM80-class int8 GEMM: when to split, into how many slices, and the reusable workspace.
+
+Decision. A problem whose (M, N, L) tile grid cannot fill the GPU (fewer tiles than resident CTA slots: SMs x the
+config's CTAs per SM) and whose K is long enough gets S = slots // tiles slices, capped so that every slice runs at
+least MIN_K_TILES_PER_SPLIT k-tiles (the multistage prologue must be amortized) and at most MAX_SPLIT_K slices.
+Typical hits are decode shapes (M <= 128) against 4096-14336 wide weights, where the 16/32-row tile grid has only
+N / tile_n CTAs.
+
+Workspace. The kernel reduces in int32 through a workspace slot per output tile plus one arrival counter per tile
+(see kernel.py); the last slice re-zeroes both, so the buffer is allocated zeroed once and reused without a memset.
+One workspace per (device, stream): kernels on one stream run in order, so they never share a slot concurrently;
+two streams get two buffers. Capturing a split-K call in a CUDA graph is fine once the workspace exists (call once
+before capture so it is not allocated inside the capture).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from cute_kernels.sm80.configs import Sm80TileConfig
+
+MAX_SPLIT_K = 16
+MIN_K_TILES_PER_SPLIT = 4
+
+
+def choose_split_k(m: int, n: int, k: int, batch: int, config: Sm80TileConfig, num_sms: int,
+                   device_arch: str) -> tuple[int, int]:
+    """(slices, k_tiles_per_slice); slices == 1 means no split. Every slice gets >= 1 k-tile."""
+    tiles = math.ceil(m / config.tile_m) * math.ceil(n / config.tile_n) * batch
+    k_tiles = math.ceil(k / config.tile_k)
+    slots = num_sms * config.ctas_per_sm(device_arch)
+    want = min(slots // max(tiles, 1), k_tiles // MIN_K_TILES_PER_SPLIT, MAX_SPLIT_K)
+    return normalize_split_k(want, k_tiles)
+
+
+def normalize_split_k(slices: int, k_tiles: int) -> tuple[int, int]:
+    """Round a requested slice count so that no slice is empty: (slices, k_tiles_per_slice)."""
+    slices = max(1, min(int(slices), k_tiles))
+    per = math.ceil(k_tiles / slices)
+    return math.ceil(k_tiles / per), per
+
+
+class SplitKWorkspace:
+    """Zero-initialised int32 partial-sum slots and tile counters, one pair per (device, stream), grown on demand."""
+
+    def __init__(self):
+        self._buffers: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def get(self, device: torch.device, num_tiles: int, tile_elems: int) -> tuple[torch.Tensor, torch.Tensor]:
+        stream = torch.cuda.current_stream(device).cuda_stream
+        key = (device.index, stream)
+        slots, counters = self._buffers.get(key, (None, None))
+        if slots is None or slots.numel() < num_tiles * tile_elems or counters.numel() < num_tiles:
+            grow = 2 if slots is not None else 1  # amortize a sequence of growing problems
+            n_tiles = max(num_tiles, grow * (counters.numel() if counters is not None else 0))
+            n_elems = max(num_tiles * tile_elems, grow * (slots.numel() if slots is not None else 0))
+            slots = torch.zeros(n_elems, dtype=torch.int32, device=device)
+            counters = torch.zeros(n_tiles, dtype=torch.int32, device=device)
+            self._buffers[key] = (slots, counters)
+        return slots, counters
+
+    def nbytes(self) -> int:
+        return sum(s.numel() * 4 + c.numel() * 4 for s, c in self._buffers.values())
+
+
+WORKSPACE = SplitKWorkspace()

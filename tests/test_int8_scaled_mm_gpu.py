@@ -1,0 +1,94 @@
+"""GPU tier of int8_scaled_mm: every result against the float64 reference, on fresh random data, NaN-poisoned outputs."""
+
+import pytest
+import torch
+
+from cute_kernels import TileConfig, int8_scaled_mm
+from cute_kernels.configs import shipped_sm90_int8_configs
+from cute_kernels.reference import int8_scaled_mm_ref
+
+pytestmark = pytest.mark.gpu
+
+
+def _inputs(m, n, k, batch=None, a_kind="vector", b_kind="vector", bias=True, out_dtype=torch.bfloat16, seed=0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    lead = () if batch is None else (batch,)
+    a = torch.randint(-128, 128, (*lead, m, k), dtype=torch.int8, device="cuda", generator=g)
+    w = torch.randint(-128, 128, (*lead, n, k), dtype=torch.int8, device="cuda", generator=g)
+    b = w.transpose(-1, -2)  # [.., K, N] column-major, as the seed stores it
+    a_scale = torch.rand(m if a_kind == "vector" else 1, device="cuda", generator=g) * 0.02 + 0.001
+    b_scale = torch.rand(n if b_kind == "vector" else 1, device="cuda", generator=g) * 0.02 + 0.001
+    bias_t = (torch.randn(n, device="cuda", generator=g) * 4).to(out_dtype) if bias else None
+    return a, b, a_scale, b_scale, bias_t
+
+
+def _check(out, a, b, a_scale, b_scale, bias, out_dtype):
+    ref = int8_scaled_mm_ref(a, b, a_scale, b_scale, bias)
+    assert out.dtype == out_dtype and out.shape == ref.shape
+    assert not torch.isnan(out).any(), "kernel left elements unwritten (NaN poison survived)"
+    # The only error allowed: fp32 epilogue arithmetic plus one rounding to the output type.
+    tol = (2 ** -7 if out_dtype == torch.bfloat16 else 2 ** -10) * ref.abs() + 1e-2
+    err = (out.double() - ref).abs()
+    assert (err <= tol).all(), f"max abs err {err.max().item():.4g}, max |ref| {ref.abs().max().item():.4g}"
+
+
+SHAPES = [
+    (1, 4096, 4096), (17, 256, 512), (16, 8, 16), (4097, 264, 272), (128, 4096, 1024), (32, 14336, 256),
+    (64, 1024, 4096), (300, 1000, 2000), (1024, 2048, 1024),
+]
+
+
+@pytest.mark.parametrize("m,n,k", SHAPES)
+@pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float16])
+def test_shapes(m, n, k, out_dtype):
+    a, b, a_s, b_s, bias = _inputs(m, n, k, out_dtype=out_dtype, seed=m * 7 + n + k)
+    out = torch.full((m, n), float("nan"), dtype=out_dtype, device="cuda")
+    int8_scaled_mm(a, b, a_s, b_s, bias, out_dtype=out_dtype, out=out)
+    _check(out, a, b, a_s, b_s, bias, out_dtype)
+
+
+@pytest.mark.parametrize("a_kind", ["vector", "scalar"])
+@pytest.mark.parametrize("b_kind", ["vector", "scalar"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_epilogue_variants(a_kind, b_kind, bias):
+    for m in (5, 700):  # one swapped (decode) and one plain config
+        a, b, a_s, b_s, bias_t = _inputs(m, 520, 384, a_kind=a_kind, b_kind=b_kind, bias=bias, seed=m)
+        out = int8_scaled_mm(a, b, a_s, b_s, bias_t)
+        _check(out, a, b, a_s, b_s, bias_t, torch.bfloat16)
+
+
+@pytest.mark.parametrize("cfg", shipped_sm90_int8_configs(), ids=lambda c: c.describe())
+def test_every_shipped_config(cfg):
+    a, b, a_s, b_s, bias = _inputs(333, 776, 1040, seed=3)
+    out = torch.full((333, 776), float("nan"), dtype=torch.bfloat16, device="cuda")
+    int8_scaled_mm(a, b, a_s, b_s, bias, out=out, config=cfg)
+    _check(out, a, b, a_s, b_s, bias, torch.bfloat16)
+
+
+@pytest.mark.parametrize("m", [3, 513])
+def test_batched(m):
+    a, b, a_s, b_s, bias = _inputs(m, 256, 512, batch=3, seed=m)
+    out = int8_scaled_mm(a, b, a_s, b_s, bias)
+    _check(out, a, b, a_s, b_s, bias, torch.bfloat16)
+
+
+def test_current_stream_and_repeat_calls():
+    a, b, a_s, b_s, bias = _inputs(64, 512, 256)
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        out1 = int8_scaled_mm(a, b, a_s, b_s, bias)
+        out2 = int8_scaled_mm(a, b, a_s, b_s, bias)  # warm path
+    s.synchronize()
+    _check(out1, a, b, a_s, b_s, bias, torch.bfloat16)
+    assert torch.equal(out1, out2)
+
+
+def test_warm_path_still_validates():
+    a, b, a_s, b_s, bias = _inputs(64, 512, 256)
+    int8_scaled_mm(a, b, a_s, b_s, bias)
+    with pytest.raises((TypeError, ValueError), match="b_scale"):
+        int8_scaled_mm(a, b, a_s, b_s.double(), bias)
+    misaligned = torch.empty(64 * 256 + 1, dtype=torch.int8, device="cuda")[1:].view(64, 256)
+    misaligned.copy_(a)
+    with pytest.raises(ValueError, match="a must start at a 16-byte aligned"):
+        int8_scaled_mm(misaligned, b, a_s, b_s, bias)
