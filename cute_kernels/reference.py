@@ -36,7 +36,8 @@ def _expand_rows(scale: torch.Tensor, g: int, rows: int) -> torch.Tensor:
 
 
 def fp8_blockwise_scaled_mm_ref(a, b, a_scale, b_scale, scale_granularity=(1, 128, 128)):
-    """out[..., i, j] = sum_kb a_scale[..., i//gM, kb] * b_scale[..., j//gN, kb] * sum_{k in kb} a[..., i, k] * b[..., j, k].
+    """FP8 GEMM with blockwise/groupwise scales, in float64:
+    out[..., i, j] = sum_kb a_scale[..., i//gM, kb] * b_scale[..., j//gN, kb] * sum_{k in kb} a[..., i, k] * b[..., j, k].
 
     a: [M, K] or [L, M, K] (fp8, or any float dtype); b: [N, K] or [L, N, K] (the seed's B, K contiguous);
     a_scale: [(L,) ceil(M/gM), ceil(K/gK)]; b_scale: [(L,) ceil(N/gN), ceil(K/gK)], any strides (K- or MN-major).
@@ -79,14 +80,15 @@ def quantized_mm_ref(x, w_packed, scale, bits, group_scales=None):
     if group_scales is not None:
         g = group_size_of(K, group_scales, w.shape[0])
         w = w * group_scales.double().to(w.device).repeat_interleave(g, dim=1)
-    return torch.matmul(x.double(), w.t())
+    return torch.matmul(x.double(), w.t().to(x.device))
 
 
 def awq_gemm_ref(x, qweight, scales, qzeros):
     """out[m, o] = sum_i x[m, i] * (q[i, o] - z[i // G, o]) * s[i // G, o], in float64 (formats.awq layout).
 
     x: [..., M, IC]; qweight int32 [IC, OC/8]; scales fp16/bf16 [IC/G, OC]; qzeros int32 [IC/G, OC/8].
-    The dequantized weight is exact here; kernels that round it to fp16/bf16 first (vLLM's does) differ by that rounding.
+    The dequantized weight is exact here; kernels that round it to fp16/bf16 first (vLLM's does) differ by that
+    rounding.
     """
     w = awq_dequantize_float(qweight, scales, qzeros).double()  # exact: 5-bit int times an fp16/bf16 value
     if x.shape[-1] != w.shape[0]:

@@ -61,7 +61,7 @@ def test_hand_packed_examples():
 
 @pytest.mark.parametrize("bits", BITS)
 def test_random_round_trip_multi_row(bits):
-    lo, hi = (-1, 1) if bits == 1 else (-(2 ** (bits - 1)) if bits != 2 else -2, 2 ** (bits - 1) - 1 if bits != 2 else 1)
+    lo, hi = {1: (-1, 1), 2: (-2, 1), 4: (-8, 7), 8: (-128, 127)}[bits]
     w = torch.randint(lo, hi + 1, (5, 64), generator=gen(bits), dtype=torch.int32)
     if bits == 1:
         w = torch.where(w >= 0, 1, -1)
@@ -103,12 +103,13 @@ def test_quantize_zero_tensor_and_group():
     w[0, :32] = torch.linspace(-1, 1, 32)
     for bits in BITS:
         packed, scale, gs = quantize_weights(w, bits, 32)
-        assert bool(torch.isfinite(gs).all()) and bool((gs > 0).all())
+        assert bool(torch.isfinite(gs).all()) and float(gs[0, 0]) > 0
+        assert torch.equal(gs[1:], torch.zeros(3, 2)) and float(gs[0, 1]) == 0.0
         deq = dequantize_weights(packed, bits, 64, scale, gs)
-        if bits != 1:  # 1-bit has no zero: an all-zero group decodes to +-scale with scale 1.0 (documented)
-            assert torch.equal(deq[1:], torch.zeros(3, 64))
-    packed, scale, _ = quantize_weights(torch.zeros(2, 8), 4)
-    assert scale == 1.0 and torch.equal(unpack_weights(packed, 4, 8), torch.zeros(2, 8, dtype=torch.int8))
+        assert torch.equal(deq[1:], torch.zeros(3, 64)) and torch.equal(deq[0, 32:], torch.zeros(32))
+    for bits in BITS:
+        packed, scale, _ = quantize_weights(torch.zeros(2, 8), bits)
+        assert scale == 0.0 and torch.equal(dequantize_weights(packed, bits, 8, scale), torch.zeros(2, 8))
 
 
 def test_bitpack_errors():
@@ -150,7 +151,7 @@ def test_bitpack_errors():
     with pytest.raises(TypeError, match="w_int must be a torch.Tensor"):
         pack_weights([[1, 2]], 4)
     packed = torch.zeros(2, 32, dtype=torch.uint8)
-    with pytest.raises(ValueError, match=r"group_scales must have shape \[N, K / group\] = \[2, K / group\] .* got \(2, 3\)"):
+    with pytest.raises(ValueError, match=r"group_scales must have shape \[N, K / group\] = \[2, K / group\] .*\(2, 3\)"):
         dequantize_weights(packed, 4, 64, 1.0, torch.ones(2, 3))
     with pytest.raises(ValueError, match="group a multiple of 32"):
         dequantize_weights(packed, 4, 64, 1.0, torch.ones(2, 4))  # group 16
@@ -171,7 +172,8 @@ def test_awq_nibble_order_by_hand():
     # column 1 lives in slot 4 (bits 16..19); column 7 = 8 sets the sign bit of the int32
     q, _, _ = awq_pack(torch.tensor([[0, 9, 0, 0, 0, 0, 0, 8]]), zeros, ones, 1)
     assert q.tolist() == [[0x80090000 - 2**32]]
-    w, z = awq_unpack(torch.tensor([[0x80090000 - 2**32]], dtype=torch.int32), torch.tensor([[0x75316420]], dtype=torch.int32))
+    w, z = awq_unpack(torch.tensor([[0x80090000 - 2**32]], dtype=torch.int32),
+                      torch.tensor([[0x75316420]], dtype=torch.int32))
     assert w.tolist() == [[0, 9, 0, 0, 0, 0, 0, 8]] and z.tolist() == [list(range(8))]
     # second int32 of a row covers columns 8..15
     q, _, _ = awq_pack(torch.tensor([[0] * 8 + [1, 0, 0, 0, 0, 0, 0, 0]]), torch.zeros(1, 16, dtype=torch.int32),
@@ -231,7 +233,8 @@ def test_awq_errors():
     with pytest.raises(ValueError, match=r"zeros values must be unsigned 4-bit .* got min -1"):
         awq_pack(torch.zeros(1, 8, dtype=torch.int32), zeros - 1, ones, 1)
     with pytest.raises(ValueError, match=r"OC = 12 \(int_weight.shape\[1\]\) must be a positive multiple of 8"):
-        awq_pack(torch.zeros(1, 12, dtype=torch.int32), torch.zeros(1, 12, dtype=torch.int32), torch.ones(1, 12, dtype=torch.half), 1)
+        awq_pack(torch.zeros(1, 12, dtype=torch.int32), torch.zeros(1, 12, dtype=torch.int32),
+                 torch.ones(1, 12, dtype=torch.half), 1)
     with pytest.raises(ValueError, match="IC = 96 must be a multiple of group_size = 64"):
         awq_pack(torch.zeros(96, 8, dtype=torch.int32), zeros, ones, 64)
     with pytest.raises(ValueError, match=r"zeros must have shape \(2, 8\) \(\[IC / group_size, OC\]\); got \(1, 8\)"):
@@ -250,7 +253,7 @@ def test_awq_errors():
         awq_unpack(qweight, torch.zeros(2, 4, dtype=torch.int32).t())
     with pytest.raises(ValueError, match=r"scales.shape\[0\] = 3 \(IC / G\) must divide IC = qweight.shape\[0\] = 128"):
         awq_dequantize_reference(qweight, torch.ones(3, 16, dtype=torch.half), qzeros)
-    with pytest.raises(ValueError, match=r"scales must have shape \[IC / G, OC\] with OC = 8 \* qweight.shape\[1\] = 16"):
+    with pytest.raises(ValueError, match=r"scales must have shape \[IC / G, OC\] with OC = 8 \* qweight.shape\[1\] = 16;"):
         awq_dequantize_reference(qweight, torch.ones(4, 24, dtype=torch.half), qzeros)
     with pytest.raises(ValueError, match=r"qzeros must have shape \(4, 2\)"):
         awq_dequantize_reference(qweight, scales, torch.zeros(2, 2, dtype=torch.int32))
@@ -294,10 +297,12 @@ def test_fp8_blockwise_round_trip_and_partial_blocks():
             tile = w[bn * 128:(bn + 1) * 128, bk * 128:(bk + 1) * 128]
             assert float(s[bn, bk]) == pytest.approx(float(tile.abs().max()) / 448.0, rel=1e-6)
     deq = dequantize_fp8_blockwise(q, s, 128)
-    assert bool(((deq - w).abs() <= 2.0 ** -4 * w.abs() + s.repeat_interleave(128, 0)[:300].repeat_interleave(128, 1)[:, :200] * 2.0 ** -9).all())
+    s_elem = s.repeat_interleave(128, 0)[:300].repeat_interleave(128, 1)[:, :200]
+    assert bool(((deq - w).abs() <= 2.0 ** -4 * w.abs() + s_elem * 2.0 ** -10).all())
     qb, sb = quantize_fp8_blockwise(w.reshape(2, 150, 200), (64, 128))
     assert sb.shape == (2, 3, 2)
-    torch.testing.assert_close(dequantize_fp8_blockwise(qb, sb, (64, 128)), w.reshape(2, 150, 200), rtol=0.07, atol=0.02)
+    torch.testing.assert_close(dequantize_fp8_blockwise(qb, sb, (64, 128)), w.reshape(2, 150, 200),
+                               rtol=0.07, atol=0.02)
 
 
 def test_fp8_errors():
@@ -314,7 +319,7 @@ def test_fp8_errors():
     with pytest.raises(ValueError, match=r"block must be an int or a \(rows, cols\) pair"):
         quantize_fp8_blockwise(torch.zeros(2, 2), (1, 2, 3))
     q, s = quantize_fp8_per_token_group(torch.ones(4, 256))
-    with pytest.raises(ValueError, match=r"scale must have shape \(4, 2\) \(\[..., M, ceil\(K / 128\)\] .* got \(4, 1\)"):
+    with pytest.raises(ValueError, match=r"scale must have shape \(4, 2\) \(\[..., M, ceil\(K / 128\)\].*\(4, 1\)"):
         dequantize_fp8_per_token_group(q, s[:, :1])
     with pytest.raises(TypeError, match="q must have dtype float8_e4m3fn, float8_e5m2; got float32"):
         dequantize_fp8_blockwise(q.float(), s)
@@ -332,8 +337,9 @@ def test_scale_layout_seed_examples():
     assert scale_factor_layout("SFB", 512, 1024, (128, 128, 128)) == "((_128,4),(_128,8),1):((_0,_1),(_0,4),32)"
     assert smem_atom_layout("A", (128, 128, 128), "groupwise") == "((_1,_128),(_128,_1)):((_0,_1),(_0,_128))"
     assert smem_atom_layout("B", (128, 128, 128), "groupwise") == "((_128,_1),(_128,_1)):((_0,_1),(_0,_1))"
-    assert smem_atom_layout("A", (128, 128, 128), "blockwise", stages=4) == "((_128,_1),(_128,_1),_4):((_0,_1),(_0,_1),_1)"
-    assert smem_atom_layout("A", (128, 128, 128), "groupwise", stages=4) == "((_1,_128),(_128,_1),_4):((_0,_1),(_0,_128),_128)"
+    tile = (128, 128, 128)
+    assert smem_atom_layout("A", tile, "blockwise", stages=4) == "((_128,_1),(_128,_1),_4):((_0,_1),(_0,_1),_1)"
+    assert smem_atom_layout("A", tile, "groupwise", stages=4) == "((_1,_128),(_128,_1),_4):((_0,_1),(_0,_128),_128)"
 
 
 def test_scale_layout_partial_batched_and_k_major():
@@ -368,7 +374,7 @@ def test_scale_layout_addresses_the_torch_scale_tensor(major, gran, kind):
 def test_scale_layout_errors():
     with pytest.raises(ValueError, match="kind must be 'A' .* or 'B' .*; got 'C'"):
         scale_factor_layout("C", 256, 1024)
-    with pytest.raises(ValueError, match="granularity must be 'groupwise', 'blockwise' or a \\(gM, gN, gK\\) tuple; got 'rowwise'"):
+    with pytest.raises(ValueError, match=r"granularity must be 'groupwise', 'blockwise' or a \(gM, gN, gK\) .*'rowwise'"):
         scale_factor_layout("A", 256, 1024, "rowwise")
     with pytest.raises(ValueError, match=r"granularity\[2\] must be a positive int; got 0"):
         scale_factor_layout("A", 256, 1024, (1, 128, 0))
@@ -376,3 +382,34 @@ def test_scale_layout_errors():
         scale_factor_layout("A", 0, 1024)
     with pytest.raises(ValueError, match="major must be 'MN'"):
         scale_factor_layout("A", 256, 1024, major="row")
+
+
+def _cute_eval(shape, stride, coords):
+    """Build the layout with the real CuTe DSL (all-static) and return (str, [crd2idx(c) for c in coords])."""
+    import cutlass
+    import cutlass.cute as cute
+
+    @cute.jit
+    def build(shape: cutlass.Constexpr, stride: cutlass.Constexpr, coords: cutlass.Constexpr, sink: cutlass.Constexpr):
+        layout = cute.make_layout(shape, stride=stride)
+        sink.append(str(layout))
+        for c in coords:
+            sink.append(cute.crd2idx(c, layout))
+
+    sink = []
+    build(shape, stride, coords, sink)
+    return sink[0], [int(v) for v in sink[1:]]
+
+
+@pytest.mark.parametrize("args", [("A", 256, 1024, "groupwise", 1, "MN"), ("B", 512, 1024, "groupwise", 1, "MN"),
+                                  ("A", 200, 300, "blockwise", 3, "MN"), ("A", 130, 300, (2, 64, 32), 2, "K")])
+def test_scale_layout_agrees_with_cute(args):
+    """CuTe itself prints the same layout (it writes static ints without the C++ underscore) and maps element
+    coordinates to the same offsets as ScaleFactorLayout.offset."""
+    pytest.importorskip("cutlass.cute")
+    kind, mn, K, gran, L, major = args
+    lay = make_scale_factor_layout(kind, mn, K, gran, L=L, major=major)
+    coords = [(m, k, l) for m in (0, 1, mn // 2, mn - 1) for k in (0, 127, 128, K - 1) for l in range(L)]
+    text, offsets = _cute_eval(lay.shape_values, lay.stride_values, coords)
+    assert text == str(lay).replace("_", "")
+    assert offsets == [lay.offset(*c) for c in coords]

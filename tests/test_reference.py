@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from cute_kernels.formats import awq_quantize, awq_unpack, pack_weights, quantize_fp8_blockwise, quantize_fp8_per_token_group
+from cute_kernels.formats import (awq_quantize, awq_unpack, pack_weights, quantize_fp8_blockwise,
+                                  quantize_fp8_per_token_group)
 from cute_kernels.formats.scale_layouts import to_mn_major
 from cute_kernels.reference import (awq_gemm_ref, fp8_blockwise_scaled_mm_ref, int8_scaled_mm_ref,
                                     quantized_matmul_reduce_scatter_ref, quantized_mm_ref)

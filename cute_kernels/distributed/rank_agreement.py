@@ -45,9 +45,9 @@ def agree_across_ranks(group, device: torch.device, local_error: Exception | Non
     """
     world = dist.get_world_size(group)
     record = torch.tensor([0 if local_error is None else 1, *shared.values()], dtype=torch.int64, device=device)
-    table = torch.empty(world, record.numel(), dtype=torch.int64, device=device)
+    table = torch.empty(world * record.numel(), dtype=torch.int64, device=device)
     all_gather_single(table, record, group=group)
-    rows = table.tolist()
+    rows = table.view(world, -1).tolist()
 
     failed = [r for r, row in enumerate(rows) if row[0]]
     if failed:

@@ -34,7 +34,8 @@ Quantization scheme (``quantize_weights``), symmetric, round-to-nearest:
   ``QuantizedConfig.scale``) and ``group_scales=None``.
   ``group=g`` (a multiple of 32 that divides K): ``group_scales`` float32 ``[N, K / g]`` holds the scale of each
   run of ``g`` values along K, and the per-tensor ``scale`` is 1.0. A group of 32 always covers whole bytes.
-* An all-zero tensor/group gets scale 1.0 (any scale reproduces zeros; 1.0 keeps the division finite).
+* An all-zero tensor/group gets scale 0.0, so it dequantizes to exact zeros at every width (1-bit included, which
+  has no zero code); the quantizer divides by 1.0 there instead.
 
 The weight a kernel multiplies with is ``decode(code) * scale * group_scales[n, k // g]`` (``dequantize_weights``).
 """
@@ -154,20 +155,20 @@ def unpack_weights(packed: torch.Tensor, bits: int, K: int) -> torch.Tensor:
 
 
 def _symmetric_scale(w: torch.Tensor, bits: int, dim: int) -> torch.Tensor:
-    """float32 scale over `dim` (kept); all-zero slices get 1.0."""
+    """float32 scale over `dim` (kept); 0.0 for all-zero slices."""
     if bits == 1:
         s = w.abs().mean(dim=dim, keepdim=True)
     else:
         s = w.abs().amax(dim=dim, keepdim=True) / ((1 << (bits - 1)) - 1)
-    s = s.to(torch.float32)
-    return torch.where(s > 0, s, torch.ones_like(s))
+    return s.to(torch.float32)
 
 
 def _round_to_codes(w: torch.Tensor, scale: torch.Tensor, bits: int) -> torch.Tensor:
     if bits == 1:
         return torch.where(w >= 0, 1, -1).to(torch.int8)
     lo, hi = value_range(bits)
-    return torch.clamp(torch.round(w / scale), lo, hi).to(torch.int8)
+    divisor = torch.where(scale > 0, scale, torch.ones_like(scale))  # scale 0 <=> w == 0 there: any divisor works
+    return torch.clamp(torch.round(w / divisor), lo, hi).to(torch.int8)
 
 
 def quantize_weights(w_float: torch.Tensor, bits: int, group: int | None = None):

@@ -193,14 +193,14 @@ def smem_atom_layout(kind, tile_shape=(128, 128, 128), granularity=GROUPWISE, ma
 def describe_scale_layouts(M: int, N: int, K: int, granularity=GROUPWISE, L: int = 1, major: str = "MN",
                            tile_shape=(128, 128, 128)) -> str:
     """Multi-line summary of SFA/SFB (global and smem) for the CLI's ``layout`` command."""
-    gM, gN, gK = normalize_granularity(granularity)
+    gM, gN, gK = gran = normalize_granularity(granularity)
     lines = [
         f"FP8 scale factors, granularity (gM, gN, gK) = ({gM}, {gN}, {gK}), M={M} N={N} K={K} L={L}, {major}-major",
-        f"  SFA [{L}, {_ceil_div(M, gM)}, {_ceil_div(K, gK)}]: {scale_factor_layout('A', M, K, (gM, gN, gK), L, major)}",
-        f"  SFB [{L}, {_ceil_div(N, gN)}, {_ceil_div(K, gK)}]: {scale_factor_layout('B', N, K, (gM, gN, gK), L, major)}",
+        f"  SFA [{L}, {_ceil_div(M, gM)}, {_ceil_div(K, gK)}]: {scale_factor_layout('A', M, K, gran, L, major)}",
+        f"  SFB [{L}, {_ceil_div(N, gN)}, {_ceil_div(K, gK)}]: {scale_factor_layout('B', N, K, gran, L, major)}",
         f"  smem atom per CTA tile {tuple(tile_shape)}:",
-        f"    SFA: {smem_atom_layout('A', tile_shape, (gM, gN, gK), major)}",
-        f"    SFB: {smem_atom_layout('B', tile_shape, (gM, gN, gK), major)}",
+        f"    SFA: {smem_atom_layout('A', tile_shape, gran, major)}",
+        f"    SFB: {smem_atom_layout('B', tile_shape, gran, major)}",
     ]
     return "\n".join(lines)
 

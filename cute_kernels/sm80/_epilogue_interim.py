@@ -59,7 +59,7 @@ class _Vector(Node):
         src = ctx.tensors[self.name]
         frag = cute.make_rmem_tensor(ctx.acc.layout, cutlass.Float32)
         last = ctx.bounds[self.mode] - 1
-        for i in cutlass.range_constexpr(cute.size(frag)):
+        for i in range(cute.size(frag)):  # trace-time unrolled (plain Python helper)
             # Clamp instead of branching: out-of-bounds elements are computed but never stored.
             idx = cutlass.min(ctx.coords[i][self.mode], last)
             frag[i] = src[idx].to(cutlass.Float32)

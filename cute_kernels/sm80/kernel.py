@@ -89,7 +89,7 @@ class Int8ScaledMmSm80:
 
         sA_layout, sA_swizzle = self._smem_layout_ab(bM, bK, stages)
         sB_layout, sB_swizzle = self._smem_layout_ab(bN, bK, stages)
-        sC_layout = self._smem_layout_c(bM, bN)
+        sC_layout, sC_swizzle = self._smem_layout_c(bM, bN)
 
         g2s_atom = cute.make_copy_atom(
             cpasync.CopyG2SOp(cache_mode=cpasync.LoadCacheMode.GLOBAL), cutlass.Int8, num_bits_per_copy=_COPY_BITS
@@ -125,7 +125,7 @@ class Int8ScaledMmSm80:
         )
         self.kernel(
             mA, mB, mC, a_scale, b_scale, bias, workspace, tile_counters, split_k, k_tiles_per_split,
-            sA_layout, sA_swizzle, sB_layout, sB_swizzle, sC_layout,
+            sA_layout, sA_swizzle, sB_layout, sB_swizzle, sC_layout, sC_swizzle,
             tiled_copy_A, tiled_copy_B, tiled_copy_C, tiled_mma, raster,
         ).launch(grid=grid, block=[self.num_threads, 1, 1], stream=stream)
 
@@ -147,7 +147,8 @@ class Int8ScaledMmSm80:
         sA_swizzle: cute.Swizzle,
         sB_layout: cute.Layout,
         sB_swizzle: cute.Swizzle,
-        sC_layout: cute.ComposedLayout,
+        sC_layout: cute.Layout,
+        sC_swizzle: cute.Swizzle,
         tiled_copy_A: cute.TiledCopy,
         tiled_copy_B: cute.TiledCopy,
         tiled_copy_C: cute.TiledCopy,
@@ -211,7 +212,7 @@ class Int8ScaledMmSm80:
             )
             sA = SharedStorageAB(storage).a.get_tensor(sA_layout, swizzle=sA_swizzle)
             sB = SharedStorageAB(storage).b.get_tensor(sB_layout, swizzle=sB_swizzle)
-            sC = SharedStorageC(storage).c.get_tensor(sC_layout)
+            sC = SharedStorageC(storage).c.get_tensor(sC_layout, swizzle=sC_swizzle)
 
             # ---- gmem -> smem partitions and M/N predicates (per 16-byte chunk row; K is handled by the shift)
             thr_copy_A = tiled_copy_A.get_slice(tidx)
@@ -383,13 +384,11 @@ class Int8ScaledMmSm80:
         return cute.tile_to_shape(atom, (rows, bK, stages), (0, 1, 2)), swizzle
 
     def _smem_layout_c(self, bM: int, bN: int):
-        """Row-major (bM, bN) output tile; the swizzle spreads the MMA's column pairs over banks."""
+        """Row-major (bM, bN) output tile and its byte swizzle, which spreads the MMA's column pairs over banks."""
         atom_n = min(bN, 64)
         swizzle_bits = min(int(math.log2(atom_n * self.out_dtype.width // _COPY_BITS)), 3)
-        atom = cute.make_composed_layout(
-            cute.make_swizzle(swizzle_bits, 3, 4), 0, cute.make_layout((8, atom_n), stride=(atom_n, 1))
-        )
-        return cute.tile_to_shape(atom, (bM, bN), (0, 1))
+        atom = cute.make_layout((8, atom_n), stride=(atom_n, 1))
+        return cute.tile_to_shape(atom, (bM, bN), (0, 1)), cute.make_swizzle(swizzle_bits, 4, 4)
 
     def _k_major_tiled_copy(self, atom, bK: int):
         per_row = bK * 8 // _COPY_BITS

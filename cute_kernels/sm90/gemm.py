@@ -144,7 +144,7 @@ class Sm90GemmKernel:
         cta_rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
         cluster_coord = cta_layout_mnk.get_flat_coord(cta_rank)
 
-        smem = utils.SmemAllocator()
+        smem = cutlass.memory.SmemAllocator()
         storage = smem.allocate(self.shared_storage)
         sA = storage.sA.get_tensor(sA_layout.outer, swizzle=sA_layout.inner)
         sB = storage.sB.get_tensor(sB_layout.outer, swizzle=sB_layout.inner)
@@ -251,14 +251,16 @@ class Sm90GemmKernel:
             # ---- mainloop: one K-tile of WGMMA stays in flight while the next is issued
             read.reset_count()
             release.reset_count()
-            tiled_mma.set(warpgroup.Field.ACCUMULATE, False)
+            # Zero the accumulators instead of toggling ACCUMULATE off for the first WGMMA: the K loop body is
+            # traced once, so a flag flipped inside it would apply to every K-tile.
+            acc.fill(0)
+            tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
             warpgroup.fence()
             for k in range(k_tiles):
                 ab_pipe.consumer_wait(read)
                 for kb in cutlass.range_constexpr(k_blocks):
                     cute.gemm(tiled_mma, acc, tCrA[(None, None, kb, read.index)], tCrB[(None, None, kb, read.index)],
                               acc)
-                    tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
                 warpgroup.commit_group()
                 warpgroup.wait_group(1)
                 if k > 0:

@@ -1,0 +1,224 @@
+"""quantized_matmul_reduce_scatter: the row-parallel (K-sharded) int8 linear of tensor parallelism.
+
+What it computes, on each of the W ranks of ``group`` (r = this process's rank in the group, Mr = M / W):
+    out_r = rows [r*Mr, (r+1)*Mr) of  sum_w (x1_w @ x2_w) * scale_x1_w[:, None] * scale_x2_w[None, :]
+                                      + bias * scale_x1_0[:, None] * scale_x2_0[None, :]
+where x1_w is rank w's int8 [M, K_w] slice of the activations, x2_w its int8 [K_w, N] weight shard and the scales are
+that rank's per-token [M] and per-channel [N] float32 scales. K_w may differ between ranks; M, N and the flags may
+not (checked, see rank_agreement).
+
+The bias rule. The seed computes (acc + bias) * s1 * s2 on every rank, which adds a replicated bias W times. Here the
+int32 bias [N] belongs to the group's rank 0: that rank computes (acc_0 + bias) * s1_0 * s2_0, the others acc_w * s1_w
+* s2_w, so the sum holds the bias exactly once, scaled by rank 0's scales (the seed's formula on one rank). Every rank
+passes the same bias or every rank passes None (a replicated layer bias, as tensor-parallel linears keep it); ranks
+other than 0 never read theirs.
+
+Decomposition and overlap. The output rows of every rank are cut into chunks (chunking.py). For chunk c the W row
+blocks of x1 form one GEMM batched over W whose output [W, rows, N] is directly the input of a reduce-scatter; its
+dequantizing epilogue writes partials in ``reduce_dtype``. The pipeline, all issued from the host without waiting:
+
+    compute stream:   GEMM 0 | GEMM 1 | wait RS 0, cast 0 | GEMM 2 | wait RS 1, cast 1 | ...
+    comm stream:               RS 0      |         RS 1            |          RS 2 ...
+
+On CUDA the comm stream is the NCCL process group's internal stream: ``async_op=True`` makes it wait for the GEMM
+that produced the chunk, and ``work.wait()`` makes the compute stream wait for the reduce-scatter, so the host never
+blocks. Two partial buffers are reused in turn: GEMM c writes the one RS c-2 read, and the compute stream has waited
+for RS c-2 just before. With ``reduce_dtype`` fp32 each reduced chunk is cast into the output on the compute stream;
+with ``reduce_dtype == out_dtype`` the reduce-scatter writes the output rows directly. On CPU tensors (a gloo group)
+the same loop runs with the float64 reference GEMM; gloo runs the collective on its own thread, so it overlaps there
+too. ``chunks=1`` is the sequential path: one GEMM, one reduce-scatter.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import torch
+import torch.distributed as dist
+
+from .. import checks
+from .chunk_gemm import Int8ScaledMmChunkGemm, ReferenceChunkGemm
+from .chunking import auto_num_chunks, plan_chunks
+from .rank_agreement import agree_across_ranks, dtype_code, reduce_scatter_single
+
+OUT_DTYPES = (torch.bfloat16, torch.float16)
+# Two chunks in flight: one being reduce-scattered while the next is computed. A third buffer would only absorb
+# jitter between ranks, at the price of another W x rows x N partial.
+PIPELINE_DEPTH = 2
+BIAS_RANK = 0
+
+_default_gemms: dict[str, object] = {}
+
+
+def default_chunk_gemm(device_type: str):
+    """The float64 reference GEMM for CPU tensors, the library's int8 GEMM for CUDA tensors (built once)."""
+    if device_type not in _default_gemms:
+        _default_gemms[device_type] = Int8ScaledMmChunkGemm() if device_type == "cuda" else ReferenceChunkGemm()
+    return _default_gemms[device_type]
+
+
+def quantized_matmul_reduce_scatter(
+    x1: torch.Tensor,
+    x2: torch.Tensor,
+    scale_x1: torch.Tensor,
+    scale_x2: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    group: dist.ProcessGroup | None = None,
+    out_dtype: torch.dtype = torch.bfloat16,
+    reduce_dtype: torch.dtype = torch.float32,
+    *,
+    chunks: int | None = None,
+    out: torch.Tensor | None = None,
+    gemm=None,
+    validate_across_ranks: bool = True,
+) -> torch.Tensor:
+    """Row-parallel int8 linear: int8 GEMM on this rank's K shard, summed over the group, rows scattered by rank.
+
+    Args:
+        x1: int8 [M, K_r], K-contiguous: this rank's K shard of the activations.
+        x2: int8 [K_r, N]: this rank's weight shard. On CUDA column-major (x2 = w.t() of a row-major [N, K_r] weight).
+        scale_x1: float32 [M], per-token scales of x1. scale_x2: float32 [N], per-channel scales of x2.
+        bias: int32 [N] or None; added once, by the group's rank 0, before scaling (see the module docstring).
+        group: the process group (default: the world). CPU tensors need a gloo group, CUDA tensors an NCCL one.
+        out_dtype: bfloat16 or float16.
+        reduce_dtype: float32 (default: partial sums keep fp32 precision whatever W is) or ``out_dtype`` (the seed's
+            bf16 reduction: half the bytes on the wire, one rounding per rank in the sum).
+        chunks: number of pipeline chunks; None picks one from M, N and W (1 below the small-M crossover); 1 is the
+            sequential path. Must be the same on every rank.
+        out: optional preallocated [M / W, N] output in ``out_dtype``, contiguous.
+        gemm: the chunk GEMM (chunk_gemm.py contract); default: the float64 reference on CPU, ``int8_scaled_mm``
+            on CUDA.
+        validate_across_ranks: gather every rank's shapes and check results before the first data collective, so
+            disagreeing or rejected inputs raise on every rank instead of hanging (one small all-gather and a host
+            sync per call).
+
+    Returns:
+        [M / W, N] in ``out_dtype``: this rank's rows of the reduced result.
+    """
+    if not dist.is_available() or not dist.is_initialized():
+        raise RuntimeError("quantized_matmul_reduce_scatter needs torch.distributed: call init_process_group first")
+    world = dist.get_world_size(group)
+    rank = dist.get_rank(group)
+    if rank < 0:
+        raise ValueError("this process is not a member of `group`; call the op only on the group's ranks")
+
+    local_error = None
+    try:
+        x1, x2, scale_x1, scale_x2, bias, out = _check_local(
+            x1, x2, scale_x1, scale_x2, bias, out, out_dtype, reduce_dtype, chunks, world)
+        if gemm is None:
+            gemm = default_chunk_gemm(x1.device.type)
+        gemm.check(x1, x2)
+    except (TypeError, ValueError, ImportError) as error:
+        local_error = error
+
+    if validate_across_ranks:
+        agree_across_ranks(group, _metadata_device(x1, group), local_error, {
+            "M (x1.shape[0])": _dim(x1, 0),
+            "N (x2.shape[1])": _dim(x2, 1),
+            "has bias": -1 if not (bias is None or isinstance(bias, torch.Tensor)) else int(bias is not None),
+            "out_dtype": dtype_code(out_dtype),
+            "reduce_dtype": dtype_code(reduce_dtype),
+            "chunks (0 = auto)": chunks if isinstance(chunks, int) else 0,
+            "device type (0 = cpu)": -1 if not isinstance(x1, torch.Tensor) else int(x1.device.type != "cpu"),
+        })
+    elif local_error is not None:
+        raise local_error
+
+    rows_per_rank = x1.shape[0] // world
+    if out is None:
+        out = torch.empty(rows_per_rank, x2.shape[1], dtype=out_dtype, device=x1.device)
+    if rows_per_rank == 0 or x2.shape[1] == 0:
+        return out
+    if chunks is None:
+        chunks = auto_num_chunks(rows_per_rank, x2.shape[1], world, gemm.row_align)
+    plan = plan_chunks(rows_per_rank, chunks, gemm.row_align)
+    _run_pipeline(x1, x2, scale_x1, scale_x2, bias, out, plan, reduce_dtype, gemm,
+                  group, world)
+    return out
+
+
+def _run_pipeline(x1, x2, scale_x1, scale_x2, bias, out, plan, reduce_dtype, gemm, group, world) -> None:
+    rows_per_rank, n = plan.rows_per_rank, x2.shape[1]
+    a_blocks = x1.unflatten(0, (world, rows_per_rank))  # [W, Mr, K]: block w holds the rows rank w keeps
+    scale_blocks = scale_x1.unflatten(0, (world, rows_per_rank))
+    depth = min(PIPELINE_DEPTH, plan.num_chunks)
+    partials = [torch.empty(world * plan.max_rows * n, dtype=reduce_dtype, device=x1.device) for _ in range(depth)]
+    staged = reduce_dtype != out.dtype
+    reduced = [torch.empty(plan.max_rows * n, dtype=reduce_dtype, device=x1.device) for _ in range(depth)] if staged \
+        else None
+
+    in_flight = deque()
+    for c, (r0, r1) in enumerate(plan.bounds):
+        if len(in_flight) == depth:
+            _finish(in_flight.popleft(), out)
+        rows, slot = r1 - r0, c % depth
+        partial = partials[slot][: world * rows * n].view(world, rows, n)
+        gemm(a_blocks[:, r0:r1], x2, scale_blocks[:, r0:r1], scale_x2, bias, partial)
+        dest = reduced[slot][: rows * n].view(rows, n) if staged else out[r0:r1]
+        work = reduce_scatter_single(dest, partial.view(world * rows, n), group=group, async_op=True)
+        in_flight.append((work, dest, r0, r1))
+    while in_flight:
+        _finish(in_flight.popleft(), out)
+
+
+def _finish(chunk, out) -> None:
+    work, dest, r0, r1 = chunk
+    work.wait()
+    if dest.dtype != out.dtype:
+        out[r0:r1].copy_(dest)
+
+
+def _check_local(x1, x2, scale_x1, scale_x2, bias, out, out_dtype, reduce_dtype, chunks, world):
+    x1 = checks.check_tensor("x1", x1)
+    x2 = checks.check_tensor("x2", x2)
+    scale_x1 = checks.check_tensor("scale_x1", scale_x1)
+    scale_x2 = checks.check_tensor("scale_x2", scale_x2)
+    for name, t in (("x1", x1), ("x2", x2)):
+        checks.check_dtype(name, t, (torch.int8,))
+        checks.check_ndim(name, t, (2,))
+    checks.check_inner_contiguous("x1", x1)
+    m, k = x1.shape
+    n = x2.shape[1]
+    checks.check_shape("x2", x2, (k, n), "x2.shape[0] must equal x1.shape[1], this rank's K shard")
+    checks.check_dtype("scale_x1", scale_x1, (torch.float32,))
+    checks.check_shape("scale_x1", scale_x1, (m,), "one scale per token, M = x1.shape[0]")
+    checks.check_dtype("scale_x2", scale_x2, (torch.float32,))
+    checks.check_shape("scale_x2", scale_x2, (n,), "one scale per output channel, N = x2.shape[1]")
+    if bias is not None:
+        bias = checks.check_tensor("bias", bias)
+        checks.check_dtype("bias", bias, (torch.int32,))
+        checks.check_shape("bias", bias, (n,), "one int32 bias per output channel")
+    if out_dtype not in OUT_DTYPES:
+        raise TypeError(f"out_dtype must be bfloat16 or float16; got {out_dtype}")
+    if reduce_dtype not in (torch.float32, out_dtype):
+        raise TypeError(f"reduce_dtype must be float32 or out_dtype ({out_dtype}); got {reduce_dtype}")
+    if chunks is not None and (not isinstance(chunks, int) or isinstance(chunks, bool) or chunks < 1):
+        raise ValueError(f"chunks must be None (automatic) or an int >= 1 (1 = no overlap); got {chunks!r}")
+    if m % world != 0:
+        raise ValueError(
+            f"M = x1.shape[0] = {m} must be a multiple of the group size {world}: each rank keeps M / {world} rows "
+            f"(pad x1 and scale_x1 with rows to the next multiple, {-(-m // world) * world}, and drop them after)")
+    tensors = {"x1": x1, "x2": x2, "scale_x1": scale_x1, "scale_x2": scale_x2, "bias": bias, "out": out}
+    devices = {name: t.device for name, t in tensors.items() if t is not None}
+    if len(set(devices.values())) > 1:
+        raise ValueError(f"all tensors must be on one device; got {', '.join(f'{k} on {v}' for k, v in devices.items())}")
+    if out is not None:
+        checks.check_dtype("out", out, (out_dtype,))
+        checks.check_shape("out", out, (m // world, n), "M / group size rows, N columns")
+        if not out.is_contiguous():
+            raise ValueError(f"out must be contiguous; got strides {tuple(out.stride())}")
+    # The chunk views slice scale_x1 per rank block; a contiguous copy is free when it already is one.
+    return x1, x2, scale_x1.contiguous(), scale_x2.contiguous(), bias, out
+
+
+def _dim(t, d: int) -> int:
+    return t.shape[d] if isinstance(t, torch.Tensor) and t.dim() == 2 else -1
+
+
+def _metadata_device(x1, group) -> torch.device:
+    if isinstance(x1, torch.Tensor):
+        return x1.device
+    if "nccl" in str(dist.get_backend(group)) and torch.cuda.is_available():
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")

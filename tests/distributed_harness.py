@@ -1,0 +1,277 @@
+"""Run test scenarios on W processes of a torch.distributed group, bounded in time.
+
+``run_ranks(world, scenarios)`` spawns W processes (torch.multiprocessing), each joins a gloo (CPU) or NCCL (one GPU
+per rank) group and runs the named scenario functions of this module in order. A scenario raising on any rank fails
+the test with that rank's traceback; a hang fails it after ``timeout_s`` (the group's own timeout fires first inside
+the workers, the parent kills what is left). Inputs are drawn from a seed every rank shares, so each rank can compute
+the whole float64 reference itself, with no extra communication that could hide a bug.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import tempfile
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from cute_kernels.distributed import quantized_matmul_reduce_scatter
+
+EPS = {torch.float32: 2.0**-24, torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11}
+
+
+def run_ranks(world: int, scenarios: list[str], backend: str = "gloo", timeout_s: float = 60.0) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        context = mp.start_processes(_worker, args=(world, f"file://{tmp}/store", backend, scenarios, timeout_s),
+                                     nprocs=world, join=False, start_method="spawn")
+        deadline = time.monotonic() + timeout_s
+        try:
+            while not context.join(timeout=0.5):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{world}-rank run of {scenarios} did not finish in {timeout_s} s (a hang?)")
+        finally:
+            for process in context.processes:
+                if process.is_alive():
+                    process.kill()
+
+
+def _worker(rank: int, world: int, init_method: str, backend: str, scenarios: list[str], timeout_s: float) -> None:
+    torch.set_num_threads(1)  # W processes share 2 CI cores
+    device = torch.device("cpu")
+    if backend == "nccl":
+        device = torch.device("cuda", rank)
+        torch.cuda.set_device(device)
+    dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=timeout_s * 0.8))
+    try:
+        for name in scenarios:
+            globals()[name](rank, world, device)
+    finally:
+        dist.destroy_process_group()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# inputs and the float64 reference
+
+
+def make_inputs(seed: int, world: int, m: int, n: int, ks: list[int], with_bias: bool, device, column_major=False,
+                bias_scale: int = 2**20):
+    """Every rank's operands (identical on every process): x1 [M, K_w], x2 [K_w, N], per-rank scales, one bias."""
+    g = torch.Generator().manual_seed(seed)
+    ranks = []
+    for w in range(world):
+        x1 = torch.randint(-128, 128, (m, ks[w]), generator=g, dtype=torch.int8)
+        x2 = torch.randint(-128, 128, (n, ks[w]), generator=g, dtype=torch.int8)
+        x2 = x2.t() if column_major else x2.t().contiguous()
+        s1 = (torch.rand(m, generator=g) + 0.5) * 1e-3
+        s2 = (torch.rand(n, generator=g) + 0.5) * 1e-2 * torch.where(torch.rand(n, generator=g) < 0.5, -1.0, 1.0)
+        ranks.append(tuple(t.to(device) for t in (x1, x2, s1, s2)))
+    bias = torch.randint(-bias_scale, bias_scale, (n,), generator=g, dtype=torch.int32).to(device) if with_bias \
+        else None
+    return ranks, bias
+
+
+def reference(ranks, bias, bias_copies: int = 1):
+    """float64 [M, N]: sum_w (x1_w @ x2_w) * s1_w * s2_w + bias_copies * bias * s1_0 * s2_0, and the magnitude sum
+    sum_w |term_w| + |bias term| that bounds the rounding of any summation order."""
+    terms = [(x1.double() @ x2.double()) * s1.double()[:, None] * s2.double()[None, :] for x1, x2, s1, s2 in ranks]
+    if bias is not None:
+        _, _, s1, s2 = ranks[0]
+        terms.append(bias_copies * bias.double()[None, :] * s1.double()[:, None] * s2.double()[None, :])
+    total = torch.stack(terms).sum(0)
+    return total, torch.stack(terms).abs().sum(0)
+
+
+def assert_matches(out, ref_rows, mag_rows, out_dtype, reduce_dtype, world, what=""):
+    assert not torch.isnan(out).any(), f"{what}: NaN in output (an unwritten element)"
+    err = (out.double() - ref_rows).abs()
+    tol = 2 * EPS[out_dtype] * ref_rows.abs() + 2 * (world + 1) * EPS[reduce_dtype] * mag_rows + 1e-30
+    worst = (err / tol).max().item() if err.numel() else 0.0
+    assert worst <= 1.0, f"{what}: error {worst:.3g}x the tolerance (max abs err {err.max().item():.3g})"
+
+
+def poisoned(shape, dtype, device):
+    return torch.full(shape, float("nan"), dtype=dtype, device=device)
+
+
+def _group_rows(tensor, rank, world):
+    rows = tensor.shape[0] // world
+    return tensor[rank * rows:(rank + 1) * rows]
+
+
+def _call_and_check(rank, world, device, group=None, seed=0, m_per_rank=8, n=24, ks=None, with_bias=True,
+                    chunks=None, out_dtype=torch.bfloat16, reduce_dtype=torch.float32, gemm=None,
+                    column_major=False):
+    """One correct call on fresh inputs, checked against the reference; returns the output."""
+    ks = ks or [16 + 8 * w for w in range(world)]
+    ranks, bias = make_inputs(seed, world, m_per_rank * world, n, ks, with_bias, device, column_major)
+    ref, mag = reference(ranks, bias)
+    x1, x2, s1, s2 = ranks[rank]
+    out = poisoned((m_per_rank, n), out_dtype, device)
+    got = quantized_matmul_reduce_scatter(x1, x2, s1, s2, bias, group=group, out_dtype=out_dtype,
+                                          reduce_dtype=reduce_dtype, chunks=chunks, out=out, gemm=gemm)
+    assert got is out
+    what = f"rank {rank}/{world} M/W={m_per_rank} N={n} chunks={chunks} reduce={reduce_dtype} out={out_dtype}"
+    assert_matches(out, _group_rows(ref, rank, world), _group_rows(mag, rank, world), out_dtype, reduce_dtype,
+                   world, what)
+    return out
+
+
+def _expect_error(kind, fragment, fn):
+    try:
+        fn()
+    except kind as error:
+        assert fragment in str(error), f"expected {fragment!r} in the error, got: {error}"
+        return
+    raise AssertionError(f"expected {kind.__name__} containing {fragment!r}; nothing was raised")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# scenarios: functions (rank, world, device) run on every rank
+
+
+def decomposition(rank, world, device):
+    """Every chunking, reduce dtype and output dtype gives this rank's rows of the reference."""
+    cases = [
+        dict(m_per_rank=12, n=40, chunks=1),
+        dict(m_per_rank=12, n=40, chunks=3),
+        dict(m_per_rank=13, n=40, chunks=4),  # uneven: 4 + 4 + 4 + 1 rows
+        dict(m_per_rank=5, n=16, chunks=8),  # more chunks asked than rows: one row each
+        dict(m_per_rank=8, n=24, chunks=None, out_dtype=torch.float16),
+        dict(m_per_rank=8, n=24, chunks=2, reduce_dtype=torch.bfloat16, with_bias=False),
+        dict(m_per_rank=8, n=24, chunks=3, out_dtype=torch.float16, reduce_dtype=torch.float16),
+    ]
+    for seed, case in enumerate(cases):
+        _call_and_check(rank, world, device, seed=seed, **case)
+    # Chunking changes only which rows travel together: with 2 ranks every sum is a + b in one rounding, so the
+    # chunked result must be bit-identical to the sequential one.
+    if world == 2:
+        sequential = _call_and_check(rank, world, device, seed=99, m_per_rank=12, n=40, chunks=1)
+        chunked = _call_and_check(rank, world, device, seed=99, m_per_rank=12, n=40, chunks=5)
+        assert torch.equal(sequential, chunked), "chunked and sequential results differ"
+
+
+def bias_once(rank, world, device):
+    """The int32 bias is added once, by group rank 0, with rank 0's scales; other ranks' bias values are not read."""
+    m_per_rank, n = 6, 32
+    ks = [16] * world
+    ranks, bias = make_inputs(7, world, m_per_rank * world, n, ks, True, device, bias_scale=2**22)
+    ref, mag = reference(ranks, bias)
+    wrong, _ = reference(ranks, bias, bias_copies=world)  # the seed's per-rank formula summed over ranks
+    x1, x2, s1, s2 = ranks[rank]
+    # Non-zero ranks pass a different bias: the rule says it is never read, so the result must not change.
+    my_bias = bias if rank == 0 else bias + 12345
+    out = quantized_matmul_reduce_scatter(x1, x2, s1, s2, my_bias, chunks=2)
+    rows = slice(rank * m_per_rank, (rank + 1) * m_per_rank)
+    assert_matches(out, ref[rows], mag[rows], torch.bfloat16, torch.float32, world, "bias once")
+    # The test can tell the two rules apart: the W-times bias is far outside the tolerance.
+    assert (out.double() - wrong[rows]).abs().max() > 100 * (2.0**-8 * ref[rows].abs().max())
+
+
+def shapes(rank, world, device):
+    """Output shape and dtype without `out=`, and the empty M = 0 case."""
+    ranks, bias = make_inputs(3, world, 4 * world, 24, [16] * world, True, device)
+    x1, x2, s1, s2 = ranks[rank]
+    for out_dtype in (torch.bfloat16, torch.float16):
+        out = quantized_matmul_reduce_scatter(x1, x2, s1, s2, bias, out_dtype=out_dtype)
+        assert out.shape == (4, 24) and out.dtype == out_dtype and out.device == device
+    empty = quantized_matmul_reduce_scatter(x1[:0], x2, s1[:0], s2, bias)
+    assert empty.shape == (0, 24)
+
+
+def errors(rank, world, device):
+    """Bad or disagreeing inputs raise the same error on every rank, and the group stays usable after each."""
+    ranks, bias = make_inputs(5, world, 4 * world, 24, [16] * world, True, device)
+    x1, x2, s1, s2 = ranks[rank]
+    op = quantized_matmul_reduce_scatter
+    last = world - 1
+
+    def check_still_in_step():
+        _call_and_check(rank, world, device, seed=11, m_per_rank=4, n=16, chunks=2)
+
+    # M not a multiple of W: every rank sees the same M, so every rank raises.
+    m_bad = 4 * world + 1
+    xb = torch.ones(m_bad, 16, dtype=torch.int8)
+    _expect_error(ValueError, f"must be a multiple of the group size {world}",
+                  lambda: op(xb, x2, torch.ones(m_bad), s2, bias))
+    check_still_in_step()
+
+    # N differs between ranks.
+    n_here = 24 if rank == 0 else 32
+    _expect_error(ValueError, "N (x2.shape[1]) must be the same on every rank",
+                  lambda: op(x1, x2[:, :1].expand(16, n_here).contiguous(), s1, torch.ones(n_here), None))
+    check_still_in_step()
+
+    # M differs between ranks.
+    m_here = 4 * world if rank == 0 else 8 * world
+    _expect_error(ValueError, "M (x1.shape[0]) must be the same on every rank",
+                  lambda: op(x1[:1].expand(m_here, 16).contiguous(), x2, torch.ones(m_here), s2, None))
+    check_still_in_step()
+
+    # The bias is passed on one rank only.
+    _expect_error(ValueError, "has bias must be the same on every rank",
+                  lambda: op(x1, x2, s1, s2, bias if rank == 0 else None))
+    check_still_in_step()
+
+    # Ranks ask for different chunk counts (they would issue different numbers of collectives).
+    _expect_error(ValueError, "chunks (0 = auto) must be the same on every rank",
+                  lambda: op(x1, x2, s1, s2, bias, chunks=1 + rank))
+    check_still_in_step()
+
+    # One rank passes a float x1: it raises its own TypeError, the others a TypeError naming that rank.
+    bad_x1 = x1.float() if rank == last else x1
+    fragment = "x1 must have dtype int8" if rank == last else f"rank {last} of the group rejected its arguments"
+    _expect_error(TypeError, fragment, lambda: op(bad_x1, x2, s1, s2, bias))
+    check_still_in_step()
+
+    # One rank's K shards disagree between x1 and x2.
+    bad_x2 = x2[:8] if rank == last else x2
+    _expect_error(ValueError, "x2 must have shape", lambda: op(x1, bad_x2, s1, s2, bias))
+    check_still_in_step()
+
+    # Local rules, same on every rank.
+    _expect_error(TypeError, "reduce_dtype must be float32 or out_dtype",
+                  lambda: op(x1, x2, s1, s2, bias, out_dtype=torch.bfloat16, reduce_dtype=torch.float16))
+    _expect_error(TypeError, "bias must have dtype int32", lambda: op(x1, x2, s1, s2, bias.float()))
+    _expect_error(ValueError, "scale_x1 must have shape", lambda: op(x1, x2, s1[:-1], s2, bias))
+    _expect_error(ValueError, "out must have shape",
+                  lambda: op(x1, x2, s1, s2, bias, out=torch.empty(4, 25, dtype=torch.bfloat16)))
+    _expect_error(ValueError, "chunks must be None", lambda: op(x1, x2, s1, s2, bias, chunks=0))
+    _expect_error(TypeError, "scale_x1 must have dtype float32",
+                  lambda: op(x1, x2, s1.double(), s2, bias, validate_across_ranks=False))
+    check_still_in_step()
+
+
+def subgroup(rank, world, device):
+    """A group that is not the world: group ranks, not global ranks, pick the row blocks and the bias owner."""
+    members = list(range(1, world))
+    group = dist.new_group(members)
+    if rank not in members:
+        _expect_error(ValueError, "not a member of `group`",
+                      lambda: quantized_matmul_reduce_scatter(*make_inputs(0, 1, 4, 8, [16], False, device)[0][0],
+                                                              group=group))
+        return
+    _call_and_check(members.index(rank), len(members), device, group=group, seed=21, m_per_rank=6, n=24, chunks=3)
+
+
+def gpu_correctness(rank, world, device):
+    """The CUDA path (NCCL, the library's int8 GEMM and the torch._int_mm stand-in) against the float64 reference."""
+    from cute_kernels.distributed import TorchIntMmChunkGemm
+
+    ks = [256 + 128 * (w % 2) for w in range(world)]
+    cases = [
+        dict(chunks=1),
+        dict(chunks=3),
+        dict(chunks=None),
+        dict(chunks=3, with_bias=False),
+        dict(chunks=2, reduce_dtype=torch.bfloat16),
+        dict(chunks=2, out_dtype=torch.float16),
+        dict(chunks=3, gemm=TorchIntMmChunkGemm()),
+    ]
+    for seed, case in enumerate(cases):
+        _call_and_check(rank, world, device, seed=seed, m_per_rank=384, n=512, ks=ks, column_major=True, **case)
+    _expect_error(ValueError, "x2 must be column-major",
+                  lambda: _call_and_check(rank, world, device, m_per_rank=128, n=512, ks=ks, column_major=False))

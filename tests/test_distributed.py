@@ -1,0 +1,60 @@
+"""quantized_matmul_reduce_scatter: chunk plans (in process), gloo runs on 2, 3 and 4 CPU processes, NCCL on GPUs.
+
+The multi-process runs go through tests/distributed_harness.py: one spawn per world size runs all scenarios, so the
+cost of starting W Python processes is paid once; each run is bounded by a timeout, so a desync fails instead of
+hanging CI.
+"""
+
+import pytest
+import torch
+
+from cute_kernels.distributed import auto_num_chunks, plan_chunks
+
+from .distributed_harness import run_ranks
+
+CPU_SCENARIOS = ["decomposition", "bias_once", "shapes", "errors"]
+
+
+def _covers(plan, rows):
+    flat = [r for start, stop in plan.bounds for r in range(start, stop)]
+    return flat == list(range(rows))
+
+
+@pytest.mark.parametrize("rows, chunks, align", [(4096, 8, 128), (1000, 3, 128), (13, 4, 1), (5, 8, 1), (300, 2, 128)])
+def test_plan_chunks_covers_rows_in_aligned_steps(rows, chunks, align):
+    plan = plan_chunks(rows, chunks, align)
+    assert _covers(plan, rows)
+    assert plan.num_chunks <= chunks
+    assert all(start % align == 0 for start, _ in plan.bounds)
+    lengths = [stop - start for start, stop in plan.bounds]
+    assert len(set(lengths[:-1])) <= 1 and lengths[-1] <= lengths[0]
+
+
+def test_plan_chunks_rejects_zero_chunks():
+    with pytest.raises(ValueError, match="chunks must be >= 1"):
+        plan_chunks(16, 0)
+
+
+def test_auto_chunks_crossover_and_cap():
+    # W = 2, N = 8192: chunks of >= 256 rows per rank (128 output tiles of 128 x 256), at most 8.
+    assert [auto_num_chunks(m // 2, 8192, 2, 128) for m in (512, 1024, 2048, 4096, 8192, 65536)] == [1, 2, 4, 8, 8, 8]
+    # A narrower N needs taller chunks to fill the GPU: N = 1024 stays sequential up to M = 8192 on 2 ranks.
+    assert auto_num_chunks(4096, 1024, 2, 128) == 2 and auto_num_chunks(2048, 1024, 2, 128) == 1
+
+
+def test_gloo_2_ranks():
+    run_ranks(2, CPU_SCENARIOS)
+
+
+def test_gloo_3_ranks():
+    run_ranks(3, CPU_SCENARIOS)
+
+
+def test_gloo_4_ranks_and_subgroup():
+    run_ranks(4, ["decomposition", "bias_once", "errors", "subgroup"])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 or more CUDA GPUs")
+def test_nccl_matches_reference():
+    run_ranks(torch.cuda.device_count(), ["gpu_correctness"], backend="nccl", timeout_s=300)
