@@ -19,6 +19,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from cute_kernels.distributed import quantized_matmul_reduce_scatter
+from cute_kernels.reference import quantized_matmul_reduce_scatter_ref
 
 EPS = {torch.float32: 2.0**-24, torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11}
 
@@ -146,6 +147,17 @@ def decomposition(rank, world, device):
     ]
     for seed, case in enumerate(cases):
         _call_and_check(rank, world, device, seed=seed, **case)
+    # With one set of scales shared by all ranks the op matches the library's float64 reference as well.
+    ranks, bias = make_inputs(42, world, 8 * world, 24, [16 + 16 * w for w in range(world)], True, device)
+    s1, s2 = ranks[0][2], ranks[0][3]
+    ranks = [(x1, x2, s1, s2) for x1, x2, _, _ in ranks]
+    expected = quantized_matmul_reduce_scatter_ref([r[0] for r in ranks], [r[1] for r in ranks], s1, s2, bias,
+                                                   world)[rank]
+    ref, mag = reference(ranks, bias)
+    torch.testing.assert_close(expected, _group_rows(ref, rank, world), rtol=1e-12, atol=0)
+    out = quantized_matmul_reduce_scatter(*ranks[rank], bias, chunks=3)
+    assert_matches(out, expected, _group_rows(mag, rank, world), torch.bfloat16, torch.float32, world, "library ref")
+
     # Chunking changes only which rows travel together: with 2 ranks every sum is a + b in one rounding, so the
     # chunked result must be bit-identical to the sequential one.
     if world == 2:

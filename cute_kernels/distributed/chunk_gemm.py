@@ -55,10 +55,14 @@ class Int8ScaledMmChunkGemm:
 
     row_align = 128
 
-    def __init__(self):
+    def __init__(self, sm_count: int | None = None):
+        """sm_count: SMs the persistent GEMM may occupy (default: all). A persistent GEMM holding every SM starves the
+        NCCL kernels of the concurrent reduce-scatter; leaving a few SMs free lets both run (needs int8_scaled_mm's
+        ``sm_count`` parameter)."""
         from .. import int8_scaled_mm  # imported on first GPU use: the CPU path never loads the DSL
 
         self._mm = int8_scaled_mm
+        self._options = {} if sm_count is None else {"sm_count": sm_count}
 
     def check(self, x1: torch.Tensor, x2: torch.Tensor) -> None:
         checks.check_cuda({"x1": x1, "x2": x2})
@@ -75,7 +79,7 @@ class Int8ScaledMmChunkGemm:
     def __call__(self, a, b, a_scale, b_scale, bias, out) -> None:
         scaled_bias = None if bias is None else (bias.double() * b_scale.double()).float()
         for block in range(a.shape[0]):
-            self._mm(a[block], b, a_scale[block], b_scale, out_dtype=out.dtype, out=out[block])
+            self._mm(a[block], b, a_scale[block], b_scale, out_dtype=out.dtype, out=out[block], **self._options)
             if scaled_bias is not None:
                 out[block].addcmul_(a_scale[block].unsqueeze(-1), scaled_bias)
 

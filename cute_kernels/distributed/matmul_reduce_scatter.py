@@ -133,7 +133,7 @@ def quantized_matmul_reduce_scatter(
     if chunks is None:
         chunks = auto_num_chunks(rows_per_rank, x2.shape[1], world, gemm.row_align)
     plan = plan_chunks(rows_per_rank, chunks, gemm.row_align)
-    _run_pipeline(x1, x2, scale_x1, scale_x2, bias, out, plan, reduce_dtype, gemm,
+    _run_pipeline(x1, x2, scale_x1, scale_x2, bias if rank == BIAS_RANK else None, out, plan, reduce_dtype, gemm,
                   group, world)
     return out
 

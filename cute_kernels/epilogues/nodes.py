@@ -5,7 +5,7 @@ arithmetic for the fragment described by ``ctx``. A node's ``key`` is a plain tu
 bakes into the kernel; the compile cache keys kernels on it.
 
 Vector operands are gathered straight from global memory by each thread for the elements it owns. The index is
-clamped to the operand's extent instead of predicated: elements past the problem edge compute a harmless value
+clamped to the operand's length instead of predicated: elements past the problem edge compute a harmless value
 that the kernel's store then drops (TMA clips; SM80 stores are predicated), and the loop stays branch-free. The
 vectors are tiny (M or N floats) and sit in L1/L2 after the first tile, so this costs a few L1 hits per element.
 """
@@ -27,13 +27,11 @@ class EpilogueContext:
 
     acc:      register tensor of accumulator values (Int32 or Float32), ``size(acc)`` elements.
     coord:    ``coord(i) -> (m, n, ...)``: global coordinate of element ``i`` of ``acc`` in the kernel's (M, N) problem.
-    extent:   ``(M, N)`` of the kernel's problem (run-time Int32 values), for clamping.
     tensors:  the epilogue's global-memory operands, by name (``tree.operand_names``).
     """
 
     acc: cute.Tensor
     coord: Callable
-    extent: tuple
     tensors: dict
 
 
@@ -79,7 +77,7 @@ class _Broadcast(EpilogueNode):
     def visit(self, ctx):
         src = ctx.tensors[self.name]
         frag = cute.make_rmem_tensor(ctx.acc.shape, Float32)
-        last = ctx.extent[self.axis] - 1
+        last = cute.size(src, mode=[0]) - 1  # the vector's own length bounds the clamp
         for i in range(cute.size(frag)):  # plain Python: unrolled at trace time
             idx = cutlass.min(ctx.coord(i)[self.axis], last)
             frag[i] = src[idx].to(Float32)

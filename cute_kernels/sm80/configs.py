@@ -60,11 +60,11 @@ class Sm80TileConfig:
         return (f"{self.tile_m}x{self.tile_n}x{self.tile_k}_w{self.warps_m}x{self.warps_n}_s{self.stages}")
 
     def regs_per_thread_estimate(self) -> int:
-        """Accumulators + double-buffered A/B fragments + ~40 of addressing; checked against ptxas in the tests."""
-        wm, wn = self.tile_m // self.warps_m, self.tile_n // self.warps_n
-        acc = wm * wn // 32
-        frags = 2 * (wm // 16 * 4 + wn // 8 * 2)
-        return min(255, acc + frags + 40)
+        """~56 registers of addressing/pipeline state + ~2.4 per int32 accumulator (the accumulators, the f32
+        epilogue values and the A/B fragments all scale with the warp tile); fitted to ptxas on sm_80/86/89 and
+        checked against it by tests/test_sm80_compile.py."""
+        acc = (self.tile_m // self.warps_m) * (self.tile_n // self.warps_n) // 32
+        return min(255, 56 + int(2.4 * acc))
 
     def validate(self, arch: str = "sm_80") -> None:
         """Raise ValueError naming the broken rule; every table entry passes this for its arch."""
@@ -123,18 +123,27 @@ CONFIG_TABLES = {"sm_80": _TABLE_SM80, "sm_86": _TABLE_SM86_89, "sm_87": _TABLE_
 
 
 def normalize_arch(arch: str) -> str:
-    """'sm80', 'sm_80', '80', 'sm_80a' -> 'sm_80'; raises ValueError for archs this kernel cannot target."""
+    """'sm80', 'sm_80', '80', 'sm_80a' -> 'sm_80'; raises ValueError for archs this kernel has no table for."""
     a = str(arch).lower().replace("sm_", "").replace("sm", "").rstrip("a")
     name = f"sm_{a}"
     if name == "sm_75":
         raise ValueError(
-            "arch sm_75 (Turing) is not supported by the SM80-class int8 kernel: it needs cp.async (sm_80+) and "
-            "mma.sync m16n8k32 int8 (sm_80+), and this library has no Turing (m8n8k16, register-staged) mainloop. "
-            f"Supported: {', '.join(SUPPORTED_ARCHS)} (and any newer GPU when forced with arch='sm_80')."
+            "arch sm_75 (Turing) is not supported: CuTe DSL (nvidia-cutlass-dsl 4.8.1) cannot compile for it - its "
+            "lowest target is sm_80 - and Turing also lacks the cp.async and mma.sync m16n8k32 int8 instructions this "
+            f"kernel is built from. Supported: {', '.join(SUPPORTED_ARCHS)}; newer GPUs can force arch='sm_80'."
         )
     if name not in SUPPORTED_ARCHS:
         raise ValueError(f"arch {arch!r} has no SM80-class int8 config table; supported: {', '.join(SUPPORTED_ARCHS)}")
     return name
+
+
+def table_arch_for_capability(capability: tuple[int, int]) -> str:
+    """The config table a device of this compute capability uses by default: its own for sm_8x, sm_80 (A100's) for
+    newer GPUs that force the SM80 kernel, and the sm_75 error for Turing and older."""
+    major, minor = capability
+    if major >= 9:
+        return "sm_80"
+    return normalize_arch(f"sm_{major}{minor}")
 
 
 def select_config(arch: str, m: int, n: int) -> Sm80TileConfig:

@@ -37,7 +37,7 @@ import cutlass.cute as cute
 from cutlass.cute.nvgpu import cpasync, warp
 from cutlass.tensor_utils import LayoutEnum
 
-from cute_kernels.sm80._epilogue_interim import EpilogueContext
+from cute_kernels.epilogues import EpilogueContext
 from cute_kernels.sm80.configs import Sm80TileConfig
 from cute_kernels.sm80.mma_int8 import MMA_SHAPE_MNK, MmaInt8Op
 
@@ -51,7 +51,7 @@ def _elem_ptr(t: cute.Tensor, coord):
 class Int8ScaledMmSm80:
     """One compiled variant: a tile config, an output dtype, an epilogue tree, split-K on or off.
 
-    ``operand_names`` lists the epilogue's gmem operands in the order the host passes them (a_scale, b_scale, bias).
+    The epilogue's gmem operands arrive as one tuple in ``tree.operand_names`` order.
     """
 
     def __init__(self, config: Sm80TileConfig, out_dtype: Type[cutlass.Numeric], epilogue_tree,
@@ -68,22 +68,17 @@ class Int8ScaledMmSm80:
     @cute.jit
     def __call__(
         self,
-        a: cute.Tensor,
-        b: cute.Tensor,
-        out: cute.Tensor,
-        a_scale: cute.Tensor,
-        b_scale: cute.Tensor,
-        bias: cute.Tensor,
+        mA: cute.Tensor,
+        mB: cute.Tensor,
+        mC: cute.Tensor,
+        epilogue_args: tuple,
         workspace: cute.Tensor,
         tile_counters: cute.Tensor,
         split_k: cutlass.Int32,
         k_tiles_per_split: cutlass.Int32,
         stream,
     ):
-        # torch (L, x, y) order -> CuTe (x, y, L); B is (L, K, N) -> (N, K, L).
-        mA = cute.make_tensor(a.iterator, cute.select(a.layout, mode=[1, 2, 0]))
-        mB = cute.make_tensor(b.iterator, cute.select(b.layout, mode=[2, 1, 0]))
-        mC = cute.make_tensor(out.iterator, cute.select(out.layout, mode=[1, 2, 0]))
+        """mA (M, K, L), mB (N, K, L), mC (M, N, L) - K-major A/B, N-major C; workspace/counters None unless split-K."""
         bM, bN, bK = self.tile_mnk
         stages = self.cfg.stages
 
@@ -124,7 +119,7 @@ class Int8ScaledMmSm80:
             cute.size(tiles[2]) * split_k,
         )
         self.kernel(
-            mA, mB, mC, a_scale, b_scale, bias, workspace, tile_counters, split_k, k_tiles_per_split,
+            mA, mB, mC, epilogue_args, workspace, tile_counters, split_k, k_tiles_per_split,
             sA_layout, sA_swizzle, sB_layout, sB_swizzle, sC_layout, sC_swizzle,
             tiled_copy_A, tiled_copy_B, tiled_copy_C, tiled_mma, raster,
         ).launch(grid=grid, block=[self.num_threads, 1, 1], stream=stream)
@@ -136,9 +131,7 @@ class Int8ScaledMmSm80:
         mA: cute.Tensor,
         mB: cute.Tensor,
         mC: cute.Tensor,
-        a_scale: cute.Tensor,
-        b_scale: cute.Tensor,
-        bias: cute.Tensor,
+        epilogue_args: tuple,
         workspace: cute.Tensor,
         tile_counters: cute.Tensor,
         split_k: cutlass.Int32,
@@ -206,7 +199,7 @@ class Int8ScaledMmSm80:
             class SharedStorageC:
                 c: cute.struct.Align[cute.struct.MemRange[self.out_dtype, cute.cosize(sC_layout)], 128]
 
-            smem = cutlass.utils.SmemAllocator()
+            smem = cutlass.memory.SmemAllocator()
             storage = smem.allocate(
                 max(SharedStorageAB.size_in_bytes(), SharedStorageC.size_in_bytes()), byte_alignment=128
             )
@@ -320,10 +313,8 @@ class Int8ScaledMmSm80:
 
             if is_last:
                 # ---- epilogue: tree over (acc, coords) in registers -> out dtype -> smem -> 16-byte stores
-                operands = {"a_scale": a_scale, "b_scale": b_scale}
-                if cutlass.const_expr(bias is not None):
-                    operands["bias"] = bias
-                ctx = EpilogueContext(acc=tCrC, coords=thr_mma.partition_C(cC), bounds=(M, N), tensors=operands)
+                tCcC = thr_mma.partition_C(cC)
+                ctx = EpilogueContext(acc=tCrC, coord=lambda i: tCcC[i], tensors=dict(zip(self.tree.operand_names, epilogue_args)))
                 tCrD = cute.make_fragment_like(tCrC, self.out_dtype)
                 tCrD.store(self.tree.visit(ctx).to(self.out_dtype))
                 cute.autovec_copy(tCrD, thr_mma.partition_C(sC))
@@ -353,7 +344,7 @@ class Int8ScaledMmSm80:
         tile_id = (batch * tiles[0] + tile_m) * tiles[1] + tile_n
         gW = cute.make_tensor(workspace.iterator + tile_id * (bM * bN), cute.make_layout((bM, bN), stride=(bN, 1)))
         tCgW = thr_mma.partition_C(gW)
-        for i in cutlass.range_constexpr(cute.size(tCrC)):
+        for i in cutlass.range(cute.size(tCrC), unroll_full=True):
             cute.arch.red(_elem_ptr(tCgW, i), tCrC[i], op="add", dtype="s32", sem="relaxed", scope="gpu")
         # Publish this thread's adds before the CTA's arrival is counted.
         cute.arch.fence_acq_rel_gpu()
@@ -368,7 +359,7 @@ class Int8ScaledMmSm80:
         cute.arch.sync_threads()  # every thread has read the flag before the epilogue overwrites sC
         if is_last:
             cute.arch.fence_acq_rel_gpu()
-            for i in cutlass.range_constexpr(cute.size(tCrC)):
+            for i in cutlass.range(cute.size(tCrC), unroll_full=True):
                 tCrC[i] = cute.arch.atomic_exch(_elem_ptr(tCgW, i), cutlass.Int32(0), sem="relaxed", scope="gpu")
             if tidx == 0:
                 tile_counters[tile_id] = cutlass.Int32(0)

@@ -1,18 +1,19 @@
 """Host entry of the SM80-class int8 scaled_mm: config and split-K choice, compile cache, launch.
 
 ``run_int8_scaled_mm_sm80`` is what the public ``int8_scaled_mm`` calls after its argument checks. It compiles one
-kernel per (compile target, tile config, out dtype, epilogue tree, split-K on/off) from fake tensors with dynamic
-M, N, K, L and strides (K % 16, N % 8, 16-byte aligned bases), and calls it through TVM-FFI on torch's current stream.
+kernel per (compile target, tensor rank, tile config, out dtype, epilogue tree, split-K on/off) from fake tensors with
+dynamic M, N, K, L and strides (K % 16, N % 8, 16-byte aligned bases), caches it through ``jit_cache``, and calls
+it through TVM-FFI on torch's current stream.
 
-Two archs are in play: the *table arch* (``arch=``: which config table; 'sm_80', 'sm_86', 'sm_89') and the *compile
-target* (the GPU the tensors live on; on a CPU-only compile, the table arch). Forcing ``arch='sm_80'`` on an H100
-therefore runs the A100 tiles compiled for sm_90a: the same cp.async + ldmatrix + mma.sync code, not the SM90 kernel.
+Two archs are in play: the *table arch* (which config table: 'sm_80', 'sm_86', 'sm_89'; sm_90 and newer use the
+A100 table) and the *compile target* (the GPU the tensors live on; without a GPU, the table arch). Forcing the SM80
+kernel on an H100 therefore runs the A100 tiles compiled for sm_90a: the same cp.async + ldmatrix + mma.sync code.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
-import operator
 from typing import Optional
 
 import torch
@@ -20,71 +21,82 @@ import torch
 import cutlass
 import cutlass.cute as cute
 
-from cute_kernels.sm80 import _epilogue_interim as epi
-from cute_kernels.sm80.configs import NOMINAL_SMS, Sm80TileConfig, normalize_arch, select_config
+from cute_kernels.compile_utils import fake_stream, fake_tensor, fake_vector, kernel_view
+from cute_kernels.epilogues import scaled_mm_tree
+from cute_kernels.jit_cache import cached_compile
+from cute_kernels.sm80.configs import Sm80TileConfig, normalize_arch, select_config
 from cute_kernels.sm80.kernel import Int8ScaledMmSm80
 from cute_kernels.sm80.split_k import WORKSPACE, choose_split_k, normalize_split_k
 
 _OUT_DTYPES = {torch.float16: cutlass.Float16, torch.bfloat16: cutlass.BFloat16}
 
 
-def scaled_mm_tree(per_token: bool, per_channel: bool, has_bias: bool):
-    """out = (acc * b_scale[n]) * a_scale[m] (+ bias[n]), the seed's evaluation order."""
-    t = epi.Compute(operator.mul, epi.Accumulator(), epi.RowVector("b_scale") if per_channel else epi.Scalar("b_scale"))
-    t = epi.Compute(operator.mul, t, epi.ColVector("a_scale") if per_token else epi.Scalar("a_scale"))
-    if has_bias:
-        t = epi.Compute(operator.add, t, epi.RowVector("bias"))
-    return t
-
-
 def compile_target(capability: tuple[int, int]) -> str:
-    """The --gpu-arch for a device capability: the arch-specific 'a' target from sm_90 on, plain sm_XY before."""
+    """The --gpu-arch for a device capability: the arch-specific 'a' target for sm_90, plain sm_XY otherwise."""
     major, minor = capability
-    return f"sm_{major}{minor}" + ("a" if major >= 9 else "")
+    return f"sm_{major}{minor}" + ("a" if major == 9 else "")
 
 
-# ------------------------------------------------------------------------------------------------ compile + cache
-_COMPILED: dict[tuple, object] = {}
+def table_arch(arch: str) -> str:
+    """Config table for an arch name: its own for sm_8x ('sm_75' raises), A100's for sm_90 and newer (forced)."""
+    digits = str(arch).lower().replace("sm_", "").replace("sm", "").rstrip("af")
+    if digits.isdigit() and int(digits) >= 90:
+        return "sm_80"
+    return normalize_arch(arch)
 
 
-def _fake_operands(out_dtype, per_token: bool, per_channel: bool, has_bias: bool, split_k: bool):
-    L, M = cute.sym_int32(), cute.sym_int32()
-    N, K = cute.sym_int32(divisibility=8), cute.sym_int32(divisibility=16)
-    s64 = cute.sym_int64
-    fake = cute.runtime.make_fake_tensor
-    a = fake(cutlass.Int8, (L, M, K), stride=(s64(divisibility=16), s64(divisibility=16), 1), assumed_align=16)
-    b = fake(cutlass.Int8, (L, K, N), stride=(s64(divisibility=16), 1, s64(divisibility=16)), assumed_align=16)
-    out = fake(out_dtype, (L, M, N), stride=(s64(divisibility=8), s64(divisibility=8), 1), assumed_align=16)
-    a_scale = fake(cutlass.Float32, (M if per_token else 1,), stride=(1,), assumed_align=4)
-    b_scale = fake(cutlass.Float32, (N if per_channel else 1,), stride=(1,), assumed_align=4)
-    bias = fake(out_dtype, (N,), stride=(1,), assumed_align=2) if has_bias else None
-    ws = fake(cutlass.Int32, (cute.sym_int32(),), stride=(1,), assumed_align=16) if split_k else None
-    counters = fake(cutlass.Int32, (cute.sym_int32(),), stride=(1,), assumed_align=4) if split_k else None
-    return a, b, out, a_scale, b_scale, bias, ws, counters
+def build_kernel(target: str, config: Sm80TileConfig, out_dtype: torch.dtype, a_kind: str, b_kind: str,
+                 has_bias: bool, split_k: bool, rank: int = 3, options: str = ""):
+    """cute.compile one variant for ``target`` (e.g. 'sm_80', 'sm_90a'); no GPU needed.
 
+    a_kind / b_kind: "vector" ([M] / [N] scales) or "scalar" ([1]). The compiled function takes
+    (a, b, out, a_scale, b_scale, bias, workspace, tile_counters, split_k, k_tiles_per_split) as torch tensors / ints,
+    with None for an absent bias and, in non-split builds, for the workspace and counters.
+    """
+    out_cute = _OUT_DTYPES[out_dtype]
+    tree = scaled_mm_tree(a_kind, b_kind, has_bias)
+    kernel = Int8ScaledMmSm80(config, out_cute, tree, split_k=split_k)
+    m, n, k = cute.sym_int32(), cute.sym_int32(divisibility=8), cute.sym_int32(divisibility=16)
+    batch = (cute.sym_int32(),) if rank == 3 else ()
+    fa = fake_tensor(cutlass.Int8, (*batch, m, k), stride_div=16)
+    fb = fake_tensor(cutlass.Int8, (*batch, k, n), contiguous_dim=-2, stride_div=16)
+    fc = fake_tensor(out_cute, (*batch, m, n), stride_div=8)
+    f_as = fake_vector(cutlass.Float32, m if a_kind == "vector" else 1)
+    f_bs = fake_vector(cutlass.Float32, n if b_kind == "vector" else 1)
+    f_bias = fake_vector(out_cute, n, align=2) if has_bias else None
+    f_ws = fake_vector(cutlass.Int32, cute.sym_int32(), align=16) if split_k else None
+    f_cnt = fake_vector(cutlass.Int32, cute.sym_int32()) if split_k else None
 
-def build_kernel(target: str, config: Sm80TileConfig, out_dtype: torch.dtype, per_token: bool, per_channel: bool,
-                 has_bias: bool, split_k: bool, options: str = ""):
-    """cute.compile one variant for `target` (e.g. 'sm_80', 'sm_90a'); no GPU needed."""
-    kernel = Int8ScaledMmSm80(config, _OUT_DTYPES[out_dtype], scaled_mm_tree(per_token, per_channel, has_bias),
-                              split_k=split_k)
-    args = _fake_operands(_OUT_DTYPES[out_dtype], per_token, per_channel, has_bias, split_k)
-    stream = cute.runtime.make_fake_stream(use_tvm_ffi_env_stream=True)
+    @cute.jit
+    def launch(a: cute.Tensor, b: cute.Tensor, out: cute.Tensor, a_scale: cute.Tensor, b_scale: cute.Tensor, bias,
+               workspace, tile_counters, split_k: cutlass.Int32, k_tiles_per_split: cutlass.Int32, stream):
+        epi = (a_scale, b_scale, bias) if cutlass.const_expr(bias is not None) else (a_scale, b_scale)
+        kernel(kernel_view(a, 0, 1), kernel_view(b, 1, 0), kernel_view(out, 0, 1), epi, workspace, tile_counters,
+               split_k, k_tiles_per_split, stream)
+
     opts = f"--enable-tvm-ffi --gpu-arch {target} {options}".strip()
-    return cute.compile(kernel, *args, cutlass.Int32(1), cutlass.Int32(1), stream, options=opts)
+    return cute.compile(launch, fa, fb, fc, f_as, f_bs, f_bias, f_ws, f_cnt, cutlass.Int32(1), cutlass.Int32(1),
+                        fake_stream(), options=opts)
 
 
-def get_compiled(target: str, config: Sm80TileConfig, out_dtype: torch.dtype, per_token: bool, per_channel: bool,
-                 has_bias: bool, split_k: bool):
-    # INTERIM: becomes cute_kernels.jit_cache.cached_compile("int8_scaled_mm_sm80", key, build) when it lands.
-    key = (target, config, out_dtype, per_token, per_channel, has_bias, split_k)
-    fn = _COMPILED.get(key)
-    if fn is None:
-        fn = _COMPILED[key] = build_kernel(*key)
-    return fn
+def get_compiled(target: str, config: Sm80TileConfig, out_dtype: torch.dtype, a_kind: str, b_kind: str,
+                 has_bias: bool, split_k: bool, rank: int):
+    key = (target, dataclasses.astuple(config), str(out_dtype), a_kind, b_kind, has_bias, split_k, rank)
+    return cached_compile("int8_scaled_mm_sm80", key,
+                          lambda: build_kernel(target, config, out_dtype, a_kind, b_kind, has_bias, split_k, rank))
 
 
-# ------------------------------------------------------------------------------------------------ device facts
+# ------------------------------------------------------------------------------------------------ per-call plan
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    fn: object
+    slices: int
+    k_tiles_per_split: int
+    tiles: int
+    tile_elems: int
+
+
+_PLANS: dict[tuple, _Plan] = {}
 _DEVICE_FACTS: dict[int, tuple[str, str, int]] = {}
 
 
@@ -94,48 +106,55 @@ def _device_facts(device: torch.device) -> tuple[str, str, int]:
     facts = _DEVICE_FACTS.get(idx)
     if facts is None:
         cap = torch.cuda.get_device_capability(idx)
-        family = f"sm_{cap[0]}{cap[1]}"
-        facts = _DEVICE_FACTS[idx] = (compile_target(cap), family,
+        facts = _DEVICE_FACTS[idx] = (compile_target(cap), f"sm_{cap[0]}{cap[1]}",
                                       torch.cuda.get_device_properties(idx).multi_processor_count)
     return facts
 
 
-# ------------------------------------------------------------------------------------------------ entry point
-def run_int8_scaled_mm_sm80(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,
-                            bias: Optional[torch.Tensor], out: torch.Tensor, arch: str = "sm_80",
-                            config: Optional[Sm80TileConfig] = None, split_k: Optional[int] = None) -> torch.Tensor:
-    """out[..., m, n] = (a @ b)[..., m, n] * b_scale[n] * a_scale[m] + bias[n], written into ``out``.
-
-    Arguments are assumed checked by the caller (int8_scaled_mm): a int8 [M, K] / [L, M, K] K-contiguous, b int8
-    [K, N] / [L, K, N] K-contiguous, a_scale f32 [M] or [1], b_scale f32 [N] or [1], bias [N] in out's dtype or
-    None, out fp16/bf16 [M, N] / [L, M, N], K % 16 == 0, N % 8 == 0, 16-byte aligned.
-    ``arch`` picks the config table ('sm_80', 'sm_86', 'sm_89'); ``config`` overrides it; ``split_k`` forces a slice
-    count (1 = off; None = the heuristic in split_k.py).
-    """
-    if a.dim() == 2:
-        a, b, out_k = a.unsqueeze(0), b.unsqueeze(0), out.unsqueeze(0)
-    else:
-        out_k = out
-    L, M, K = a.shape
-    N = b.shape[2]
-    table_arch = normalize_arch(arch)
-    cfg = config if config is not None else select_config(table_arch, M, N)
+def _plan(a, b, a_scale, b_scale, bias, out, arch, config, split_k) -> _Plan:
+    L = a.shape[0] if a.dim() == 3 else 1
+    M, K = a.shape[-2:]
+    N = b.shape[-1]
+    if config is not None and not isinstance(config, Sm80TileConfig):
+        raise TypeError(f"config for the SM80-class kernel must be a cute_kernels.sm80.Sm80TileConfig; got "
+                        f"{type(config).__name__} ({config!r})")
+    tarch = table_arch(arch)
+    cfg = config if config is not None else select_config(tarch, M, N)
+    cfg.validate("sm_80")  # the compile target's real smem limit is checked by the launch itself
     target, family, num_sms = _device_facts(out.device)
     k_tiles = math.ceil(K / cfg.tile_k)
     if split_k is None:
         slices, per = choose_split_k(M, N, K, L, cfg, num_sms, family)
     else:
         slices, per = normalize_split_k(split_k, k_tiles)
-    per_token, per_channel = a_scale.numel() != 1, b_scale.numel() != 1
-    fn = get_compiled(target, cfg, out.dtype, per_token, per_channel, bias is not None, slices > 1)
-    if slices > 1:
-        tiles = math.ceil(M / cfg.tile_m) * math.ceil(N / cfg.tile_n) * L
-        ws, counters = WORKSPACE.get(out.device, tiles, cfg.tile_m * cfg.tile_n)
-        fn(a, b, out_k, a_scale, b_scale, bias, ws, counters, slices, per)
+    a_kind = "scalar" if a_scale.numel() == 1 else "vector"
+    b_kind = "scalar" if b_scale.numel() == 1 else "vector"
+    fn = get_compiled(target, cfg, out.dtype, a_kind, b_kind, bias is not None, slices > 1, a.dim())
+    tiles = math.ceil(M / cfg.tile_m) * math.ceil(N / cfg.tile_n) * L
+    return _Plan(fn, slices, per, tiles, cfg.tile_m * cfg.tile_n)
+
+
+# ------------------------------------------------------------------------------------------------ entry point
+def run_int8_scaled_mm_sm80(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,
+                            bias: Optional[torch.Tensor], out: torch.Tensor, arch: str = "sm_80",
+                            config: Optional[Sm80TileConfig] = None, split_k: Optional[int] = None) -> torch.Tensor:
+    """out[..., m, n] = (a @ b)[..., m, n] * a_scale[m] * b_scale[n] + bias[n], written into ``out``.
+
+    Arguments are assumed checked by the caller (int8_scaled_mm): a int8 [M, K] / [L, M, K] K-contiguous, b int8
+    [K, N] / [L, K, N] K-contiguous, a_scale f32 [M] or [1], b_scale f32 [N] or [1], bias [N] in out's dtype or
+    None, out fp16/bf16 [M, N] / [L, M, N], K % 16 == 0, N % 8 == 0, 16-byte aligned. (TVM-FFI still re-checks
+    dtypes, ranks, equal extents, divisibility and alignment in C++ on every call.)
+    ``arch`` picks the config table ('sm_80', 'sm_86', 'sm_89'; 'sm_90a' and newer: the sm_80 table);
+    ``config`` (an Sm80TileConfig) overrides it; ``split_k`` forces a slice count (1 = off; None = split_k.py's rule).
+    """
+    key = (a.shape, b.shape, a_scale.shape, b_scale.shape, bias is None, out.dtype, out.device, arch, config,
+           split_k)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _PLANS[key] = _plan(a, b, a_scale, b_scale, bias, out, arch, config, split_k)
+    if plan.slices > 1:
+        ws, counters = WORKSPACE.get(out.device, plan.tiles, plan.tile_elems)
+        plan.fn(a, b, out, a_scale, b_scale, bias, ws, counters, plan.slices, plan.k_tiles_per_split)
     else:
-        fn(a, b, out_k, a_scale, b_scale, bias, None, None, 1, per)
+        plan.fn(a, b, out, a_scale, b_scale, bias, None, None, 1, plan.k_tiles_per_split)
     return out
-
-
-def nominal_sms(arch: str) -> int:
-    return NOMINAL_SMS[normalize_arch(arch)]

@@ -240,7 +240,6 @@ class Sm90GemmKernel:
             num_stages=self.epi_stages,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.num_mma_threads))
         tensors = dict(zip(self.epilogue.operand_names, epi_tensors))
-        extent = (d_shape[0], d_shape[1])
 
         sched = utils.StaticPersistentTileScheduler.create(sched_params, cute.arch.block_idx(), cute.arch.grid_dim())
         work = sched.initial_work_tile_info()
@@ -273,7 +272,10 @@ class Sm90GemmKernel:
 
             # ---- epilogue
             gD_tile = gD[(None, None, *tile)]
-            tRS_cAcc = tiled_r2s.retile(thr_mma.partition_C(cD[(None, None, *tile)]))
+            # Coordinates of this thread's accumulator registers. thr_mma is a warpgroup-wide slice (right for the
+            # smem operand descriptors, but its C partition is thread 0's); the per-thread slice gives the real
+            # coordinates. Element j of the retiled accumulator is register tRS_rAcc.layout(j) (a static index).
+            tCcD = tiled_mma.get_slice(mma_tidx).partition_C(cD[(None, None, *tile)])
             gD_epi = cute.zipped_divide(gD_tile, self.epi_tile)
             bSG_sD, bSG_gD = cpasync.tma_partition(tma_d, 0, cute.make_layout(1), cute.group_modes(sD, 0, 2), gD_epi)
             epi_count = cute.size(gD_epi, mode=[1])
@@ -282,8 +284,8 @@ class Sm90GemmKernel:
             for e in cutlass.range_constexpr(epi_count):
                 for v in cutlass.range_constexpr(frag_size):
                     tRS_rFrag[v] = tRS_rAcc[e * frag_size + v]
-                ctx = EpilogueContext(acc=tRS_rFrag, coord=lambda v, e=e: tRS_cAcc[e * frag_size + v],
-                                      extent=extent, tensors=tensors)
+                ctx = EpilogueContext(acc=tRS_rFrag, coord=lambda v, e=e: tCcD[tRS_rAcc.layout(e * frag_size + v)],
+                                      tensors=tensors)
                 tRS_rOut.store(self.epilogue.visit(ctx).to(self.d_dtype))
                 buf = (done_before + e) % self.epi_stages
                 cute.copy(tiled_r2s, tRS_rOut, tRS_sD[(None, None, None, buf)])

@@ -1,0 +1,67 @@
+"""Compile one specialization of the weight-only template from fake tensors (dynamic M, N, K; TVM-FFI ABI).
+
+The compiled function takes torch tensors directly: ``fn(x, w, out, scale, group_scales, zeros, group)`` (the
+stream is the caller's current one). TVM-FFI re-checks on every call what the fake tensors declare: dtypes, that
+x/out share M and w/out/scales share N, unit inner strides, 16-byte aligned x and w rows.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..jit_cache import cached_compile
+from .formats import format_by_key
+from .kernel import TileShape, WeightOnlyGemm
+
+_TORCH_TO_CUTLASS_NAME = {torch.float32: "Float32", torch.float16: "Float16", torch.bfloat16: "BFloat16"}
+
+
+def cutlass_dtype(dt: torch.dtype):
+    import cutlass
+
+    return getattr(cutlass, _TORCH_TO_CUTLASS_NAME[dt])
+
+
+def _build(fmt_key: str, x_dtype: torch.dtype, out_dtype: torch.dtype, scale_dtype, tile: TileShape, arch: str,
+           extra_options: str = ""):
+    import cutlass
+    import cutlass.cute as cute
+
+    fmt = format_by_key(fmt_key)
+    xd, od = cutlass_dtype(x_dtype), cutlass_dtype(out_dtype)
+    sd = None if scale_dtype is None else cutlass_dtype(scale_dtype)
+    m, n = cute.sym_int32(), cute.sym_int32()
+    # x rows are 16-byte aligned (the host pads K otherwise); w rows are whole 16-byte vectors.
+    x_div = 16 // (xd.width // 8)
+    fx = cute.runtime.make_fake_tensor(xd, (m, cute.sym_int32(divisibility=x_div)),
+                                       stride=(cute.sym_int64(divisibility=x_div), 1), assumed_align=16)
+    fw = cute.runtime.make_fake_tensor(cutlass.Uint8, (n, cute.sym_int32(divisibility=16)),
+                                       stride=(cute.sym_int64(divisibility=16), 1), assumed_align=16)
+    fo = cute.runtime.make_fake_tensor(od, (m, n), stride=(cute.sym_int64(), 1), assumed_align=od.width // 8)
+    f_gs = f_z = None
+    if sd is not None:
+        groups = cute.sym_int32()
+        f_gs = cute.runtime.make_fake_tensor(sd, (n, groups), stride=(cute.sym_int64(), 1),
+                                             assumed_align=sd.width // 8)
+        if fmt.has_zeros:
+            f_z = cute.runtime.make_fake_tensor(cutlass.Uint8, (n, groups), stride=(cute.sym_int64(), 1),
+                                                assumed_align=1)
+    kernel = WeightOnlyGemm(fmt, xd, od, sd, tile)
+    stream = cute.runtime.make_fake_stream(use_tvm_ffi_env_stream=True)
+    return cute.compile(kernel, fx, fw, fo, cutlass.Float32(1.0), f_gs, f_z, cutlass.Int32(32), stream,
+                        options=f"--enable-tvm-ffi --gpu-arch {arch} {extra_options}".strip())
+
+
+def compile_weight_only(fmt_key: str, x_dtype: torch.dtype, out_dtype: torch.dtype, scale_dtype,
+                        tile: TileShape, arch: str = "sm_90a"):
+    """The cached compiled specialization (memory, then disk, then ``cute.compile``)."""
+    key = (arch, fmt_key, str(x_dtype), str(out_dtype), str(scale_dtype), tile.key)
+    return cached_compile("weight_only_gemm", key,
+                          lambda: _build(fmt_key, x_dtype, out_dtype, scale_dtype, tile, arch))
+
+
+def compile_with_cubin(fmt_key: str, x_dtype, out_dtype, scale_dtype, tile: TileShape, arch: str = "sm_90a"):
+    """Uncached compile that keeps the cubin and PTX (``.artifacts``), for SASS inspection in tests."""
+    from ..sass import compile_with_artifacts
+
+    return compile_with_artifacts(lambda opts: _build(fmt_key, x_dtype, out_dtype, scale_dtype, tile, arch, opts))

@@ -1,0 +1,202 @@
+"""Kernel-side weight formats of the weight-only GEMM: how one 32-bit word of packed weights becomes MMA operands.
+
+A format is a trace-time plug-in of :class:`~cute_kernels.weight_only.kernel.WeightOnlyGemm`. The kernel loads
+16-byte vectors of a row-major ``[N, K * bits / 8]`` byte matrix (K packed LSB-first, 32 / bits values per word),
+splits each word into *pairs* of values and asks the format for one packed fp16x2 / bf16x2 register per pair. The
+kernel never branches on the format; the bit width is a Python constant of the format object, so each width is its
+own compiled specialization of the one kernel definition (the seed's ``template<int BITS>``).
+
+Pairs. The MMA wants two K-values of one weight row in each 32-bit register. K is the reduction axis, so the two
+need not be adjacent: any pairing works as long as the activation register holds the same two K positions. Each
+format pairs what its cheapest decode produces - shift-and-mask of a word yields values ``(q, q + values/2)`` in the
+low and high half at once (the FasterTransformer trick); the 8-bit decode uses ``prmt`` and pairs ``(2q, 2q+1)``.
+
+Decode ("magic number"). OR-ing a b-bit code ``u`` into the mantissa of a float whose ULP is 1 gives exactly
+``MAGIC + u`` (fp16 1024.0 = 0x6400, bf16 128.0 = 0x4300); one packed fma then subtracts ``MAGIC + offset``, which is
+exact. Group scales multiply afterwards (a second packed op, one rounding to fp16/bf16 - as vLLM's AWQ kernel and
+every fp16 weight-only kernel do). Code -> value, as in ``cute_kernels.formats.bitpack`` / ``awq``:
+
+====== ======================================== ======================================================
+format decode of a pair                         value
+====== ======================================== ======================================================
+int8   prmt(w ^ 0x80808080, MAGIC bytes)        fp16: (1024 + b^0x80) - 1152; bf16: via f32 2^23 + b^0x80
+int4   ((w >> 4q) & 0x000F000F) ^ (MAGIC|8)     (MAGIC + (u ^ 8)) - (MAGIC + 8) = sign-extended nibble
+int2   ((w >> 2q) & 0x00030003) | MAGIC         (MAGIC + u) - (MAGIC + 2)
+int1   ((w << (15 - q)) & 0x80008000) ^ (-1.0)  sign bit flipped by the code: set -> +1, clear -> -1
+awq    ((w >> 4q) & 0x000F000F) | MAGIC         ((MAGIC + u) - (MAGIC + z)) * s, z and s per (row, group)
+====== ======================================== ======================================================
+
+Group context. Scales and zero points are per (row, group of >= 32 K values); a word holds <= 32 values and groups
+are 32-aligned, so one context serves every pair of a word. ``group_ctx`` turns the loaded scale (f32) and zero
+(u8) into what ``decode_pair`` consumes (packed registers), once per row and 32-value block.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cutlass import Float32
+
+from . import ptx
+
+
+@dataclass(frozen=True)
+class ComputeType:
+    """The 16-bit type the MMA runs in, with its magic-number constants (16-bit patterns)."""
+
+    name: str  # "f16" | "bf16"
+    magic: int  # a value whose ULP is 1: u | magic == magic + u for u < 2^mantissa_bits
+    one: int
+
+    @property
+    def x2(self) -> str:
+        return f"{self.name}x2"
+
+    @staticmethod
+    def pair(bits16: int) -> int:
+        return (bits16 & 0xFFFF) * 0x00010001
+
+    def magic_plus(self, c: int) -> int:
+        return self.magic + c
+
+    def neg(self, bits16: int) -> int:
+        return bits16 | 0x8000
+
+
+F16 = ComputeType("f16", magic=0x6400, one=0x3C00)  # 1024.0: 10 mantissa bits
+BF16 = ComputeType("bf16", magic=0x4300, one=0x3F80)  # 128.0: 7 mantissa bits
+NEG_ZERO2 = 0x80008000  # fma addend that leaves a product untouched (and -0 * s stays -0)
+
+
+class WeightFormat:
+    """Base of the kernel-side formats (see module docstring). Subclasses set ``bits`` and ``name``."""
+
+    bits: int
+    name: str
+    has_zeros = False  # True: a per-(row, group) zero-point tensor is an operand
+
+    @property
+    def values_per_word(self) -> int:
+        return 32 // self.bits
+
+    @property
+    def pairs_per_word(self) -> int:
+        return self.values_per_word // 2
+
+    @property
+    def values_per_vector(self) -> int:
+        """K values in one 16-byte load."""
+        return 128 // self.bits
+
+    @property
+    def key(self) -> str:
+        return self.name
+
+    def pair_elems(self, q: int) -> tuple[int, int]:
+        """Word element indices (low half, high half) of pair ``q``: the shift-and-mask pairing."""
+        return q, q + self.pairs_per_word
+
+    def prepare_word(self, w, ct: ComputeType):
+        return w
+
+    def group_ctx(self, ct: ComputeType, scale, zero):
+        """Per (row, block) decode context from a Float32 scale (or None) and a u8 zero point (or None)."""
+        return None if scale is None else ptx.cvt_pair_f32(ct.x2, scale, scale)
+
+    def decode_pair(self, w, q: int, ct: ComputeType, ctx):
+        raise NotImplementedError
+
+    @staticmethod
+    def _apply_scale(v, ct: ComputeType, ctx):
+        return v if ctx is None else ptx.fma_x2_rc(ct.x2, v, ctx, NEG_ZERO2)
+
+
+class SignedInt4(WeightFormat):
+    bits, name = 4, "int4"
+
+    def decode_pair(self, w, q, ct, ctx):
+        # XOR-ing bit 3 of the nibble turns two's complement into offset-8 binary; the same lop3 sets the magic.
+        h = ptx.lop3(ptx.shr(w, 4 * q), 0x000F000F, ct.pair(ct.magic | 0x0008), ptx.LUT_AND_XOR)
+        v = ptx.fma_x2_cc(ct.x2, h, ct.pair(ct.one), ct.pair(ct.neg(ct.magic_plus(8))))
+        return self._apply_scale(v, ct, ctx)
+
+
+class OffsetInt2(WeightFormat):
+    bits, name = 2, "int2"
+
+    def decode_pair(self, w, q, ct, ctx):
+        h = ptx.lop3(ptx.shr(w, 2 * q), 0x00030003, ct.pair(ct.magic), ptx.LUT_AND_OR)
+        v = ptx.fma_x2_cc(ct.x2, h, ct.pair(ct.one), ct.pair(ct.neg(ct.magic_plus(2))))
+        return self._apply_scale(v, ct, ctx)
+
+
+class SignBit1(WeightFormat):
+    bits, name = 1, "int1"
+
+    def decode_pair(self, w, q, ct, ctx):
+        # Move bits q and q+16 onto the two sign bits; XOR with (-1, -1) then gives +1 for a set bit, -1 for clear.
+        v = ptx.lop3(ptx.shl(w, 15 - q), 0x80008000, ct.pair(ct.neg(ct.one)), ptx.LUT_AND_XOR)
+        return self._apply_scale(v, ct, ctx)
+
+
+class SignedInt8(WeightFormat):
+    bits, name = 8, "int8"
+
+    def pair_elems(self, q):
+        return 2 * q, 2 * q + 1
+
+    def prepare_word(self, w, ct):
+        return ptx.xor_c(w, 0x80808080)  # int8 -> offset-128 binary, once per word
+
+    def group_ctx(self, ct, scale, zero):
+        if ct is BF16:
+            return scale  # bf16 has 8 significant bits: the code goes through f32 and takes the scale there
+        return super().group_ctx(ct, scale, zero)
+
+    def decode_pair(self, w, q, ct, ctx):
+        if ct is F16:
+            # fp16 1024 + u is exact for u < 1024: bytes (b_2q, 0x64, b_2q+1, 0x64).
+            h = ptx.prmt_c(w, 0x64646464, 0x4140 + 0x0202 * q)
+            v = ptx.fma_x2_cc(ct.x2, h, ct.pair(ct.one), ct.pair(ct.neg(ct.magic_plus(128))))
+            return self._apply_scale(v, ct, ctx)
+        # bf16: f32 bit pattern 0x4B0000uu = 2^23 + u, exact; subtract, scale in f32, round once to bf16.
+        halves = []
+        for e in (2 * q, 2 * q + 1):
+            f = ptx.f32_from_bits(ptx.prmt_c(w, 0x4B000000, 0x7440 | e)) - Float32(8388736.0)
+            halves.append(f if ctx is None else f * ctx)
+        return ptx.cvt_pair_f32(ct.x2, halves[1], halves[0])
+
+
+class AwqInt4(WeightFormat):
+    """AutoAWQ's unsigned int4 with a zero point and a scale per (output channel, group).
+
+    The kernel reads it in the [N, K/2] K-packed layout of the other formats (``awq_repack`` transposes the
+    checkpoint's [IC, OC/8] int32 once); scales are [N, groups] in the activation dtype, zeros u8 [N, groups].
+    """
+
+    bits, name, has_zeros = 4, "awq", True
+
+    def group_ctx(self, ct, scale, zero):
+        neg_offset = ptx.splat_or(zero, ct.pair(ct.neg(ct.magic)))  # -(MAGIC + z) in both halves
+        return neg_offset, ptx.cvt_pair_f32(ct.x2, scale, scale)
+
+    def decode_pair(self, w, q, ct, ctx):
+        neg_offset, scale2 = ctx
+        h = ptx.lop3(ptx.shr(w, 4 * q), 0x000F000F, ct.pair(ct.magic), ptx.LUT_AND_OR)
+        v = ptx.fma_x2_cr(ct.x2, h, ct.pair(ct.one), neg_offset)  # u - z, exact
+        return ptx.fma_x2_rc(ct.x2, v, scale2, NEG_ZERO2)  # (u - z) * s, rounded once
+
+
+_SIGNED = {8: SignedInt8(), 4: SignedInt4(), 2: OffsetInt2(), 1: SignBit1()}
+AWQ = AwqInt4()
+
+
+def signed_format(bits: int) -> WeightFormat:
+    return _SIGNED[bits]
+
+
+def format_by_key(key: str) -> WeightFormat:
+    for f in (*_SIGNED.values(), AWQ):
+        if f.key == key:
+            return f
+    raise KeyError(key)

@@ -1,0 +1,251 @@
+"""WeightOnlyGemm: out = (x @ decode(W)^T) * scale for packed low-bit weights, one kernel template for every format.
+
+What it computes
+    out[m, n] = scale * sum_k x[m, k] * w(n, k)        w(n, k) = decode(code[n, k]) [* s[n, g]] [- zero]
+with fp32 accumulation; ``w`` per format (``formats.py``): int8 / int4 / int2 / int1 codes of the seed's
+``quantized_mm<BITS>`` (optionally times a per-(row, group) scale) or AWQ's ``(u - z) * s``.
+
+Layouts (torch views the host passes; M, N, K and strides are dynamic)
+    x    [M, K]  fp32 / fp16 / bf16, K contiguous, 16-byte aligned rows
+    w    [N, K * bits / 8] uint8, K packed LSB-first (formats.bitpack); row bytes a multiple of 16
+    out  [M, N]  any float dtype, N contiguous
+    gs   [N, K / group] scales (float dtype) or absent;  zeros [N, K / group] uint8 (AWQ only)
+
+The template and its specializations
+    One ``@cute.kernel`` below; the weight format (bit width, decode), the activation dtype and the tile shape are
+    Python constants of the instance, so ``cute.compile`` emits one specialization per (format, dtype, tile) and the
+    device code never branches on them - the seed's ``template<int BITS>`` with explicit instantiations.
+
+Data path (per warp; g = lane / 4, t = lane % 4 - the mma.sync fragment coordinates)
+    A warp owns ``tile.nt`` 16-row tiles of W (rows = the MMA's M) and ``tile.mt`` 8-column tiles of x^T (the
+    MMA's N, i.e. tokens): it computes out^T = W x^T with ``mma.sync.m16n8k16`` (fp16/bf16 in, fp32 accumulate).
+    * weights: each thread loads 16 bytes of row g and of row g + 8 of every tile per K step (``ld.global.nc``
+      128-bit, L1 no-allocate, prefetched one step ahead); the four threads of a quad cover 64 contiguous bytes of a
+      row, a step covers 512 / bits K values. Nothing goes through shared memory: each packed byte is read once
+      and decoded in registers into the A fragments directly (K is permuted inside each thread's chunk, which is
+      legal because the activation fragment uses the same permutation - see formats.py).
+    * activations: per 32-bit weight word the thread loads x[m, K run of the word] (L1-cached, shared by all warps
+      of the SM) and builds the B fragments with prmt (activations.py).
+    * split-K inside the CTA: ``tile.warps_k`` warps take interleaved K steps of the same rows and add their
+      accumulators through shared memory at the end (deterministic; no atomics, no workspace).
+    * epilogue: fp32 accumulators * scale -> out dtype, predicated scalar stores (rows >= N, tokens >= M dropped).
+
+Two tile families use it (``config.py``): the decode path (M <= 16: 1-2 token tiles, 8 warps of split-K, memory-bound
+on the weight stream) and the tensor-core path for larger M (64 tokens per warp, 4 warps along N, no split-K), where
+each decoded weight fragment feeds 8-16 MMAs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import Float32, Int32, Int64, Uint32, const_expr, range_constexpr
+
+from . import ptx
+from .activations import activation_operand
+from .formats import WeightFormat
+
+
+@dataclass(frozen=True)
+class TileShape:
+    """Compile-time tiling. nt: 16-row weight tiles per warp; mt: 8-token tiles per warp; warps_n x warps_k warps."""
+
+    nt: int
+    mt: int
+    warps_n: int
+    warps_k: int
+
+    @property
+    def rows_per_cta(self) -> int:
+        return 16 * self.nt * self.warps_n
+
+    @property
+    def tokens_per_cta(self) -> int:
+        return 8 * self.mt
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps_n * self.warps_k
+
+    @property
+    def key(self) -> tuple:
+        return (self.nt, self.mt, self.warps_n, self.warps_k)
+
+
+class WeightOnlyGemm:
+    """One specialization of the template: a weight format, an activation dtype, an output dtype, a tile shape.
+
+    ``scale_dtype``: dtype of the per-(row, group) scale tensor, or None when there is none (per-tensor scale only).
+    """
+
+    def __init__(self, fmt: WeightFormat, x_dtype, out_dtype, scale_dtype, tile: TileShape):
+        if fmt.has_zeros and scale_dtype is None:
+            raise ValueError(f"format {fmt.name} needs group scales")
+        self.fmt = fmt
+        self.act = activation_operand(x_dtype)
+        self.out_dtype = out_dtype
+        self.scale_dtype = scale_dtype
+        self.tile = tile
+
+    # ------------------------------------------------------------------------------------------------ host side
+    @cute.jit
+    def __call__(self, x: cute.Tensor, w: cute.Tensor, out: cute.Tensor, scale: Float32, group_scales, zeros,
+                 group: Int32, stream):
+        tile = self.tile
+        grid_n = (w.shape[0] + tile.rows_per_cta - 1) // tile.rows_per_cta
+        grid_m = (x.shape[0] + tile.tokens_per_cta - 1) // tile.tokens_per_cta
+        self.kernel(x, w, out, scale, group_scales, zeros, group).launch(
+            grid=[grid_n, grid_m, 1], block=[tile.threads, 1, 1], stream=stream)
+
+    # ---------------------------------------------------------------------------------------------- device side
+    @cute.kernel
+    def kernel(self, x: cute.Tensor, w: cute.Tensor, out: cute.Tensor, scale: Float32, group_scales, zeros,
+               group: Int32):
+        tile = self.tile
+        nt, mt, wk_count = tile.nt, tile.mt, tile.warps_k
+        lane = cute.arch.lane_idx()
+        warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        bx, by, _ = cute.arch.block_idx()
+        g = lane // 4
+        t = lane % 4
+        wn = warp % tile.warps_n
+        wk = warp // tile.warps_n
+        n0 = bx * tile.rows_per_cta + wn * (16 * nt)
+        m0 = by * tile.tokens_per_cta
+        row_bytes = w.shape[1]
+
+        acc = cute.make_rmem_tensor((nt * mt * 4,), Float32)
+        acc.fill(0.0)
+        w_cur = cute.make_rmem_tensor((nt * 2 * 4,), Uint32)
+        w_next = cute.make_rmem_tensor((nt * 2 * 4,), Uint32)
+
+        n_steps = (row_bytes + 63) // 64
+        self.load_weights(w, w_cur, wk, n0, g, t)
+        for step in cutlass.range(wk, n_steps, wk_count, unroll=1):
+            # The next step's 16-byte vectors are in flight while this step decodes (register double buffer).
+            self.load_weights(w, w_next, step + wk_count, n0, g, t)
+            self.mma_step(x, w_cur, acc, step, n0, m0, g, t, group_scales, zeros, group)
+            w_cur.store(w_next.load())
+
+        self.epilogue(acc, out, scale, n0, m0, g, t, lane, wn, wk)
+
+    def load_weights(self, w: cute.Tensor, buf: cute.Tensor, step: Int32, n0: Int32, g: Int32, t: Int32):
+        """Thread's 16-byte vectors of rows g and g+8 of every tile at K step ``step`` (undefined past N or K)."""
+        n_rows = w.shape[0]
+        byte = step * 64 + t * 16
+        in_k = byte < w.shape[1]
+        base = w.iterator.toint()
+        for j in range(self.tile.nt):
+            for r in range(2):
+                row = n0 + 16 * j + 8 * r + g
+                addr = base + Int64(row) * w.stride[0] + Int64(byte)
+                words = ptx.ld_global(addr, in_k & (row < n_rows), 4, streaming=True, zero_fill=False)
+                for i in range(4):
+                    buf[(j * 2 + r) * 4 + i] = words[i]
+
+    def load_x_run(self, x: cute.Tensor, m: Int32, k: Int32, pred, values: int) -> list:
+        """x[m, k : k + values] as 32-bit words (zeros when ``pred`` is false)."""
+        act = self.act
+        nbytes = values * act.bytes_per_value
+        addr = x.iterator.toint() + (Int64(m) * x.stride[0] + Int64(k)) * act.bytes_per_value
+        if nbytes == 8:
+            return ptx.ld_global(addr, pred, 2, streaming=False)
+        words = []
+        for v in range(nbytes // 16):
+            words += ptx.ld_global(addr + 16 * v, pred, 4, streaming=False)
+        return words
+
+    def group_contexts(self, group_scales, zeros, k: Int32, n0: Int32, g: Int32, group: Int32) -> list:
+        """Decode contexts of this thread's 2 * nt rows for the 32-value block starting at K = k."""
+        fmt, ct = self.fmt, self.act.compute
+        ctx = [[None, None] for _ in range(self.tile.nt)]
+        if self.scale_dtype is not None:
+            n_rows = group_scales.shape[0]
+            gi = cutlass.min(k // group, group_scales.shape[1] - 1)  # K past the end: x is zero there anyway
+            for j in range(self.tile.nt):
+                for r in range(2):
+                    row = cutlass.min(n0 + 16 * j + 8 * r + g, n_rows - 1)
+                    s = group_scales[row, gi].to(Float32)
+                    z = None
+                    if fmt.has_zeros:
+                        z = Uint32(zeros[row, gi])
+                    ctx[j][r] = fmt.group_ctx(ct, s, z)
+        return ctx
+
+    def mma_step(self, x: cute.Tensor, wbuf: cute.Tensor, acc: cute.Tensor, step: Int32, n0: Int32, m0: Int32,
+                 g: Int32, t: Int32, group_scales, zeros, group: Int32):
+        fmt, act = self.fmt, self.act
+        ct = act.compute
+        nt, mt = self.tile.nt, self.tile.mt
+        vpw = fmt.values_per_word
+        vpv = fmt.values_per_vector
+        k_chunk = step * (4 * vpv) + t * vpv  # this thread's K run of the step
+        in_k = k_chunk < x.shape[1]
+        n_tokens = x.shape[0]
+        # One decode context per 32 K values (groups are >= 32 and 32-aligned; a word holds <= 32 values).
+        blocks = max(1, vpv // 32)
+        words_per_block = 4 // blocks
+        for blk in range(blocks):
+            ctx = self.group_contexts(group_scales, zeros, k_chunk + 32 * blk, n0, g, group)
+            for wb in range(words_per_block):
+                wi = blk * words_per_block + wb
+                k_word = k_chunk + wi * vpw
+                xw = []
+                for i in range(mt):
+                    m = m0 + 8 * i + g
+                    xw.append(self.load_x_run(x, m, k_word, in_k & (m < n_tokens), vpw))
+                wp = [[fmt.prepare_word(wbuf[(j * 2 + r) * 4 + wi], ct) for r in range(2)] for j in range(nt)]
+                for q2 in range(vpw // 4):  # one MMA per two pairs of the word
+                    p0, p1 = fmt.pair_elems(2 * q2), fmt.pair_elems(2 * q2 + 1)
+                    b = [(act.pair(xw[i], *p0), act.pair(xw[i], *p1)) for i in range(mt)]
+                    for j in range(nt):
+                        a = [fmt.decode_pair(wp[j][0], 2 * q2, ct, ctx[j][0]),
+                             fmt.decode_pair(wp[j][1], 2 * q2, ct, ctx[j][1]),
+                             fmt.decode_pair(wp[j][0], 2 * q2 + 1, ct, ctx[j][0]),
+                             fmt.decode_pair(wp[j][1], 2 * q2 + 1, ct, ctx[j][1])]
+                        for i in range(mt):
+                            base = (j * mt + i) * 4
+                            for p in range(act.parts):
+                                c = [acc[base + e] for e in range(4)]
+                                d = ptx.mma_m16n8k16(ct.name, a, [b[i][0][p], b[i][1][p]], c)
+                                for e in range(4):
+                                    acc[base + e] = d[e]
+
+    @cute.jit
+    def epilogue(self, acc: cute.Tensor, out: cute.Tensor, scale: Float32, n0: Int32, m0: Int32, g: Int32,
+                 t: Int32, lane: Int32, wn: Int32, wk: Int32):
+        tile = self.tile
+        n_acc = tile.nt * tile.mt * 4
+        if const_expr(tile.warps_k == 1):
+            for e in range_constexpr(n_acc):
+                self.store(out, acc[e], e, scale, n0, m0, g, t)
+        else:
+            smem = cutlass.utils.SmemAllocator()
+            # lane-fastest so a warp's 32 stores / loads of one accumulator hit 32 banks
+            red = smem.allocate_tensor(Float32, cute.make_layout((32, n_acc, tile.warps_n, tile.warps_k)),
+                                       byte_alignment=16)
+            for e in range_constexpr(n_acc):
+                red[lane, e, wn, wk] = acc[e]
+            cute.arch.sync_threads()
+            # Every warp reduces and stores an interleaved share of the accumulators.
+            for el in range_constexpr((n_acc + tile.warps_k - 1) // tile.warps_k):
+                e = el * tile.warps_k + wk
+                if e < n_acc:
+                    total = red[lane, e, wn, 0]
+                    for kk in range_constexpr(1, tile.warps_k):
+                        total = total + red[lane, e, wn, kk]
+                    self.store(out, total, e, scale, n0, m0, g, t)
+
+    @cute.jit
+    def store(self, out: cute.Tensor, v: Float32, e, scale: Float32, n0: Int32, m0: Int32, g: Int32, t: Int32):
+        """Accumulator e = ((j * mt + i) * 4 + c) of this thread -> out[m, n] (C fragment slot c of tile (j, i))."""
+        c = e % 4
+        ji = e // 4
+        i = ji % self.tile.mt
+        j = ji // self.tile.mt
+        n = n0 + 16 * j + g + 8 * (c // 2)
+        m = m0 + 8 * i + 2 * t + (c % 2)
+        if m < out.shape[0] and n < out.shape[1]:
+            out[m, n] = (v * scale).to(self.out_dtype)
