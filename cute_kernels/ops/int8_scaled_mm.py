@@ -83,47 +83,52 @@ def _validate(a, b, a_scale, b_scale, bias, out_dtype, out):
     return device, m, n, k, out_shape
 
 
+def build_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm_count=132, extra_options=""):
+    """Compile the SM90 kernel for one variant from fake tensors (no GPU needed); returns the TVM-FFI function.
+
+    Call signature of the result: ``fn(a, b, out, a_scale, b_scale, bias_or_None)`` on CUDA torch tensors.
+    """
+    import cutlass
+    import cutlass.cute as cute
+
+    from ..compile_utils import fake_stream, fake_tensor, fake_vector, kernel_view
+    from ..epilogues import scaled_mm_tree
+    from ..sm90.gemm import Sm90GemmKernel
+
+    d_cute = cutlass.BFloat16 if out_dtype == torch.bfloat16 else cutlass.Float16
+    m, n, k = cute.sym_int32(), cute.sym_int32(divisibility=8), cute.sym_int32(divisibility=16)
+    batch = (cute.sym_int32(),) if rank == 3 else ()
+    fa = fake_tensor(cutlass.Int8, (*batch, m, k), stride_div=16)
+    fb = fake_tensor(cutlass.Int8, (*batch, k, n), contiguous_dim=-2, stride_div=16)
+    fd = fake_tensor(d_cute, (*batch, m, n), stride_div=8)
+    f_as = fake_vector(cutlass.Float32, m if a_kind == "vector" else 1)
+    f_bs = fake_vector(cutlass.Float32, n if b_kind == "vector" else 1)
+    f_bias = fake_vector(d_cute, n, align=2) if has_bias else None
+    tree = scaled_mm_tree(a_kind, b_kind, has_bias, swap_ab=config.swap_ab)
+    kernel = Sm90GemmKernel(config, tree, cutlass.Int32, sm_count=sm_count)
+    swap = config.swap_ab
+
+    @cute.jit
+    def launch(a: cute.Tensor, b: cute.Tensor, d: cute.Tensor, a_scale: cute.Tensor, b_scale: cute.Tensor,
+               bias, stream):
+        mA = kernel_view(a, 0, 1)  # (M, K, L)
+        mB = kernel_view(b, 1, 0)  # (N, K, L)
+        if cutlass.const_expr(swap):  # D^T = B^T A^T: the weight is the kernel's A
+            mA, mB = mB, mA
+            mD = kernel_view(d, 1, 0)
+        else:
+            mD = kernel_view(d, 0, 1)
+        epi = (a_scale, b_scale, bias) if cutlass.const_expr(bias is not None) else (a_scale, b_scale)
+        kernel(mA, mB, mD, epi, stream)
+
+    return cute.compile(launch, fa, fb, fd, f_as, f_bs, f_bias, fake_stream(),
+                        options=f"--enable-tvm-ffi --gpu-arch sm_90a {extra_options}".strip())
+
+
 def _compile_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm_count):
     key = ("sm_90a", rank, a_kind, b_kind, has_bias, str(out_dtype), config.key, sm_count)
-
-    def build():
-        import cutlass
-        import cutlass.cute as cute
-
-        from ..compile_utils import fake_stream, fake_tensor, fake_vector, kernel_view
-        from ..epilogues import scaled_mm_tree
-        from ..sm90.gemm import Sm90GemmKernel
-
-        d_cute = cutlass.BFloat16 if out_dtype == torch.bfloat16 else cutlass.Float16
-        m, n, k = cute.sym_int32(), cute.sym_int32(divisibility=8), cute.sym_int32(divisibility=16)
-        batch = (cute.sym_int32(),) if rank == 3 else ()
-        fa = fake_tensor(cutlass.Int8, (*batch, m, k), stride_div=16)
-        fb = fake_tensor(cutlass.Int8, (*batch, k, n), contiguous_dim=-2, stride_div=16)
-        fd = fake_tensor(d_cute, (*batch, m, n), stride_div=8)
-        f_as = fake_vector(cutlass.Float32, m if a_kind == "vector" else 1)
-        f_bs = fake_vector(cutlass.Float32, n if b_kind == "vector" else 1)
-        f_bias = fake_vector(d_cute, n, align=2) if has_bias else None
-        tree = scaled_mm_tree(a_kind, b_kind, has_bias, swap_ab=config.swap_ab)
-        kernel = Sm90GemmKernel(config, tree, cutlass.Int32, sm_count=sm_count)
-        swap = config.swap_ab
-
-        @cute.jit
-        def launch(a: cute.Tensor, b: cute.Tensor, d: cute.Tensor, a_scale: cute.Tensor, b_scale: cute.Tensor,
-                   bias, stream):
-            mA = kernel_view(a, 0, 1)  # (M, K, L)
-            mB = kernel_view(b, 1, 0)  # (N, K, L)
-            if cutlass.const_expr(swap):  # D^T = B^T A^T: the weight is the kernel's A
-                mA, mB = mB, mA
-                mD = kernel_view(d, 1, 0)
-            else:
-                mD = kernel_view(d, 0, 1)
-            epi = (a_scale, b_scale, bias) if cutlass.const_expr(bias is not None) else (a_scale, b_scale)
-            kernel(mA, mB, mD, epi, stream)
-
-        return cute.compile(launch, fa, fb, fd, f_as, f_bs, f_bias, fake_stream(),
-                            options=f"--enable-tvm-ffi --gpu-arch sm_90a")
-
-    return cached_compile("int8_scaled_mm", key, build)
+    return cached_compile("int8_scaled_mm", key,
+                          lambda: build_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config, sm_count))
 
 
 def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,

@@ -1,0 +1,192 @@
+"""Command line: ``python -m cute_kernels {info,demo,export,layout,bench}`` (each answers --help)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+
+def _has_gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _parse_config(text: str | None):
+    """``128x256`` or ``128x256x2x1`` (tile_m x tile_n x cluster_m x cluster_n), optional ``:swap``."""
+    if not text:
+        return None
+    from .configs import TileConfig
+
+    swap = text.endswith(":swap")
+    parts = [int(p) for p in text.removesuffix(":swap").split("x")]
+    if len(parts) not in (2, 4):
+        raise SystemExit(f"--config must look like 128x256 or 128x256x2x1[:swap]; got {text!r}")
+    cm, cn = (parts[2], parts[3]) if len(parts) == 4 else (1, 1)
+    return TileConfig(tile_m=parts[0], tile_n=parts[1], cluster_m=cm, cluster_n=cn, swap_ab=swap)
+
+
+def cmd_info(args) -> int:
+    import cutlass
+    import torch
+
+    from . import __version__, arch, jit_cache
+
+    print(f"cute_kernels {__version__}")
+    print(f"nvidia-cutlass-dsl {cutlass.__version__}, torch {torch.__version__}")
+    if _has_gpu():
+        dev = torch.cuda.current_device()
+        print(f"GPU: {torch.cuda.get_device_name(dev)} -> arch {arch.current_arch(torch.device('cuda', dev))}, "
+              f"{arch.sm_count(dev)} SMs")
+    else:
+        forced = os.environ.get("CUTE_DSL_ARCH")
+        print(f"GPU: none; compile target {arch.current_arch()} "
+              f"({'from CUTE_DSL_ARCH' if forced else 'default; set CUTE_DSL_ARCH to change'})")
+    print(f"cache dir: {jit_cache.cache_dir()} (disk cache {'on' if jit_cache.disk_cache_enabled() else 'off'})")
+    print(f"fingerprint: {jit_cache.source_fingerprint()}")
+    entries = jit_cache.entries()
+    print(f"entries for this fingerprint: {len(entries)}")
+    for desc, size in entries:
+        print(f"  {size / 1024:8.1f} KiB  {desc}")
+    return 0
+
+
+def cmd_demo(args) -> int:
+    import torch
+
+    from . import int8_scaled_mm
+    from .configs import select_sm90_int8
+
+    m, n, k = args.m, args.n, args.k
+    cfg = select_sm90_int8(m, n, k)
+    print(f"int8_scaled_mm  M={m} N={n} K={k}, bf16 out, per-token + per-channel scales + bias; config {cfg.describe()}")
+    if not _has_gpu():
+        from .export import ExportSpec, export
+
+        out = args.out or "cute_kernels_demo"
+        print("no GPU here: compiling for sm_90a and exporting the cubin instead")
+        t0 = time.perf_counter()
+        manifest = export("int8_scaled_mm", ExportSpec(arch="sm_90a", m=m, n=n, k=k), out)
+        print(f"compiled in {time.perf_counter() - t0:.1f} s -> {out}/ ({', '.join(manifest['files'])})")
+        sass = manifest["sass"]
+        print(f"SASS: {sass['tensor_core_ops']}, {sass['registers']} registers/thread, "
+              f"{sass['local_memory_ops']} local-memory ops")
+        return 0
+    from .reference import int8_scaled_mm_ref
+
+    dev = "cuda"
+    a = torch.randint(-128, 128, (m, k), dtype=torch.int8, device=dev)
+    b = torch.randint(-128, 128, (n, k), dtype=torch.int8, device=dev).t()
+    a_scale = torch.rand(m, device=dev) * 0.01
+    b_scale = torch.rand(n, device=dev) * 0.01
+    bias = torch.randn(n, device=dev).bfloat16()
+    t0 = time.perf_counter()
+    out = int8_scaled_mm(a, b, a_scale, b_scale, bias)
+    torch.cuda.synchronize()
+    print(f"first call (compile or cache load + run): {time.perf_counter() - t0:.2f} s")
+    ref = int8_scaled_mm_ref(a, b, a_scale, b_scale, bias)
+    err = ((out.double() - ref).abs() / (ref.abs() + 1e-2)).max().item()
+    ok = err < 2 ** -7 + 1e-3
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(10):
+        int8_scaled_mm(a, b, a_scale, b_scale, bias)
+    iters = 50
+    start.record()
+    for _ in range(iters):
+        int8_scaled_mm(a, b, a_scale, b_scale, bias)
+    end.record()
+    torch.cuda.synchronize()
+    us = start.elapsed_time(end) / iters * 1e3
+    print(f"check vs float64 reference: max rel err {err:.2e} -> {'OK' if ok else 'FAILED'}")
+    print(f"time {us:.1f} us, {2 * m * n * k / us / 1e6:.0f} TOPS on {torch.cuda.get_device_name()}")
+    return 0 if ok else 1
+
+
+def cmd_export(args) -> int:
+    from .export import ExportSpec, export
+
+    spec = ExportSpec(arch=args.arch, config=_parse_config(args.config), m=args.m, n=args.n, k=args.k,
+                      out_dtype=args.out_dtype, a_scale=args.a_scale, b_scale=args.b_scale, bias=not args.no_bias,
+                      batched=args.batched)
+    manifest = export(args.kernel, spec, args.out)
+    print(json.dumps(manifest, indent=2))
+    return 0
+
+
+def cmd_layout(args) -> int:
+    from .configs import select_sm90_int8
+    from .layouts import sm90_gemm_layouts
+
+    if args.kernel == "fp8_blockwise_scaled_mm" or args.granularity:
+        from .formats.scale_layouts import describe_scale_layouts
+
+        gran = tuple(int(x) for x in (args.granularity or "1,128,128").split(","))
+        print(describe_scale_layouts(args.m, args.n, args.k, gran))
+        if args.kernel != "fp8_blockwise_scaled_mm":
+            return 0
+    os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
+    cfg = _parse_config(args.config) or select_sm90_int8(args.m, args.n, args.k)
+    dtype = "Float8E4M3FN" if args.kernel == "fp8_blockwise_scaled_mm" else "Int8"
+    print(sm90_gemm_layouts(cfg, a_dtype=dtype))
+    return 0
+
+
+def cmd_bench(args) -> int:
+    from .bench import run_benchmark
+
+    return run_benchmark(args.kernel, args.out, quick=args.quick)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m cute_kernels", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    s = sub.add_parser("info", help="DSL version, detected/forced arch, cache dir and entries")
+    s.set_defaults(fn=cmd_info)
+
+    s = sub.add_parser("demo", help="run int8_scaled_mm on a default problem (GPU) or compile + export it (no GPU)")
+    s.add_argument("--m", type=int, default=4096)
+    s.add_argument("--n", type=int, default=4096)
+    s.add_argument("--k", type=int, default=4096)
+    s.add_argument("--out", help="export directory when there is no GPU (default ./cute_kernels_demo)")
+    s.set_defaults(fn=cmd_demo)
+
+    s = sub.add_parser("export", help="compile a kernel config for an arch; write .cubin, .ptx, SASS summary, manifest")
+    s.add_argument("kernel", help="kernel family, e.g. int8_scaled_mm")
+    s.add_argument("--arch", default="sm_90a")
+    s.add_argument("--out", required=True, help="output directory")
+    s.add_argument("--config", help="tile config, e.g. 128x256x2x1 or 128x16:swap (default: the table's pick)")
+    s.add_argument("--m", type=int, default=4096, help="problem M used to pick the config from the table")
+    s.add_argument("--n", type=int, default=4096)
+    s.add_argument("--k", type=int, default=4096)
+    s.add_argument("--out-dtype", default="bf16", choices=["bf16", "fp16"])
+    s.add_argument("--a-scale", default="vector", choices=["vector", "scalar"])
+    s.add_argument("--b-scale", default="vector", choices=["vector", "scalar"])
+    s.add_argument("--no-bias", action="store_true")
+    s.add_argument("--batched", action="store_true")
+    s.set_defaults(fn=cmd_export)
+
+    s = sub.add_parser("layout", help="print the CuTe layouts a config uses (smem+swizzle, TMA boxes, MMA, epilogue)")
+    s.add_argument("kernel", nargs="?", default="int8_scaled_mm")
+    s.add_argument("--config", help="tile config, e.g. 128x256x2x1 (default: the table's pick for M, N, K)")
+    s.add_argument("--m", type=int, default=4096)
+    s.add_argument("--n", type=int, default=4096)
+    s.add_argument("--k", type=int, default=4096)
+    s.add_argument("--granularity", help="FP8 scale granularity gM,gN,gK (prints the scale-factor layouts)")
+    s.set_defaults(fn=cmd_layout)
+
+    s = sub.add_parser("bench", help="benchmark a kernel family against torch baselines (needs a GPU)")
+    s.add_argument("kernel", nargs="?", default="int8_scaled_mm")
+    s.add_argument("--out", default=os.environ.get("OUT", "bench_out"), help="directory for the table/plot/json")
+    s.add_argument("--quick", action="store_true", help="fewer shapes")
+    s.set_defaults(fn=cmd_bench)
+
+    args = p.parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""CPU tier of int8_scaled_mm: reference semantics, every validation message, the config table, SASS of every
+shipped config (integer WGMMA, no spills), the epilogue tree's variants."""
+
+import pytest
+import torch
+
+from cute_kernels import TileConfig, int8_scaled_mm
+from cute_kernels.configs import SM90_INT8_TABLE, select_sm90_int8, shipped_sm90_int8_configs
+from cute_kernels.epilogues import scaled_mm_tree
+from cute_kernels.reference import int8_scaled_mm_ref
+
+
+def _args(m=32, n=64, k=128, batch=None):
+    lead = () if batch is None else (batch,)
+    a = torch.randint(-128, 128, (*lead, m, k), dtype=torch.int8)
+    b = torch.randint(-128, 128, (*lead, n, k), dtype=torch.int8).transpose(-1, -2)
+    return a, b, torch.rand(m), torch.rand(n), torch.randn(n).bfloat16()
+
+
+def test_reference_matches_naive_loop():
+    a, b, sa, sb, bias = _args(3, 8, 16)
+    ref = int8_scaled_mm_ref(a, b, sa, sb, bias)
+    for i in range(3):
+        for j in range(8):
+            acc = sum(int(a[i, kk]) * int(b[kk, j]) for kk in range(16))
+            want = acc * float(sa[i]) * float(sb[j]) + float(bias[j])
+            assert abs(ref[i, j].item() - want) < 1e-9 * max(1.0, abs(want))
+
+
+def test_reference_batched_and_scalar_scales():
+    a, b, _, _, _ = _args(4, 8, 32, batch=2)
+    ref = int8_scaled_mm_ref(a, b, torch.tensor([0.5]), torch.tensor([2.0]))
+    assert torch.equal(ref, torch.matmul(a.double(), b.double()))
+
+
+@pytest.mark.parametrize("mutate,exc,match", [
+    (lambda a, b, sa, sb, bias: (a.float(), b, sa, sb, bias), TypeError, "a must have dtype int8; got float32"),
+    (lambda a, b, sa, sb, bias: (a, b.to(torch.uint8), sa, sb, bias), TypeError, "b must have dtype int8; got uint8"),
+    (lambda a, b, sa, sb, bias: (a[0], b, sa, sb, bias), ValueError, "a must be 2-D or 3-D"),
+    (lambda a, b, sa, sb, bias: (a, b[:64], sa, sb, bias), ValueError, "inner dimensions must match"),
+    (lambda a, b, sa, sb, bias: (a[:, :120], b[:120], sa, sb, bias), ValueError, "K = 120 must be a positive multiple of 16"),
+    (lambda a, b, sa, sb, bias: (a, b[:, :60], sa, sb[:60], bias[:60]), ValueError, "N = 60 must be a multiple of 8"),
+    (lambda a, b, sa, sb, bias: (a, b.t().contiguous().t().contiguous(), sa, sb, bias), ValueError, "b must be column-major"),
+    (lambda a, b, sa, sb, bias: (a.t().contiguous().t(), b, sa, sb, bias), ValueError, "a must be contiguous in its last"),
+    (lambda a, b, sa, sb, bias: (a, b, sa.double(), sb, bias), TypeError, "a_scale must have dtype float32"),
+    (lambda a, b, sa, sb, bias: (a, b, sa[:5], sb, bias), ValueError, r"a_scale must have shape \[32\] or \[1\]"),
+    (lambda a, b, sa, sb, bias: (a, b, sa, sb[:7], bias), ValueError, r"b_scale must have shape \[64\] or \[1\]"),
+    (lambda a, b, sa, sb, bias: (a, b, sa, sb, bias.half()), TypeError, "bias must have dtype bfloat16"),
+    (lambda a, b, sa, sb, bias: (a, b, sa, sb, bias[:8]), ValueError, r"bias must have shape \(64,\)"),
+    (lambda a, b, sa, sb, bias: (a, b, sa, sb, bias), ValueError, "a must be a CUDA tensor; got a tensor on cpu"),
+])
+def test_validation_messages(mutate, exc, match):
+    with pytest.raises(exc, match=match):
+        int8_scaled_mm(*mutate(*_args()))
+
+
+def test_validation_batch_and_out_dtype():
+    a, b, sa, sb, bias = _args(batch=2)
+    with pytest.raises(ValueError, match="batch sizes differ"):
+        int8_scaled_mm(a, b[:1], sa, sb, bias)
+    with pytest.raises(TypeError, match="out_dtype must be torch.float16 or torch.bfloat16"):
+        int8_scaled_mm(a, b, sa, sb, None, out_dtype=torch.float32)
+    with pytest.raises(ValueError, match="b must be 3-D"):
+        int8_scaled_mm(a, b[0], sa, sb, bias)
+
+
+def test_config_table_buckets():
+    assert select_sm90_int8(1, 4096, 4096).swap_ab and select_sm90_int8(1, 4096, 4096).tile_n == 16
+    assert select_sm90_int8(32, 4096, 4096).tile_n == 32
+    assert select_sm90_int8(8192, 8192, 8192) == TileConfig(tile_m=128, tile_n=256, cluster_m=2, cluster_n=1)
+    assert not select_sm90_int8(1024, 4096, 4096).swap_ab
+    # monotone buckets, last row covers everything
+    bounds = [mx for mx, _ in SM90_INT8_TABLE]
+    assert bounds == sorted(bounds) and bounds[-1] >= 2**62
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(tile_m=96), "tile_m must be 64 or 128"), (dict(tile_n=12), "tile_n must be a multiple of 8"),
+    (dict(cluster_m=3), "cluster_m must be 1, 2 or 4"), (dict(cluster_m=4, cluster_n=2), "cluster size must be <= 4"),
+])
+def test_tile_config_errors(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        TileConfig(**kwargs)
+
+
+def test_epilogue_tree_variants_have_distinct_keys():
+    keys = {scaled_mm_tree(a, b, bias, swap).key for a in ("vector", "scalar") for b in ("vector", "scalar")
+            for bias in (True, False) for swap in (True, False)}
+    assert len(keys) == 15  # scalar x scalar without bias is the same tree whether or not A/B are swapped
+    assert scaled_mm_tree("vector", "vector", True).operand_names == ("a_scale", "b_scale", "bias")
+    assert scaled_mm_tree("scalar", "vector", False).operand_names == ("a_scale", "b_scale")
+
+
+@pytest.mark.parametrize("cfg", shipped_sm90_int8_configs(), ids=lambda c: c.describe().replace(" ", "_"))
+def test_shipped_config_sass(cfg):
+    """Every config the table can pick compiles for sm_90a to integer WGMMA with no local-memory traffic."""
+    from cute_kernels.ops.int8_scaled_mm import build_sm90
+    from cute_kernels.sass import compile_with_artifacts, summarize_cubin
+
+    fn = compile_with_artifacts(lambda opts: build_sm90(2, "vector", "vector", True, torch.bfloat16, cfg,
+                                                        extra_options=opts))
+    s = summarize_cubin(fn.artifacts.CUBIN)
+    igmma = [op for op in s.mma if op.startswith("IGMMA") and ".S8.S8" in op]
+    assert igmma, f"no signed int8 WGMMA in SASS: {dict(s.mma)}"
+    assert all(f"x{cfg.tile_n}x32" in op for op in igmma), igmma
+    assert s.local_memory_ops == 0, f"{s.local_memory_ops} LDL/STL instructions (spills)"
+    assert "USETMAXREG" in s.instructions, "setmaxnreg register reallocation missing"
+    assert "UTMALDG" in s.instructions and "UTMASTG" in s.instructions, "TMA load/store missing"
+
+
+def test_batched_fp16_scalar_variant_compiles():
+    from cute_kernels.ops.int8_scaled_mm import build_sm90
+    from cute_kernels.sass import compile_with_artifacts, summarize_cubin
+
+    fn = compile_with_artifacts(lambda opts: build_sm90(3, "scalar", "scalar", False, torch.float16,
+                                                        TileConfig(tile_m=64, tile_n=64, cluster_m=1),
+                                                        extra_options=opts))
+    s = summarize_cubin(fn.artifacts.CUBIN)
+    assert any(op.startswith("IGMMA.64x64x32.S8.S8") for op in s.mma) and not s.spills
