@@ -48,6 +48,7 @@ class Sm90GemmKernel:
     producer_regs = 40
     consumer_regs = 232
     threads_per_wg = 128
+    mainloop_operand_names: tuple[str, ...] = ()  # subclasses that read extra operands in ``mainloop`` name them
 
     def __init__(self, config: TileConfig, epilogue: EpilogueTree, acc_dtype, sm_count: int = 132):
         self.config = config
@@ -62,6 +63,9 @@ class Sm90GemmKernel:
         self.num_mma_threads = self.num_mma_wg * self.threads_per_wg
         self.epi_store_warp = 4  # first warp of the first consumer warpgroup
         self.epi_barrier = pipeline.NamedBarrier(barrier_id=1, num_threads=self.num_mma_threads)
+        # Global operands the kernel reads besides A and B: the epilogue tree's, then those a subclass's mainloop
+        # reads (e.g. FP8 block scales); the launch passes them as one tuple in this order.
+        self.operand_names = epilogue.operand_names + self.mainloop_operand_names
 
     # ------------------------------------------------------------------ host-side (trace-time) setup
     def _setup(self, a_dtype, b_dtype, d_dtype, a_layout, b_layout, d_layout):
@@ -94,7 +98,8 @@ class Sm90GemmKernel:
 
     @cute.jit
     def __call__(self, mA: cute.Tensor, mB: cute.Tensor, mD: cute.Tensor, epi_tensors: tuple, stream):
-        """mA (M, K, L), mB (N, K, L), mD (M, N, L); epi_tensors in ``epilogue.operand_names`` order."""
+        """mA (M, K, L), mB (N, K, L), mD (M, N, L); epi_tensors in ``self.operand_names`` order (the epilogue's
+        operands, then a subclass's mainloop operands)."""
         self._setup(mA.element_type, mB.element_type, mD.element_type,
                     LayoutEnum.from_tensor(mA), LayoutEnum.from_tensor(mB), LayoutEnum.from_tensor(mD))
         sA1 = cute.slice_(self.sA_layout, (None, None, 0))
@@ -221,7 +226,6 @@ class Sm90GemmKernel:
         tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))
         tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))
         acc = cute.make_rmem_tensor(thr_mma.partition_C(gD).shape[:3], self.acc_dtype)
-        k_blocks = cute.size(tCrA, mode=[2])
 
         # Epilogue plumbing: registers -> smem (stmatrix) -> gmem (TMA store), one sub-tile at a time.
         r2s_atom = sm90_utils.sm90_get_smem_store_op(self.d_layout, elem_ty_d=self.d_dtype,
@@ -239,7 +243,7 @@ class Sm90GemmKernel:
         store_pipe = pipeline.PipelineTmaStore.create(
             num_stages=self.epi_stages,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.num_mma_threads))
-        tensors = dict(zip(self.epilogue.operand_names, epi_tensors))
+        tensors = dict(zip(self.operand_names, epi_tensors))
 
         sched = utils.StaticPersistentTileScheduler.create(sched_params, cute.arch.block_idx(), cute.arch.grid_dim())
         work = sched.initial_work_tile_info()
@@ -247,35 +251,15 @@ class Sm90GemmKernel:
         release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stages)
         while work.is_valid_tile:
             tile = work.tile_idx
-            # ---- mainloop: one K-tile of WGMMA stays in flight while the next is issued
-            read.reset_count()
-            release.reset_count()
-            # Zero the accumulators instead of toggling ACCUMULATE off for the first WGMMA: the K loop body is
-            # traced once, so a flag flipped inside it would apply to every K-tile.
-            acc.fill(0)
-            tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
-            warpgroup.fence()
-            for k in range(k_tiles):
-                ab_pipe.consumer_wait(read)
-                for kb in cutlass.range_constexpr(k_blocks):
-                    cute.gemm(tiled_mma, acc, tCrA[(None, None, kb, read.index)], tCrB[(None, None, kb, read.index)],
-                              acc)
-                warpgroup.commit_group()
-                warpgroup.wait_group(1)
-                if k > 0:
-                    ab_pipe.consumer_release(release)
-                    release.advance()
-                read.advance()
-            warpgroup.wait_group(0)
-            ab_pipe.consumer_release(release)  # host checks guarantee K >= 16, so there was a last K-tile
-            release.advance()
-
-            # ---- epilogue
-            gD_tile = gD[(None, None, *tile)]
             # Coordinates of this thread's accumulator registers. thr_mma is a warpgroup-wide slice (right for the
             # smem operand descriptors, but its C partition is thread 0's); the per-thread slice gives the real
             # coordinates. Element j of the retiled accumulator is register tRS_rAcc.layout(j) (a static index).
             tCcD = tiled_mma.get_slice(mma_tidx).partition_C(cD[(None, None, *tile)])
+            read, release = self.mainloop(tiled_mma, ab_pipe, tCrA, tCrB, acc, read, release, k_tiles, tile, tCcD,
+                                          tensors)
+
+            # ---- epilogue
+            gD_tile = gD[(None, None, *tile)]
             gD_epi = cute.zipped_divide(gD_tile, self.epi_tile)
             bSG_sD, bSG_gD = cpasync.tma_partition(tma_d, 0, cute.make_layout(1), cute.group_modes(sD, 0, 2), gD_epi)
             epi_count = cute.size(gD_epi, mode=[1])
@@ -300,3 +284,35 @@ class Sm90GemmKernel:
             sched.advance_to_next_work()
             work = sched.get_current_work()
         store_pipe.producer_tail()
+
+    @cute.jit
+    def mainloop(self, tiled_mma: cute.TiledMma, ab_pipe, tCrA: cute.Tensor, tCrB: cute.Tensor, acc: cute.Tensor,
+                 read, release, k_tiles, tile, tCcD: cute.Tensor, tensors: dict):
+        """Accumulate one output tile into ``acc``; returns the advanced (read, release) pipeline states.
+
+        One K-tile of WGMMA stays in flight while the next is issued. ``tile``, ``tCcD`` (this thread's accumulator
+        coordinates) and ``tensors`` are unused here; subclasses that rescale per K-tile need them.
+        """
+        k_blocks = cute.size(tCrA, mode=[2])
+        read.reset_count()
+        release.reset_count()
+        # Zero the accumulators instead of toggling ACCUMULATE off for the first WGMMA: the K loop body is
+        # traced once, so a flag flipped inside it would apply to every K-tile.
+        acc.fill(0)
+        tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
+        warpgroup.fence()
+        for k in range(k_tiles):
+            ab_pipe.consumer_wait(read)
+            for kb in cutlass.range_constexpr(k_blocks):
+                cute.gemm(tiled_mma, acc, tCrA[(None, None, kb, read.index)], tCrB[(None, None, kb, read.index)],
+                          acc)
+            warpgroup.commit_group()
+            warpgroup.wait_group(1)
+            if k > 0:
+                ab_pipe.consumer_release(release)
+                release.advance()
+            read.advance()
+        warpgroup.wait_group(0)
+        ab_pipe.consumer_release(release)  # host checks guarantee K >= 16, so there was a last K-tile
+        release.advance()
+        return read, release

@@ -1,0 +1,184 @@
+"""``fp8_blockwise_scaled_mm``: FP8 GEMM with blockwise / groupwise scale factors (seed 001, DeepSeek-V3 style).
+
+    out[..., i, j] = cast( sum_kb a_scale[..., i // gM, kb] * b_scale[..., j // gN, kb]
+                                  * sum_{k in [kb*gK, (kb+1)*gK)} a[..., i, k] * b[..., j, k] )
+
+Layouts (L = optional batch, shared by every tensor of a call):
+  a        float8_e4m3fn [(L,) M, K], K contiguous (row stride a multiple of 16 elements).
+  b        float8_e4m3fn [(L,) N, K], K contiguous (the row-major weight, the seed's B).
+  a_scale  float32 [(L,) ceil(M/gM), K/gK];  b_scale float32 [(L,) ceil(N/gN), K/gK].
+           Any element strides are accepted: the kernel reads the scales element by element. The fast, documented
+           layout is the seed's MN-major one (stride 1 along M resp. N: ``s.t().contiguous().t()``, the DeepSeek-V3 /
+           vLLM convention for the activation scale); the plain row-major (K-major) tensor works too.
+  out      [(L,) M, N] row-major float16 / bfloat16.
+Granularity (gM, gN, gK): gK = gN = 128, gM in {1, 128}: (1, 128, 128) "groupwise" (per-token x 128 activations,
+128 x 128 weight blocks) and (128, 128, 128) "blockwise". K must be a multiple of gK; N a multiple of 8 (16-byte
+output rows for the TMA store); M and N may be ragged (tiles clip).
+
+Host path: as ``int8_scaled_mm``, a call signature validated once goes straight to the compiled TVM-FFI function
+(which re-checks dtypes, extents, unit strides, divisibility and alignment in C++); any failure falls back to the
+full Python checks, which name the argument at fault.
+"""
+
+from typing import Optional
+
+import torch
+
+from .. import arch as _arch
+from .. import checks
+from ..configs import TileConfig
+from ..formats.scale_layouts import normalize_granularity
+from ..jit_cache import cached_compile
+
+_OUT_DTYPES = (torch.float16, torch.bfloat16)
+_FP8_DTYPES = (torch.float8_e4m3fn,)
+SUPPORTED_GRANULARITIES = ((1, 128, 128), (128, 128, 128))
+_validated: dict[tuple, tuple] = {}
+
+# (max_m, config), first match wins. tile_n is at most 128: the kernel holds a second (temporary) fp32 accumulator
+# for the two-level accumulation, and 128x256 tiles would spill. Decode-size M uses 64-row tiles (one consumer
+# warpgroup) to halve the wasted WGMMA rows.
+SM90_FP8_BLOCKWISE_TABLE: tuple[tuple[int, TileConfig], ...] = (
+    (64, TileConfig(tile_m=64, tile_n=128, cluster_m=1, cluster_n=1)),
+    (256, TileConfig(tile_m=128, tile_n=128, cluster_m=1, cluster_n=1)),
+    (1 << 62, TileConfig(tile_m=128, tile_n=128, cluster_m=2, cluster_n=1)),
+)
+
+
+def select_config(m: int, n: int, k: int) -> TileConfig:
+    for max_m, cfg in SM90_FP8_BLOCKWISE_TABLE:
+        if m <= max_m:
+            return cfg
+    raise AssertionError("unreachable: the last row covers every M")
+
+
+def shipped_configs() -> list[TileConfig]:
+    return list(dict.fromkeys(cfg for _, cfg in SM90_FP8_BLOCKWISE_TABLE))
+
+
+def check_granularity(scale_granularity) -> tuple[int, int, int]:
+    g = normalize_granularity(scale_granularity)
+    if g not in SUPPORTED_GRANULARITIES:
+        raise ValueError(f"scale_granularity must be one of {SUPPORTED_GRANULARITIES} ((gM, gN, gK): 'groupwise' "
+                         f"per-token activations or 'blockwise' 128x128); got {tuple(g)}")
+    return g
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _validate(a, b, a_scale, b_scale, out_dtype, gran, out):
+    g_m, g_n, g_k = gran
+    checks.check_dtype("a", a, _FP8_DTYPES)
+    checks.check_dtype("b", b, _FP8_DTYPES)
+    checks.check_ndim("a", a, (2, 3))
+    checks.check_ndim("b", b, (a.dim(),))
+    if out_dtype not in _OUT_DTYPES:
+        raise TypeError(f"out_dtype must be torch.float16 or torch.bfloat16; got {out_dtype}")
+    m, k = a.shape[-2:]
+    n, k_b = b.shape[-2:]
+    if k_b != k:
+        raise ValueError(f"a is [.., M={m}, K={k}] but b is [.., N={n}, K={k_b}]: both must have K as the last dim")
+    if a.dim() == 3 and a.shape[0] != b.shape[0]:
+        raise ValueError(f"batch sizes differ: a has L={a.shape[0]}, b has L={b.shape[0]}")
+    if k < g_k or k % g_k:
+        raise ValueError(f"K = {k} must be a positive multiple of the K scale granularity gK = {g_k}")
+    if n < 8 or n % 8:
+        raise ValueError(f"N = {n} must be a positive multiple of 8 (16-byte rows of the fp16/bf16 output)")
+    if m < 1:
+        raise ValueError(f"M = {m} must be >= 1")
+    checks.check_inner_contiguous("a", a)
+    checks.check_inner_contiguous("b", b)
+    batch = tuple(a.shape[:-2])
+    for name, t, rows, g, what in (("a_scale", a_scale, m, g_m, "M"), ("b_scale", b_scale, n, g_n, "N")):
+        checks.check_dtype(name, t, (torch.float32,))
+        want = (*batch, _ceil_div(rows, g), k // g_k)
+        checks.check_shape(name, t, want, f"[(L,) ceil({what}/{g}), K/{g_k}] for granularity {tuple(gran)}")
+        if any(s < 0 for s in t.stride()):
+            raise ValueError(f"{name} must have non-negative strides; got {tuple(t.stride())}")
+    device = checks.check_cuda({"a": a, "b": b, "a_scale": a_scale, "b_scale": b_scale, "out": out})
+    checks.check_aligned("a", a)
+    checks.check_aligned("b", b)
+    for name, t in (("a_scale", a_scale), ("b_scale", b_scale)):
+        if t.data_ptr() % 4:
+            raise ValueError(f"{name} must be aligned to 4 bytes")
+    out_shape = (*batch, m, n)
+    if out is not None:
+        checks.check_dtype("out", out, (out_dtype,))
+        checks.check_shape("out", out, out_shape, "[(L,) M, N]")
+        checks.check_inner_contiguous("out", out)
+        checks.check_aligned("out", out)
+    return device, m, n, k, out_shape
+
+
+def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], config: TileConfig, sm_count: int,
+               extra_options: str = ""):
+    """Compile (uncached) the kernel for one variant from fake tensors; ``extra_options`` e.g. keeps the cubin."""
+    import cutlass
+    import cutlass.cute as cute
+
+    from ..compile_utils import fake_stream, fake_tensor, kernel_view
+    from ..epilogues import Accumulator, EpilogueTree
+    from ..sm90.fp8_blockwise import Fp8BlockwiseGemmSm90
+
+    d_cute = cutlass.BFloat16 if out_dtype == torch.bfloat16 else cutlass.Float16
+    m, n, k = cute.sym_int32(), cute.sym_int32(divisibility=8), cute.sym_int32(divisibility=128)
+    m_blocks, n_blocks, k_blocks = cute.sym_int32(), cute.sym_int32(), cute.sym_int32()
+    batch = (cute.sym_int32(),) if rank == 3 else ()
+    fa = fake_tensor(cutlass.Float8E4M3FN, (*batch, m, k), stride_div=16)
+    fb = fake_tensor(cutlass.Float8E4M3FN, (*batch, n, k), stride_div=16)
+    fd = fake_tensor(d_cute, (*batch, m, n), stride_div=8)
+    # Scales: every stride symbolic, so one compiled kernel reads MN-major and K-major scale tensors alike.
+    f_sa = fake_tensor(cutlass.Float32, (*batch, m_blocks, k_blocks), contiguous_dim=None, align=4)
+    f_sb = fake_tensor(cutlass.Float32, (*batch, n_blocks, k_blocks), contiguous_dim=None, align=4)
+    # The mainloop already applied the scales; the epilogue only converts the fp32 accumulator.
+    kernel = Fp8BlockwiseGemmSm90(config, EpilogueTree(Accumulator()), gran, sm_count=sm_count)
+
+    @cute.jit
+    def launch(a: cute.Tensor, b: cute.Tensor, d: cute.Tensor, a_scale: cute.Tensor, b_scale: cute.Tensor, stream):
+        kernel(kernel_view(a, 0, 1), kernel_view(b, 0, 1), kernel_view(d, 0, 1),
+               (kernel_view(a_scale, 0, 1), kernel_view(b_scale, 0, 1)), stream)
+
+    return cute.compile(launch, fa, fb, fd, f_sa, f_sb, fake_stream(),
+                        options=f"--enable-tvm-ffi --gpu-arch sm_90a {extra_options}".strip())
+
+
+def _compile_sm90(rank, out_dtype, gran, config: TileConfig, sm_count):
+    key = ("sm_90a", rank, str(out_dtype), gran, config.key, sm_count)
+    return cached_compile("fp8_blockwise_scaled_mm", key, lambda: build_sm90(rank, out_dtype, gran, config, sm_count))
+
+
+def fp8_blockwise_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,
+                            out_dtype: torch.dtype = torch.bfloat16, scale_granularity=(1, 128, 128),
+                            out: Optional[torch.Tensor] = None, config: Optional[TileConfig] = None) -> torch.Tensor:
+    """FP8 GEMM with per-block scales; see the module docstring for layouts and semantics.
+
+    scale_granularity: (gM, gN, gK), "groupwise" = (1, 128, 128) or "blockwise" = (128, 128, 128).
+    config: a :class:`~cute_kernels.configs.TileConfig` (tile_n <= 128, no swap_ab) to override the table.
+    """
+    sig = (a.shape, b.shape, a_scale.shape, b_scale.shape, out_dtype, scale_granularity, config)
+    plan = _validated.get(sig)
+    if plan is not None:
+        fn, out_shape = plan
+        if out is None:
+            out = torch.empty(out_shape, dtype=out_dtype, device=a.device)
+        try:
+            fn(a, b, out, a_scale, b_scale)
+            return out
+        except Exception:  # noqa: BLE001 - fall through to the checks, which name the argument at fault
+            pass
+    gran = check_granularity(scale_granularity)
+    a, b = checks.check_tensor("a", a), checks.check_tensor("b", b)
+    a_scale, b_scale = checks.check_tensor("a_scale", a_scale), checks.check_tensor("b_scale", b_scale)
+    device, m, n, k, out_shape = _validate(a, b, a_scale, b_scale, out_dtype, gran, out)
+    dev_arch = _arch.current_arch(device)
+    if dev_arch != "sm_90a":
+        raise _arch.unsupported(dev_arch, "fp8_blockwise_scaled_mm (SM90 only)")
+    cfg = config if config is not None else select_config(m, n, k)
+    fn = _compile_sm90(a.dim(), out_dtype, gran, cfg, _arch.sm_count(device.index))
+    if out is None:
+        out = torch.empty(out_shape, dtype=out_dtype, device=device)
+    fn(a, b, out, a_scale, b_scale)
+    _validated[sig] = (fn, out_shape)
+    return out

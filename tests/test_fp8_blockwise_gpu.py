@@ -1,0 +1,83 @@
+"""GPU tier of fp8_blockwise_scaled_mm: fresh random inputs, NaN-poisoned outputs, against the float64 reference."""
+
+import pytest
+import torch
+
+from cute_kernels.formats.fp8 import quantize_fp8_blockwise, quantize_fp8_per_token_group
+from cute_kernels.formats.scale_layouts import to_mn_major
+from cute_kernels.ops.fp8_blockwise_scaled_mm import fp8_blockwise_scaled_mm, shipped_configs
+from cute_kernels.reference import fp8_blockwise_scaled_mm_ref
+
+pytestmark = pytest.mark.gpu
+
+GROUPWISE, BLOCKWISE = (1, 128, 128), (128, 128, 128)
+
+
+def _operands(m, n, k, gran, batch=None, mn_major=True, seed=0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    lead = () if batch is None else (batch,)
+    x = torch.randn((*lead, m, k), device="cuda", generator=g) * 3
+    # Blocks of very different magnitude, so a scale applied to the wrong block shows up.
+    w = torch.randn((*lead, n, k), device="cuda", generator=g) * torch.exp2(
+        torch.randint(-6, 3, (*lead, n, 1), device="cuda", generator=g).float())
+    a, a_s = quantize_fp8_per_token_group(x, 128) if gran[0] == 1 else quantize_fp8_blockwise(x, 128)
+    b, b_s = quantize_fp8_blockwise(w, 128)
+    if mn_major:
+        a_s, b_s = to_mn_major(a_s), to_mn_major(b_s)
+    return a, b, a_s, b_s
+
+
+def _check(out, a, b, a_s, b_s, gran, out_dtype):
+    ref = fp8_blockwise_scaled_mm_ref(a, b, a_s, b_s, gran)
+    assert out.dtype == out_dtype and out.shape == ref.shape
+    assert not torch.isnan(out).any(), "kernel left elements unwritten (NaN poison survived)"
+    err = out.double() - ref
+    rel = (err.norm() / ref.norm()).item()
+    assert rel <= 1e-2, f"relative error {rel:.3g}"
+    # Element-wise too, so one wrong row or tile cannot hide in the norm.
+    rms = ref.pow(2).mean().sqrt()
+    bad = err.abs() > 2e-2 * ref.abs() + 1e-2 * rms
+    assert not bad.any(), f"{int(bad.sum())} elements off, first at {bad.nonzero()[0].tolist()}"
+
+
+SHAPES = [(1, 576, 256), (1, 2112, 7168), (7, 264, 384), (64, 4096, 512), (100, 1000, 640), (129, 576, 1024),
+          (300, 2112, 1536), (1024, 7168, 2048), (4097, 576, 512)]
+
+
+@pytest.mark.parametrize("m,n,k", SHAPES)
+@pytest.mark.parametrize("gran", [GROUPWISE, BLOCKWISE], ids=["groupwise", "blockwise"])
+@pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_shapes(m, n, k, gran, out_dtype):
+    a, b, a_s, b_s = _operands(m, n, k, gran, seed=m * 7 + n + k)
+    out = torch.full((m, n), float("nan"), dtype=out_dtype, device="cuda")
+    fp8_blockwise_scaled_mm(a, b, a_s, b_s, out_dtype=out_dtype, scale_granularity=gran, out=out)
+    _check(out, a, b, a_s, b_s, gran, out_dtype)
+
+
+@pytest.mark.parametrize("gran", [GROUPWISE, BLOCKWISE], ids=["groupwise", "blockwise"])
+def test_batched_and_k_major_scales(gran):
+    for mn_major in (True, False):
+        a, b, a_s, b_s = _operands(70, 264, 384, gran, batch=3, mn_major=mn_major, seed=11)
+        out = torch.full((3, 70, 264), float("nan"), dtype=torch.bfloat16, device="cuda")
+        fp8_blockwise_scaled_mm(a, b, a_s, b_s, scale_granularity=gran, out=out)
+        _check(out, a, b, a_s, b_s, gran, torch.bfloat16)
+
+
+@pytest.mark.parametrize("cfg", shipped_configs(), ids=lambda c: c.describe())
+def test_every_shipped_config(cfg):
+    a, b, a_s, b_s = _operands(333, 712, 768, GROUPWISE, seed=5)
+    out = torch.full((333, 712), float("nan"), dtype=torch.bfloat16, device="cuda")
+    fp8_blockwise_scaled_mm(a, b, a_s, b_s, out=out, config=cfg)
+    _check(out, a, b, a_s, b_s, GROUPWISE, torch.bfloat16)
+
+
+def test_fast_path_recomputes_and_rechecks():
+    # The second call with the same shapes takes the cached path: it must compute on the new data and still
+    # reject a bad tensor with a named error.
+    for seed in (1, 2):
+        a, b, a_s, b_s = _operands(96, 256, 256, GROUPWISE, seed=seed)
+        out = torch.full((96, 256), float("nan"), dtype=torch.bfloat16, device="cuda")
+        fp8_blockwise_scaled_mm(a, b, a_s, b_s, out=out)
+        _check(out, a, b, a_s, b_s, GROUPWISE, torch.bfloat16)
+    with pytest.raises((TypeError, ValueError), match="b_scale"):
+        fp8_blockwise_scaled_mm(a, b, a_s, b_s.double())
