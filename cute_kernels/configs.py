@@ -23,7 +23,9 @@ class TileConfig:
     cluster_m, cluster_n: CTAs per cluster; A is multicast along cluster_n, B along cluster_m.
     swap_ab: compute the transposed problem (see module docstring).
     stages: shared-memory pipeline depth; 0 means "as many as fit".
-    split_k: number of K slices reduced in-kernel (1 = off).
+    split_k: most K slices per output tile (1 = off). The host picks the actual count per call so that the
+      work tiles about fill the GPU; the slices reduce in-kernel (the last one to finish adds the others' int32
+      partials from a library-owned workspace and runs the epilogue).
     """
 
     tile_m: int = 128
@@ -65,12 +67,13 @@ class TileConfig:
 
 # (max_m, config) rows, first match wins; M is the token count (rows of the user's A).
 # Large M: 128x256 tiles, 2x1 cluster (B multicast), as in the seed's default SM90 config.
-# Small M: swap A/B so that the weight fills WGMMA's M; tile_n covers the tokens.
+# Small M: swap A/B so that the weight fills WGMMA's M; tile_n covers the tokens; split K so that the few weight
+# tiles (N/128 of them) still occupy every SM.
 SM90_INT8_TABLE: tuple[tuple[int, TileConfig], ...] = (
-    (16, TileConfig(tile_m=128, tile_n=16, cluster_m=1, cluster_n=1, swap_ab=True)),
-    (32, TileConfig(tile_m=128, tile_n=32, cluster_m=1, cluster_n=1, swap_ab=True)),
-    (64, TileConfig(tile_m=128, tile_n=64, cluster_m=1, cluster_n=1, swap_ab=True)),
-    (128, TileConfig(tile_m=128, tile_n=128, cluster_m=1, cluster_n=1, swap_ab=True)),
+    (16, TileConfig(tile_m=128, tile_n=16, cluster_m=1, cluster_n=1, swap_ab=True, split_k=8)),
+    (32, TileConfig(tile_m=128, tile_n=32, cluster_m=1, cluster_n=1, swap_ab=True, split_k=8)),
+    (64, TileConfig(tile_m=128, tile_n=64, cluster_m=1, cluster_n=1, swap_ab=True, split_k=8)),
+    (128, TileConfig(tile_m=128, tile_n=128, cluster_m=1, cluster_n=1, swap_ab=True, split_k=4)),
     (512, TileConfig(tile_m=128, tile_n=128, cluster_m=2, cluster_n=1)),
     (1 << 62, TileConfig(tile_m=128, tile_n=256, cluster_m=2, cluster_n=1)),
 )

@@ -107,22 +107,36 @@ def build_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm
     tree = scaled_mm_tree(a_kind, b_kind, has_bias, swap_ab=config.swap_ab)
     kernel = Sm90GemmKernel(config, tree, cutlass.Int32, sm_count=sm_count)
     swap = config.swap_ab
+    options = f"--enable-tvm-ffi --gpu-arch sm_90a {extra_options}".strip()
 
-    @cute.jit
-    def launch(a: cute.Tensor, b: cute.Tensor, d: cute.Tensor, a_scale: cute.Tensor, b_scale: cute.Tensor,
-               bias, stream):
+    def views(a, b, d):
         mA = kernel_view(a, 0, 1)  # (M, K, L)
         mB = kernel_view(b, 1, 0)  # (N, K, L)
-        if cutlass.const_expr(swap):  # D^T = B^T A^T: the weight is the kernel's A
-            mA, mB = mB, mA
-            mD = kernel_view(d, 1, 0)
-        else:
-            mD = kernel_view(d, 0, 1)
-        epi = (a_scale, b_scale, bias) if cutlass.const_expr(bias is not None) else (a_scale, b_scale)
-        kernel(mA, mB, mD, epi, stream)
+        if swap:  # D^T = B^T A^T: the weight is the kernel's A
+            return mB, mA, kernel_view(d, 1, 0)
+        return mA, mB, kernel_view(d, 0, 1)
 
-    return cute.compile(launch, fa, fb, fd, f_as, f_bs, f_bias, fake_stream(),
-                        options=f"--enable-tvm-ffi --gpu-arch sm_90a {extra_options}".strip())
+    if config.split_k == 1:
+        @cute.jit
+        def launch(a: cute.Tensor, b: cute.Tensor, d: cute.Tensor, a_scale: cute.Tensor, b_scale: cute.Tensor,
+                   bias, stream):
+            mA, mB, mD = views(a, b, d)
+            epi = (a_scale, b_scale, bias) if cutlass.const_expr(bias is not None) else (a_scale, b_scale)
+            kernel(mA, mB, mD, epi, stream)
+
+        return cute.compile(launch, fa, fb, fd, f_as, f_bs, f_bias, fake_stream(), options=options)
+
+    @cute.jit
+    def launch_split(a: cute.Tensor, b: cute.Tensor, d: cute.Tensor, a_scale: cute.Tensor, b_scale: cute.Tensor,
+                     bias, workspace: cute.Tensor, semaphore: cute.Tensor, num_splits: cutlass.Int32, stream):
+        mA, mB, mD = views(a, b, d)
+        epi = (a_scale, b_scale, bias) if cutlass.const_expr(bias is not None) else (a_scale, b_scale)
+        kernel(mA, mB, mD, epi, stream, (workspace, semaphore, num_splits))
+
+    f_ws = fake_vector(cutlass.Int32, cute.sym_int32(), align=16)
+    f_sem = fake_vector(cutlass.Int32, cute.sym_int32())
+    return cute.compile(launch_split, fa, fb, fd, f_as, f_bs, f_bias, f_ws, f_sem, cutlass.Int32(1), fake_stream(),
+                        options=options)
 
 
 def _compile_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm_count):
@@ -143,11 +157,14 @@ def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_sc
     sig = _signature(a, b, a_scale, b_scale, bias, out_dtype, config, arch)
     plan = _validated.get(sig)
     if plan is not None:
-        fn, out_shape, swap = plan
+        fn, out_shape, split = plan
         if out is None:
             out = torch.empty(out_shape, dtype=out_dtype, device=a.device)
         try:
-            fn(a, b, out, a_scale, b_scale, bias)
+            if split is None:
+                fn(a, b, out, a_scale, b_scale, bias)
+            else:
+                fn(a, b, out, a_scale, b_scale, bias, *split_workspace(a.device, split[1], split[2]), split[0])
             return out
         except Exception:  # noqa: BLE001 - fall through to the checks, which name the argument at fault
             pass
@@ -163,13 +180,46 @@ def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_sc
         run_int8_scaled_mm_sm80(a, b, a_scale, b_scale, bias, out, arch=_arch.current_arch(device), config=config)
         return out
     cfg = config if config is not None else select_sm90_int8(m, n, k)
-    fn = _compile_sm90(a.dim(), _scale_kind(a_scale), _scale_kind(b_scale), bias is not None, out_dtype, cfg,
-                       _arch.sm_count(device.index))
+    sms = _arch.sm_count(device.index)
+    fn = _compile_sm90(a.dim(), _scale_kind(a_scale), _scale_kind(b_scale), bias is not None, out_dtype, cfg, sms)
     if out is None:
         out = torch.empty(out_shape, dtype=out_dtype, device=device)
-    fn(a, b, out, a_scale, b_scale, bias)
-    _validated[sig] = (fn, out_shape, cfg.swap_ab)
+    split = None
+    if cfg.split_k > 1:
+        batch = a.shape[0] if a.dim() == 3 else 1
+        split = plan_split_k(cfg, *((n, m) if cfg.swap_ab else (m, n)), k, batch, sms)
+        fn(a, b, out, a_scale, b_scale, bias, *split_workspace(device, split[1], split[2]), split[0])
+    else:
+        fn(a, b, out, a_scale, b_scale, bias)
+    _validated[sig] = (fn, out_shape, split)
     return out
+
+
+def plan_split_k(cfg: TileConfig, km: int, kn: int, k: int, batch: int, sm_count: int):
+    """(K slices, workspace int32 elements, semaphore count) for the kernel's (M, N) = (km, kn) problem.
+
+    Enough K slices to give every SM about one work tile, never more than ``cfg.split_k`` or than the K-tiles.
+    """
+    tiles = -(-km // cfg.tile_m) * -(-kn // cfg.tile_n) * batch
+    k_tiles = -(-k // 128)  # int8: 128 bytes of K per K-tile
+    slices = max(1, min(cfg.split_k, k_tiles, round(sm_count / tiles)))
+    return slices, tiles * slices * cfg.tile_m * cfg.tile_n, tiles
+
+
+_workspaces: dict[tuple, tuple] = {}
+
+
+def split_workspace(device: torch.device, ws_elems: int, sem_elems: int):
+    """Split-K scratch, owned by the library and reused: partial sums need no clearing (each K slice writes its own
+    stripe) and the kernel resets every semaphore it used, so only a new or larger buffer is zeroed. One buffer per
+    (device, stream): calls on different streams may run concurrently."""
+    key = (device, torch.cuda.current_stream(device).cuda_stream)
+    ws, sem = _workspaces.get(key, (None, None))
+    if ws is None or ws.numel() < ws_elems or sem.numel() < sem_elems:
+        ws = torch.empty(max(ws_elems, 1 << 16), dtype=torch.int32, device=device)
+        sem = torch.zeros(max(sem_elems, 1024), dtype=torch.int32, device=device)
+        _workspaces[key] = (ws, sem)
+    return ws, sem
 
 
 def _resolve_arch(arch: Optional[str], device: torch.device) -> str:

@@ -97,9 +97,11 @@ class Sm90GemmKernel:
         self.sD_layout = sm90_utils.make_smem_layout_epi(d_dtype, d_layout, self.epi_tile, self.epi_stages)
 
     @cute.jit
-    def __call__(self, mA: cute.Tensor, mB: cute.Tensor, mD: cute.Tensor, epi_tensors: tuple, stream):
+    def __call__(self, mA: cute.Tensor, mB: cute.Tensor, mD: cute.Tensor, epi_tensors: tuple, stream,
+                 split: cutlass.Constexpr = None):
         """mA (M, K, L), mB (N, K, L), mD (M, N, L); epi_tensors in ``self.operand_names`` order (the epilogue's
-        operands, then a subclass's mainloop operands)."""
+        operands, then a subclass's mainloop operands). ``split``: None, or (workspace Int32 tensor, semaphore
+        Int32 tensor, number of K slices as a run-time Int32) for split-K (see ``split_k_fixup``)."""
         self._setup(mA.element_type, mB.element_type, mD.element_type,
                     LayoutEnum.from_tensor(mA), LayoutEnum.from_tensor(mB), LayoutEnum.from_tensor(mD))
         sA1 = cute.slice_(self.sA_layout, (None, None, 0))
@@ -116,6 +118,9 @@ class Sm90GemmKernel:
             cpasync.CopyBulkTensorTileS2GOp(), mD, cute.slice_(self.sD_layout, (None, None, 0)), self.epi_tile
         )
         num_tiles = cute.zipped_divide(mD, tiler=self.tile_mnk[:2])[(0, (None, None, None))].shape
+        if cutlass.const_expr(split is not None):
+            # Split-K: every (m, n, l) tile becomes ``num_splits`` work tiles; work index l * S + s.
+            num_tiles = (num_tiles[0], num_tiles[1], num_tiles[2] * split[2])
         sched_params = utils.PersistentTileSchedulerParams(num_tiles, (*self.cluster_shape_mn, 1))
         grid = utils.StaticPersistentTileScheduler.get_grid_shape(sched_params, self.max_active_clusters)
 
@@ -125,11 +130,12 @@ class Sm90GemmKernel:
             sA: cute.struct.Align[cute.struct.MemRange[self.a_dtype, cute.cosize(self.sA_layout)], 1024]
             sB: cute.struct.Align[cute.struct.MemRange[self.b_dtype, cute.cosize(self.sB_layout)], 1024]
             sD: cute.struct.Align[cute.struct.MemRange[self.d_dtype, cute.cosize(self.sD_layout)], 1024]
+            split_flag: cute.struct.MemRange[cutlass.Int32, 1]  # split-K: the semaphore value, broadcast
 
         self.shared_storage = SharedStorage
         self.kernel(
             tma_a, tA, tma_b, tB, tma_d, tD, mD.shape, epi_tensors, self.tiled_mma, self.cta_layout_mnk,
-            self.sA_layout, self.sB_layout, self.sD_layout, sched_params,
+            self.sA_layout, self.sB_layout, self.sD_layout, sched_params, split,
         ).launch(grid=grid, block=[self.num_threads, 1, 1], cluster=(*self.cluster_shape_mn, 1),
                  min_blocks_per_mp=1, stream=stream)
 
@@ -138,7 +144,7 @@ class Sm90GemmKernel:
     def kernel(self, tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom, mB: cute.Tensor,
                tma_d: cute.CopyAtom, mD: cute.Tensor, d_shape, epi_tensors: tuple, tiled_mma: cute.TiledMma,
                cta_layout_mnk: cute.Layout, sA_layout: cute.ComposedLayout, sB_layout: cute.ComposedLayout,
-               sD_layout: cute.ComposedLayout, sched_params: utils.PersistentTileSchedulerParams):
+               sD_layout: cute.ComposedLayout, sched_params: utils.PersistentTileSchedulerParams, split):
         tidx, _, _ = cute.arch.thread_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         if warp_idx == 0:
@@ -196,15 +202,16 @@ class Sm90GemmKernel:
                 state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.ab_stages)
                 while work.is_valid_tile:
                     tile = work.tile_idx
-                    tAgA_t = tAgA[(None, tile[0], None, tile[2])]
-                    tBgB_t = tBgB[(None, tile[1], None, tile[2])]
+                    l_idx, _s, k_begin, k_count = self.split_range(tile[2], k_tiles, split)
+                    tAgA_t = tAgA[(None, tile[0], None, l_idx)]
+                    tBgB_t = tBgB[(None, tile[1], None, l_idx)]
                     state.reset_count()
-                    for _k in range(k_tiles):
+                    for _k in range(k_count):
                         ab_pipe.producer_acquire(state)
                         bar = ab_pipe.producer_get_barrier(state)
-                        cute.copy(tma_a, tAgA_t[(None, state.count)], tAsA[(None, state.index)],
+                        cute.copy(tma_a, tAgA_t[(None, k_begin + state.count)], tAsA[(None, state.index)],
                                   tma_bar_ptr=bar, mcast_mask=a_mask)
-                        cute.copy(tma_b, tBgB_t[(None, state.count)], tBsB[(None, state.index)],
+                        cute.copy(tma_b, tBgB_t[(None, k_begin + state.count)], tBsB[(None, state.index)],
                                   tma_bar_ptr=bar, mcast_mask=b_mask)
                         ab_pipe.producer_commit(state)
                         state.advance()
@@ -214,12 +221,12 @@ class Sm90GemmKernel:
         else:
             cute.arch.setmaxregister_increase(self.consumer_regs)
             self.consumer(tiled_mma, ab_pipe, sA, sB, sD, gD, cD, d_shape, epi_tensors, tma_d, k_tiles,
-                          sched_params, tidx, warp_idx, wg_idx)
+                          sched_params, tidx, warp_idx, wg_idx, split, storage.split_flag.get_tensor(cute.make_layout(1)))
 
     @cute.jit
     def consumer(self, tiled_mma: cute.TiledMma, ab_pipe, sA: cute.Tensor, sB: cute.Tensor, sD: cute.Tensor,
                  gD: cute.Tensor, cD: cute.Tensor, d_shape, epi_tensors: tuple, tma_d: cute.CopyAtom,
-                 k_tiles, sched_params, tidx, warp_idx, wg_idx):
+                 k_tiles, sched_params, tidx, warp_idx, wg_idx, split, split_flag: cute.Tensor):
         mma_tidx = tidx - self.threads_per_wg
         thr_mma = tiled_mma.get_slice(
             cute.make_layout(self.num_mma_wg, stride=self.threads_per_wg)(wg_idx - 1))
@@ -250,40 +257,100 @@ class Sm90GemmKernel:
         read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stages)
         release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stages)
         while work.is_valid_tile:
-            tile = work.tile_idx
+            l_idx, s_idx, _k_begin, k_count = self.split_range(work.tile_idx[2], k_tiles, split)
+            tile = (work.tile_idx[0], work.tile_idx[1], l_idx)  # the output tile
             # Coordinates of this thread's accumulator registers. thr_mma is a warpgroup-wide slice (right for the
             # smem operand descriptors, but its C partition is thread 0's); the per-thread slice gives the real
             # coordinates. Element j of the retiled accumulator is register tRS_rAcc.layout(j) (a static index).
             tCcD = tiled_mma.get_slice(mma_tidx).partition_C(cD[(None, None, *tile)])
-            read, release = self.mainloop(tiled_mma, ab_pipe, tCrA, tCrB, acc, read, release, k_tiles, tile, tCcD,
+            read, release = self.mainloop(tiled_mma, ab_pipe, tCrA, tCrB, acc, read, release, k_count, tile, tCcD,
                                           tensors)
-
-            # ---- epilogue
-            gD_tile = gD[(None, None, *tile)]
-            gD_epi = cute.zipped_divide(gD_tile, self.epi_tile)
-            bSG_sD, bSG_gD = cpasync.tma_partition(tma_d, 0, cute.make_layout(1), cute.group_modes(sD, 0, 2), gD_epi)
-            epi_count = cute.size(gD_epi, mode=[1])
-            epi_grid = cute.make_layout(gD_epi.shape[1], stride=(gD_epi.shape[1][1], 1))
-            done_before = sched.num_tiles_executed * epi_count
-            for e in cutlass.range_constexpr(epi_count):
-                for v in cutlass.range_constexpr(frag_size):
-                    tRS_rFrag[v] = tRS_rAcc[e * frag_size + v]
-                ctx = EpilogueContext(acc=tRS_rFrag, coord=lambda v, e=e: tCcD[tRS_rAcc.layout(e * frag_size + v)],
-                                      tensors=tensors)
-                tRS_rOut.store(self.epilogue.visit(ctx).to(self.d_dtype))
-                buf = (done_before + e) % self.epi_stages
-                cute.copy(tiled_r2s, tRS_rOut, tRS_sD[(None, None, None, buf)])
-                # stmatrix writes go through the generic proxy; TMA reads through the async proxy.
-                cute.arch.fence_proxy("async.shared", space="cta")
-                self.epi_barrier.arrive_and_wait()
-                if warp_idx == self.epi_store_warp:
-                    cute.copy(tma_d, bSG_sD[(None, buf)], bSG_gD[(None, epi_grid.get_hier_coord(e))])
-                    store_pipe.producer_commit()
-                    store_pipe.producer_acquire()
-                self.epi_barrier.arrive_and_wait()
+            if cutlass.const_expr(split is None):
+                self.epilogue_tile(acc, tile, gD, sD, tCcD, tensors, tma_d, tiled_r2s, tRS_sD, tRS_rAcc, tRS_rFrag,
+                                   tRS_rOut, frag_size, store_pipe, sched, warp_idx)
+            else:
+                tiles_mn = cute.size(gD, mode=[2]) * cute.size(gD, mode=[3])
+                tile_lin = l_idx * tiles_mn + tile[0] * cute.size(gD, mode=[3]) + tile[1]
+                if self.split_k_fixup(acc, split, s_idx, tile_lin, mma_tidx, split_flag):
+                    self.epilogue_tile(acc, tile, gD, sD, tCcD, tensors, tma_d, tiled_r2s, tRS_sD, tRS_rAcc,
+                                       tRS_rFrag, tRS_rOut, frag_size, store_pipe, sched, warp_idx)
             sched.advance_to_next_work()
             work = sched.get_current_work()
         store_pipe.producer_tail()
+
+    @cute.jit
+    def split_range(self, work_l, k_tiles, split):
+        """(batch index, K slice index, first K-tile, number of K-tiles) of a work tile's third coordinate."""
+        l_idx, s_idx, k_begin, k_count = work_l, 0, 0, k_tiles
+        if cutlass.const_expr(split is not None):
+            num_splits = split[2]
+            l_idx = work_l // num_splits
+            s_idx = work_l - l_idx * num_splits
+            k_begin = s_idx * k_tiles // num_splits
+            k_count = (s_idx + 1) * k_tiles // num_splits - k_begin
+        return l_idx, s_idx, k_begin, k_count
+
+    @cute.jit
+    def split_k_fixup(self, acc: cute.Tensor, split, s_idx, tile_lin, mma_tidx, split_flag: cute.Tensor):
+        """Split-K without a second kernel and without waiting: every K slice writes its int32 partial to its own
+        workspace stripe and bumps the tile's semaphore; the slice that arrives last adds the others' stripes into
+        its accumulator, resets the semaphore for the next launch and runs the epilogue. Nobody waits on another
+        CTA, so no schedule can deadlock; integer partial sums make the result independent of arrival order.
+
+        Workspace stripe of (tile, slice): [num_mma_threads, size(acc)] int32, thread-major (each thread's
+        fragment is contiguous). Returns True on the CTA that must run the epilogue."""
+        ws, sem, num_splits = split
+        frag = cute.size(acc)
+        per_slice = self.num_mma_threads * frag
+        mine = (tile_lin * num_splits + s_idx) * per_slice + mma_tidx * frag
+        for i in cutlass.range_constexpr(frag):
+            ws[mine + i] = acc[i]
+        cute.arch.fence_acq_rel_gpu()  # partials visible GPU-wide before the arrival is counted
+        self.epi_barrier.arrive_and_wait()
+        if mma_tidx == 0:
+            split_flag[0] = cute.arch.atomic_add(sem.iterator + tile_lin, cutlass.Int32(1), sem="acq_rel",
+                                                 scope="gpu")
+        self.epi_barrier.arrive_and_wait()
+        is_last = split_flag[0] == num_splits - 1
+        if is_last:
+            cute.arch.fence_acq_rel_gpu()
+            for other in range(num_splits):
+                if other != s_idx:
+                    theirs = (tile_lin * num_splits + other) * per_slice + mma_tidx * frag
+                    for i in cutlass.range_constexpr(frag):
+                        # .cg: the stripe was written by another SM; never serve it from this SM's L1
+                        acc[i] = acc[i] + cute.arch.load(ws.iterator + (theirs + i), cutlass.Int32, cop="cg")
+            if mma_tidx == 0:
+                sem[tile_lin] = 0
+        return is_last
+
+    @cute.jit
+    def epilogue_tile(self, acc: cute.Tensor, tile, gD: cute.Tensor, sD: cute.Tensor, tCcD: cute.Tensor,
+                      tensors: dict, tma_d: cute.CopyAtom, tiled_r2s, tRS_sD: cute.Tensor, tRS_rAcc: cute.Tensor,
+                      tRS_rFrag: cute.Tensor, tRS_rOut: cute.Tensor, frag_size, store_pipe, sched, warp_idx):
+        """Registers -> epilogue tree -> smem (stmatrix) -> gmem (TMA store), one epilogue sub-tile at a time."""
+        gD_tile = gD[(None, None, *tile)]
+        gD_epi = cute.zipped_divide(gD_tile, self.epi_tile)
+        bSG_sD, bSG_gD = cpasync.tma_partition(tma_d, 0, cute.make_layout(1), cute.group_modes(sD, 0, 2), gD_epi)
+        epi_count = cute.size(gD_epi, mode=[1])
+        epi_grid = cute.make_layout(gD_epi.shape[1], stride=(gD_epi.shape[1][1], 1))
+        done_before = sched.num_tiles_executed * epi_count
+        for e in cutlass.range_constexpr(epi_count):
+            for v in cutlass.range_constexpr(frag_size):
+                tRS_rFrag[v] = tRS_rAcc[e * frag_size + v]
+            ctx = EpilogueContext(acc=tRS_rFrag, coord=lambda v, e=e: tCcD[tRS_rAcc.layout(e * frag_size + v)],
+                                  tensors=tensors)
+            tRS_rOut.store(self.epilogue.visit(ctx).to(self.d_dtype))
+            buf = (done_before + e) % self.epi_stages
+            cute.copy(tiled_r2s, tRS_rOut, tRS_sD[(None, None, None, buf)])
+            # stmatrix writes go through the generic proxy; TMA reads through the async proxy.
+            cute.arch.fence_proxy("async.shared", space="cta")
+            self.epi_barrier.arrive_and_wait()
+            if warp_idx == self.epi_store_warp:
+                cute.copy(tma_d, bSG_sD[(None, buf)], bSG_gD[(None, epi_grid.get_hier_coord(e))])
+                store_pipe.producer_commit()
+                store_pipe.producer_acquire()
+            self.epi_barrier.arrive_and_wait()
 
     @cute.jit
     def mainloop(self, tiled_mma: cute.TiledMma, ab_pipe, tCrA: cute.Tensor, tCrB: cute.Tensor, acc: cute.Tensor,
@@ -313,6 +380,6 @@ class Sm90GemmKernel:
                 release.advance()
             read.advance()
         warpgroup.wait_group(0)
-        ab_pipe.consumer_release(release)  # host checks guarantee K >= 16, so there was a last K-tile
+        ab_pipe.consumer_release(release)  # K >= 16 and at most one K slice per K-tile: always a last K-tile
         release.advance()
         return read, release
