@@ -3,6 +3,7 @@
 One command on a machine with W GPUs (recorded on nvidia-h200-x2):
 
     torchrun --nproc_per_node=2 benchmarks/bench_reduce_scatter.py --out $OUT
+    (or: python3 -m torch.distributed.run --nproc_per_node=2 benchmarks/bench_reduce_scatter.py --out $OUT)
 
 Every rank holds x1 int8 [M, K] (its K shard; K is per rank), x2 = w.t() of an int8 [N, K] weight shard, per-token
 and per-channel fp32 scales; the result is [M / W, N] bf16 per rank. Variants, side by side in one run:
@@ -35,6 +36,11 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# NVLink multicast stays off: the device machines' rule (it can take a shared host's GPUs down), kept even if the
+# launcher's environment lost it; torch's symmetric memory (async_tp) and NCCL NVLS would otherwise use it.
+os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
+os.environ.setdefault("NVSHMEM_DISABLE_NVLS", "1")
 
 from cute_kernels.distributed import (  # noqa: E402
     Int8ScaledMmChunkGemm,
@@ -183,14 +189,14 @@ def check_correctness(gemm, n, k, m):
     quantized_matmul_reduce_scatter(x1, x2, s1, s2, bias, out=out, gemm=gemm)
     rows = slice(RANK * (m // WORLD), (RANK + 1) * (m // WORLD))
     ref = torch.zeros(m // WORLD, n, dtype=torch.float64, device="cuda")
-    for r, (a, b, sa, sb, _) in enumerate(shards):
+    for a, b, sa, sb, _ in shards:
         ref += (a[rows].double() @ b.double()) * sa[rows].double()[:, None] * sb.double()
     ref += bias.double() * shards[0][2][rows].double()[:, None] * shards[0][3].double()
-    rel = ((out.double() - ref).norm() / ref.norm()).item()
-    nan = torch.isnan(out).any().item()
+    worst = torch.stack([(out.double() - ref).norm() / ref.norm(), torch.isnan(out).any().double()])
+    dist.all_reduce(worst, op=dist.ReduceOp.MAX)
     del shards
     torch.cuda.empty_cache()
-    return rel, nan
+    return worst[0].item(), bool(worst[1].item())
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -242,7 +248,6 @@ def sweep_m(m, args, gemm, groups, chunk_list):
         r[f"op_c{c}"] = t(op(chunks=c))
     r["op_auto_hp"] = t(op(group=groups["hp"]))
     r["op_auto_bf16"] = t(op(reduce_dtype=torch.bfloat16))
-    r["async_tp"] = t(lambda: async_tp(gemm, x1, x2, s1, s2, dist.group.WORLD))
     if not args.no_knobs and m == max(int(v) for v in args.m.split(",")):
         r["op_auto_bias"] = t(op(with_bias=True))
         for ctas in (8, 16, 32):
@@ -255,6 +260,8 @@ def sweep_m(m, args, gemm, groups, chunk_list):
             r[f"op_auto_hp_gemm{sms - reserve}sms"] = t(op(group=groups["hp"], gemm=reserved))
         for c in (4, 8, 16):
             r[f"op_c{c}_hp"] = t(op(group=groups["hp"], chunks=c))
+    # Last: a private torch API; if it fails on one rank only it may leave the group unusable.
+    r["async_tp"] = t(lambda: async_tp(gemm, x1, x2, s1, s2, dist.group.WORLD))
     del x1, x2, part, part_bf16, red, red_bf16
     torch.cuda.empty_cache()
     return r
@@ -323,10 +330,12 @@ def fmt(ms):
 def report(results, meta, out_dir):
     lines = [f"# int8 matmul + reduce-scatter, {meta['world']} x {meta['device']}",
              "",
-             f"N = {meta['n']}, K = {meta['k']} per rank, bf16 out, fp32 reduce unless noted; GEMM: {meta['gemm']}; "
+             f"N = {meta['n']}, K = {meta['k']} per rank, bf16 out, fp32 reduce and the default NCCL group unless "
+             f"noted, no bias; GEMM: {meta['gemm']}; "
              f"µs per call, max over ranks, {meta['iters']} iterations after {meta['warmup']} warm-up.",
-             f"Correctness (M = {meta['check_m']}): ‖out − ref‖ / ‖ref‖ = {meta['check_rel']:.2e}, "
-             f"NaN: {meta['check_nan']}",
+             f"Correctness (M = {meta['check_m']}, auto chunks, with bias, worst rank): ‖out − ref‖ / ‖ref‖ = "
+             f"{meta['check_rel']:.2e}, NaN: {meta['check_nan']} -> "
+             f"{'PASS' if meta['check_rel'] < 1e-2 and not meta['check_nan'] else 'FAIL'}",
              "",
              "| M | compute | comm | seq ours | seq _int_mm | op auto (chunks) | op / max(compute, comm) "
              "| seq ours / op | op bf16-reduce | async-TP |",
@@ -335,10 +344,11 @@ def report(results, meta, out_dir):
         bound = max(r["compute"], r["comm"]) if all(isinstance(r[x], float) for x in ("compute", "comm")) else None
         over = ratio(r["op_auto"], bound)
         speed = ratio(r["seq_ours"], r["op_auto"])
+        over_s = f"{over:.2f} {'✓' if over <= 1.15 else '✗'}" if over else "-"
+        speed_s = f"{speed:.2f} {'✓' if speed >= 1.25 else '✗'}" if speed else "-"
         lines.append(
             f"| {r['M']} | {fmt(r['compute'])} | {fmt(r['comm'])} | {fmt(r['seq_ours'])} | {fmt(r['seq_int_mm'])} "
-            f"| {fmt(r['op_auto'])} ({r['auto_chunks']}) | {over and f'{over:.2f}'} {'✓' if over and over <= 1.15 else '✗'} "
-            f"| {speed and f'{speed:.2f}'} {'✓' if speed and speed >= 1.25 else '✗'} | {fmt(r['op_auto_bf16'])} "
+            f"| {fmt(r['op_auto'])} ({r['auto_chunks']}) | {over_s} | {speed_s} | {fmt(r['op_auto_bf16'])} "
             f"| {fmt(r['async_tp'])} |")
     lines += ["", "Chunk sweep, default NCCL group (µs):", ""]
     lines.append("| M | " + " | ".join(k for k in results[0] if k.startswith("op_c")) + " | best | compute_chunk "
@@ -436,12 +446,14 @@ def main():
         results.append(sweep_m(m, args, gemm, groups, chunk_list))
         log(f"M={m}: " + ", ".join(f"{k}={fmt(v)}" for k, v in results[-1].items() if k != "M")
             + f" ({time.time() - t0:.1f} s)")
+        if RANK == 0:  # kept if a later variant hangs the group
+            (out_dir / "results_partial.json").write_text(json.dumps(results, indent=1))
     meta = dict(world=WORLD, device=torch.cuda.get_device_name(), n=args.n, k=args.k, gemm=gemm_name,
                 iters=args.iters, warmup=args.warmup, check_m=check_m, check_rel=rel, check_nan=nan)
     timeline_file = None
     if not args.no_timeline:
         try:
-            timeline_file = timeline(results[-1]["M"], args, gemm, groups["hp"], out_dir)
+            timeline_file = timeline(results[-1]["M"], args, gemm, dist.group.WORLD, out_dir)
         except Exception:  # noqa: BLE001
             log("timeline failed:\n" + traceback.format_exc())
     if RANK == 0:

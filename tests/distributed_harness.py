@@ -1,6 +1,6 @@
 """Run test scenarios on W processes of a torch.distributed group, bounded in time.
 
-``run_ranks(world, scenarios)`` spawns W processes (torch.multiprocessing), each joins a gloo (CPU) or NCCL (one GPU
+``run_ranks(world, scenarios)`` starts W processes (torch.multiprocessing), each joins a gloo (CPU) or NCCL (one GPU
 per rank) group and runs the named scenario functions of this module in order. A scenario raising on any rank fails
 the test with that rank's traceback; a hang fails it after ``timeout_s`` (the group's own timeout fires first inside
 the workers, the parent kills what is left). Inputs are drawn from a seed every rank shares, so each rank can compute
@@ -10,7 +10,6 @@ the whole float64 reference itself, with no extra communication that could hide 
 from __future__ import annotations
 
 import datetime
-import os
 import tempfile
 import time
 
@@ -25,9 +24,12 @@ EPS = {torch.float32: 2.0**-24, torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11
 
 
 def run_ranks(world: int, scenarios: list[str], backend: str = "gloo", timeout_s: float = 60.0) -> None:
+    # fork for gloo: no re-import of torch per process (~2 s each on the 2-core CI machine; torch's own distributed
+    # tests fork too). spawn for NCCL: a forked child cannot use CUDA once the parent has touched it.
+    start_method = "spawn" if backend == "nccl" else "fork"
     with tempfile.TemporaryDirectory() as tmp:
         context = mp.start_processes(_worker, args=(world, f"file://{tmp}/store", backend, scenarios, timeout_s),
-                                     nprocs=world, join=False, start_method="spawn")
+                                     nprocs=world, join=False, start_method=start_method)
         deadline = time.monotonic() + timeout_s
         try:
             while not context.join(timeout=0.5):
@@ -65,11 +67,11 @@ def make_inputs(seed: int, world: int, m: int, n: int, ks: list[int], with_bias:
     ranks = []
     for w in range(world):
         x1 = torch.randint(-128, 128, (m, ks[w]), generator=g, dtype=torch.int8)
-        x2 = torch.randint(-128, 128, (n, ks[w]), generator=g, dtype=torch.int8)
-        x2 = x2.t() if column_major else x2.t().contiguous()
+        w_nk = torch.randint(-128, 128, (n, ks[w]), generator=g, dtype=torch.int8).to(device)
+        x2 = w_nk.t() if column_major else w_nk.t().contiguous()
         s1 = (torch.rand(m, generator=g) + 0.5) * 1e-3
         s2 = (torch.rand(n, generator=g) + 0.5) * 1e-2 * torch.where(torch.rand(n, generator=g) < 0.5, -1.0, 1.0)
-        ranks.append(tuple(t.to(device) for t in (x1, x2, s1, s2)))
+        ranks.append((x1.to(device), x2, s1.to(device), s2.to(device)))
     bias = torch.randint(-bias_scale, bias_scale, (n,), generator=g, dtype=torch.int32).to(device) if with_bias \
         else None
     return ranks, bias
@@ -278,12 +280,15 @@ def gpu_correctness(rank, world, device):
         dict(chunks=1),
         dict(chunks=3),
         dict(chunks=None),
+        dict(chunks=3, m_per_rank=320),  # last chunk 64 rows: a partial GEMM tile
         dict(chunks=3, with_bias=False),
         dict(chunks=2, reduce_dtype=torch.bfloat16),
         dict(chunks=2, out_dtype=torch.float16),
         dict(chunks=3, gemm=TorchIntMmChunkGemm()),
+        dict(chunks=3, m_per_rank=264, gemm=TorchIntMmChunkGemm()),  # last chunk 8 rows: padded for cuBLASLt
     ]
     for seed, case in enumerate(cases):
-        _call_and_check(rank, world, device, seed=seed, m_per_rank=384, n=512, ks=ks, column_major=True, **case)
+        case = {"m_per_rank": 384, "n": 512, **case}
+        _call_and_check(rank, world, device, seed=seed, ks=ks, column_major=True, **case)
     _expect_error(ValueError, "x2 must be column-major",
                   lambda: _call_and_check(rank, world, device, m_per_rank=128, n=512, ks=ks, column_major=False))

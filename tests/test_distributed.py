@@ -8,7 +8,14 @@ hanging CI.
 import pytest
 import torch
 
-from cute_kernels.distributed import auto_num_chunks, plan_chunks
+from cute_kernels.distributed import (
+    Int8ScaledMmChunkGemm,
+    ReferenceChunkGemm,
+    TorchIntMmChunkGemm,
+    auto_num_chunks,
+    plan_chunks,
+)
+from cute_kernels.reference import int8_scaled_mm_ref
 
 from .distributed_harness import run_ranks
 
@@ -40,6 +47,46 @@ def test_auto_chunks_crossover_and_cap():
     assert [auto_num_chunks(m // 2, 8192, 2, 128) for m in (512, 1024, 2048, 4096, 8192, 65536)] == [1, 2, 4, 8, 8, 8]
     # A narrower N needs taller chunks to fill the GPU: N = 1024 stays sequential up to M = 8192 on 2 ranks.
     assert auto_num_chunks(4096, 1024, 2, 128) == 2 and auto_num_chunks(2048, 1024, 2, 128) == 1
+
+
+def _chunk_operands(seed, blocks=2, rows=20, k=48, n=24):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randint(-128, 128, (blocks, rows, k), generator=g, dtype=torch.int8)
+    b = torch.randint(-128, 128, (n, k), generator=g, dtype=torch.int8).t()
+    a_scale = torch.rand(blocks, rows, generator=g) + 0.5
+    b_scale = torch.rand(n, generator=g) - 0.5
+    bias = torch.randint(-2**20, 2**20, (n,), generator=g, dtype=torch.int32)
+    return a, b, a_scale, b_scale, bias
+
+
+def _fake_int8_scaled_mm(a, b, a_scale, b_scale, bias=None, out_dtype=torch.bfloat16, out=None):
+    """int8_scaled_mm's contract (2-D form, float bias after scaling) computed by the library reference, on CPU."""
+    assert a.dim() == 2 and bias is None and out.dtype == out_dtype and out.is_contiguous()
+    out.copy_(int8_scaled_mm_ref(a, b, a_scale, b_scale))
+    return out
+
+
+@pytest.mark.parametrize("with_bias", [False, True])
+@pytest.mark.parametrize("make_gemm", [lambda: Int8ScaledMmChunkGemm(mm=_fake_int8_scaled_mm), TorchIntMmChunkGemm],
+                         ids=["int8_scaled_mm_adapter", "torch_int_mm"])
+@pytest.mark.parametrize("rows", [20, 8])  # 8 rows: the short-chunk padding of the torch._int_mm path
+def test_gpu_chunk_gemms_follow_the_contract(make_gemm, with_bias, rows):
+    # The GPU GEMM adapters' own logic (per-block launches, the rank-0 bias as a rank-1 update, the int32 epilogue)
+    # runs on CPU tensors here; only the kernels they call differ on the GPU.
+    a, b, a_scale, b_scale, bias = _chunk_operands(rows, rows=rows)
+    bias = bias if with_bias else None
+    want = torch.full((2, rows, 24), float("nan"))
+    ReferenceChunkGemm()(a, b, a_scale, b_scale, bias, want)
+    got = torch.full((2, rows, 24), float("nan"))
+    make_gemm()(a, b, a_scale, b_scale, bias, got)
+    # fp32 rounding of acc * s1 * s2 and of bias * s1 * s2 before they are added: relative to their magnitudes,
+    # not to the (possibly cancelling) sum.
+    scale = a_scale.double()[..., None] * b_scale.double()
+    magnitude = (a.double() @ b.double()).abs() * scale.abs()
+    if bias is not None:
+        magnitude += bias.double().abs() * scale.abs()
+    assert not torch.isnan(got).any()
+    assert ((got.double() - want.double()).abs() <= 4 * 2.0**-24 * magnitude).all()
 
 
 def test_gloo_2_ranks():

@@ -48,24 +48,28 @@ class Int8ScaledMmChunkGemm:
 
     The int32 bias: the kernel's bias is a float added after scaling (acc * sa * sb + bias), while the seed's rule is
     (acc + bias) * sa * sb, and bias * sa[i] * sb[j] varies along both dimensions, so it is no [N] vector. It is added
-    here as an fp32 rank-1 update, out += sa (x) (bias * sb), on the one rank that owns the bias; in fp32 this equals
-    (acc + bias) * sa * sb to within 2 ulp of fp32, far below the bf16 output rounding. An int32 pre-scale bias in the
-    kernel epilogue would remove this extra pass over rank 0's partial.
+    here as an fp32 rank-1 update, out += sa (x) (bias * sb), on the one rank that owns the bias. It differs from
+    (acc + bias) * sa * sb by the fp32 rounding of the two terms before their sum (a few 2^-24 of their magnitudes),
+    the same order as the fp32 reduction's own rounding and far below the bf16 output's. An int32 pre-scale bias in
+    the kernel epilogue would make it exact and remove this extra pass over rank 0's partial.
     """
 
     row_align = 128
 
-    def __init__(self, sm_count: int | None = None):
+    def __init__(self, sm_count: int | None = None, mm=None):
         """sm_count: SMs the persistent GEMM may occupy (default: all). A persistent GEMM holding every SM starves the
         NCCL kernels of the concurrent reduce-scatter; leaving a few SMs free lets both run (needs int8_scaled_mm's
-        ``sm_count`` parameter)."""
-        from .. import int8_scaled_mm  # imported on first GPU use: the CPU path never loads the DSL
+        ``sm_count`` parameter). mm: the function called (default ``int8_scaled_mm``; tests pass its reference)."""
+        if mm is None:
+            from ..ops.int8_scaled_mm import int8_scaled_mm as mm  # here, so the CPU path needs nothing GPU-side
 
-        self._mm = int8_scaled_mm
+        self._mm = mm
         self._options = {} if sm_count is None else {"sm_count": sm_count}
 
     def check(self, x1: torch.Tensor, x2: torch.Tensor) -> None:
         checks.check_cuda({"x1": x1, "x2": x2})
+        if x1.shape[1] < 16:
+            raise ValueError(f"K (x1.shape[1], this rank's shard) = {x1.shape[1]} must be >= 16 on the GPU")
         checks.check_multiple("K (x1.shape[1], this rank's shard)", x1.shape[1], 16,
                               "int8 rows must be 16-byte aligned for TMA")
         checks.check_multiple("N (x2.shape[1])", x2.shape[1], 8, "output rows must be 16-byte aligned")
@@ -79,7 +83,8 @@ class Int8ScaledMmChunkGemm:
     def __call__(self, a, b, a_scale, b_scale, bias, out) -> None:
         scaled_bias = None if bias is None else (bias.double() * b_scale.double()).float()
         for block in range(a.shape[0]):
-            self._mm(a[block], b, a_scale[block], b_scale, out_dtype=out.dtype, out=out[block], **self._options)
+            self._mm(a[block], b, a_scale[block], b_scale, out_dtype=out.dtype, out=out[block],
+                     **self._options)
             if scaled_bias is not None:
                 out[block].addcmul_(a_scale[block].unsqueeze(-1), scaled_bias)
 
@@ -88,7 +93,7 @@ class TorchIntMmChunkGemm:
     """``torch._int_mm`` (cuBLASLt int8 -> int32) followed by the dequantizing epilogue in torch.
 
     The baseline a user has without our kernel, and a stand-in that lets the pipeline run where ours is not built.
-    cuBLASLt refuses m <= 16 and needs K and N multiples of 8.
+    cuBLASLt needs K and N multiples of 8 and refuses m <= 16: such short chunks are zero-padded to 17 rows.
     """
 
     row_align = 128
@@ -99,8 +104,14 @@ class TorchIntMmChunkGemm:
         checks.check_multiple("N (x2.shape[1])", x2.shape[1], 8, "torch._int_mm needs N % 8 == 0")
 
     def __call__(self, a, b, a_scale, b_scale, bias, out) -> None:
+        rows = a.shape[1]
         for block in range(a.shape[0]):
-            acc = torch._int_mm(a[block], b)
+            if rows > 16:
+                acc = torch._int_mm(a[block], b)
+            else:
+                padded = a.new_zeros(17, a.shape[2])
+                padded[:rows] = a[block]
+                acc = torch._int_mm(padded, b)[:rows]
             if bias is not None:
                 acc += bias
             torch.mul(acc * a_scale[block].unsqueeze(-1), b_scale, out=out[block])

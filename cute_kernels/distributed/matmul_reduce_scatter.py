@@ -144,9 +144,10 @@ def _run_pipeline(x1, x2, scale_x1, scale_x2, bias, out, plan, reduce_dtype, gem
     scale_blocks = scale_x1.unflatten(0, (world, rows_per_rank))
     depth = min(PIPELINE_DEPTH, plan.num_chunks)
     partials = [torch.empty(world * plan.max_rows * n, dtype=reduce_dtype, device=x1.device) for _ in range(depth)]
+    # An fp32 reduction lands in staging buffers and is cast into `out`; a reduction in out's dtype lands in `out`.
     staged = reduce_dtype != out.dtype
-    reduced = [torch.empty(plan.max_rows * n, dtype=reduce_dtype, device=x1.device) for _ in range(depth)] if staged \
-        else None
+    reduced = [torch.empty(plan.max_rows * n, dtype=reduce_dtype, device=x1.device)
+               for _ in range(depth if staged else 0)]
 
     in_flight = deque()
     for c, (r0, r1) in enumerate(plan.bounds):
@@ -198,11 +199,15 @@ def _check_local(x1, x2, scale_x1, scale_x2, bias, out, out_dtype, reduce_dtype,
     if m % world != 0:
         raise ValueError(
             f"M = x1.shape[0] = {m} must be a multiple of the group size {world}: each rank keeps M / {world} rows "
-            f"(pad x1 and scale_x1 with rows to the next multiple, {-(-m // world) * world}, and drop them after)")
+            f"(pad x1 and scale_x1 to the next multiple, {-(-m // world) * world} rows, and drop the padding rows "
+            f"from the last rank's output)")
+    if out is not None:
+        out = checks.check_tensor("out", out)
     tensors = {"x1": x1, "x2": x2, "scale_x1": scale_x1, "scale_x2": scale_x2, "bias": bias, "out": out}
     devices = {name: t.device for name, t in tensors.items() if t is not None}
     if len(set(devices.values())) > 1:
-        raise ValueError(f"all tensors must be on one device; got {', '.join(f'{k} on {v}' for k, v in devices.items())}")
+        where = ", ".join(f"{name} on {device}" for name, device in devices.items())
+        raise ValueError(f"all tensors must be on one device; got {where}")
     if out is not None:
         checks.check_dtype("out", out, (out_dtype,))
         checks.check_shape("out", out, (m // world, n), "M / group size rows, N columns")
