@@ -70,12 +70,12 @@ class TileConfig:
 # Small M: swap A/B so that the weight fills WGMMA's M; tile_n covers the tokens; split K so that the few weight
 # tiles (N/128 of them) still occupy every SM.
 SM90_INT8_TABLE: tuple[tuple[int, TileConfig], ...] = (
-    (16, TileConfig(tile_m=128, tile_n=16, cluster_m=1, cluster_n=1, swap_ab=True, split_k=8)),
-    (32, TileConfig(tile_m=128, tile_n=32, cluster_m=1, cluster_n=1, swap_ab=True, split_k=8)),
-    (64, TileConfig(tile_m=128, tile_n=64, cluster_m=1, cluster_n=1, swap_ab=True, split_k=8)),
-    (128, TileConfig(tile_m=128, tile_n=128, cluster_m=1, cluster_n=1, swap_ab=True, split_k=4)),
+    (16, TileConfig(tile_m=64, tile_n=16, cluster_m=1, cluster_n=1, swap_ab=True, split_k=8)),
+    (32, TileConfig(tile_m=64, tile_n=32, cluster_m=1, cluster_n=1, swap_ab=True, split_k=8)),
+    (64, TileConfig(tile_m=64, tile_n=64, cluster_m=1, cluster_n=1, swap_ab=True, split_k=8)),
+    (128, TileConfig(tile_m=64, tile_n=128, cluster_m=1, cluster_n=1, swap_ab=True, split_k=4)),
     (512, TileConfig(tile_m=128, tile_n=128, cluster_m=2, cluster_n=1)),
-    (1 << 62, TileConfig(tile_m=128, tile_n=256, cluster_m=2, cluster_n=1)),
+    (1 << 62, TileConfig(tile_m=128, tile_n=256, cluster_m=1, cluster_n=2)),
 )
 
 

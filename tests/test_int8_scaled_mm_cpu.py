@@ -58,8 +58,8 @@ def test_validation_batch_and_out_dtype():
     a, b, sa, sb, bias = _args(batch=2)
     with pytest.raises(ValueError, match="batch sizes differ"):
         int8_scaled_mm(a, b[:1], sa, sb, bias)
-    with pytest.raises(TypeError, match="out_dtype must be torch.float16 or torch.bfloat16"):
-        int8_scaled_mm(a, b, sa, sb, None, out_dtype=torch.float32)
+    with pytest.raises(TypeError, match="out_dtype must be torch.float16, torch.bfloat16 or torch.float32"):
+        int8_scaled_mm(a, b, sa, sb, None, out_dtype=torch.int32)
     with pytest.raises(ValueError, match="b must be 3-D"):
         int8_scaled_mm(a, b[0], sa, sb, bias)
 
@@ -67,7 +67,8 @@ def test_validation_batch_and_out_dtype():
 def test_config_table_buckets():
     assert select_sm90_int8(1, 4096, 4096).swap_ab and select_sm90_int8(1, 4096, 4096).tile_n == 16
     assert select_sm90_int8(32, 4096, 4096).tile_n == 32
-    assert select_sm90_int8(8192, 8192, 8192) == TileConfig(tile_m=128, tile_n=256, cluster_m=2, cluster_n=1)
+    assert select_sm90_int8(8192, 8192, 8192) == TileConfig(tile_m=128, tile_n=256, cluster_m=1, cluster_n=2)
+    assert all(select_sm90_int8(m, 4096, 4096).split_k > 1 for m in (1, 16, 32, 64, 128))
     assert not select_sm90_int8(1024, 4096, 4096).swap_ab
     # monotone buckets, last row covers everything
     bounds = [mx for mx, _ in SM90_INT8_TABLE]
@@ -117,3 +118,13 @@ def test_batched_fp16_scalar_variant_compiles():
                                                         extra_options=opts))
     s = summarize_cubin(fn.artifacts.CUBIN)
     assert any(op.startswith("IGMMA.64x64x32.S8.S8") for op in s.mma) and not s.spills
+
+
+def test_split_k_plan_fills_the_gpu_and_respects_limits():
+    from cute_kernels.ops.int8_scaled_mm import plan_split_k
+
+    cfg = select_sm90_int8(1, 4096, 4096)  # 64-row weight tiles -> 64 tiles for N=4096
+    slices, ws, sems = plan_split_k(cfg, 4096, 1, 4096, 1, 132)
+    assert slices == 2 and sems == 64 and ws == 64 * 2 * cfg.tile_m * cfg.tile_n
+    assert plan_split_k(cfg, 4096, 1, 16, 1, 132)[0] == 1  # one K-tile: nothing to split
+    assert plan_split_k(cfg, 64, 1, 8192, 1, 132)[0] == cfg.split_k  # one tile: as many slices as allowed

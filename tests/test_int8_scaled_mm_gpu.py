@@ -108,3 +108,12 @@ def test_split_k_on_off_agree(m, n, k):
         outs.append(out)
     _check(outs[0], a, b, a_s, b_s, bias, torch.bfloat16)
     assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
+
+
+def test_fp32_output_and_sm_count():
+    a, b, a_s, b_s, _ = _inputs(300, 264, 512, bias=False)
+    bias = torch.randn(264, device="cuda")
+    out = torch.full((300, 264), float("nan"), device="cuda")
+    int8_scaled_mm(a, b, a_s, b_s, bias, out_dtype=torch.float32, out=out, sm_count=40)
+    ref = int8_scaled_mm_ref(a, b, a_s, b_s, bias)
+    assert ((out.double() - ref).abs() <= 1e-5 * ref.abs() + 1e-4).all()

@@ -16,7 +16,8 @@ from cutlass.base_dsl.enums import Arch
 
 from cute_kernels.sm80 import configs as cfgs
 from cute_kernels.sm80.configs import Sm80TileConfig, all_configs, normalize_arch, select_config
-from cute_kernels.sm80.launch import build_kernel
+from cute_kernels.sm80 import run_int8_scaled_mm_sm80
+from cute_kernels.sm80.launch import build_kernel, table_arch
 from cute_kernels.sm80.split_k import MAX_SPLIT_K, choose_split_k, normalize_split_k
 
 ARCHS = ("sm_80", "sm_86", "sm_89")
@@ -115,6 +116,22 @@ def test_arch_names():
         normalize_arch("sm_100")
 
 
+def test_table_arch_for_forced_runs():
+    assert table_arch("sm_90a") == table_arch("sm_100a") == table_arch("sm80") == "sm_80"
+    assert table_arch("sm_89") == "sm_89"
+    with pytest.raises(ValueError, match="sm_75"):
+        table_arch("sm_75")
+
+
+def test_foreign_config_type_is_rejected():
+    from cute_kernels.configs import TileConfig
+
+    a, b = torch.zeros(16, 64, dtype=torch.int8), torch.zeros(64, 8, dtype=torch.int8)
+    scale, out = torch.ones(1), torch.empty(16, 8, dtype=torch.bfloat16)
+    with pytest.raises(TypeError, match="must be a cute_kernels.sm80.Sm80TileConfig; got TileConfig"):
+        run_int8_scaled_mm_sm80(a, b, scale, scale, None, out, config=TileConfig())
+
+
 def test_dsl_still_cannot_target_sm75():
     # The sm_75 error message claims this; if a DSL upgrade adds Turing, revisit the message (and maybe add a path).
     assert "sm_75" not in Arch.__members__ and "sm_80" in Arch.__members__
@@ -128,8 +145,9 @@ SPLIT_K_TABLE = [
     ((16, 4096, 4096, 1, "sm_90", 132), 6),
     ((32, 14336, 4096, 1, "sm_90", 132), 1),
     ((1, 4096, 14336, 1, "sm_89", 142), 2),
-    ((128, 4096, 4096, 1, "sm_80", 108), 6),
-    ((128, 4096, 14336, 1, "sm_90", 132), 8),
+    # M = 128: a 128x128 tile's int32 partials would outweigh the weight; the traffic cap keeps the split small
+    ((128, 4096, 4096, 1, "sm_80", 108), 2),
+    ((128, 4096, 14336, 1, "sm_90", 132), 7),
     # the tile grid already fills the GPU
     ((1024, 4096, 4096, 1, "sm_80", 108), 1),
     ((4096, 14336, 4096, 1, "sm_90", 132), 1),

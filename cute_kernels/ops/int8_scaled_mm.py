@@ -22,7 +22,8 @@ from .. import checks
 from ..configs import TileConfig, select_sm90_int8
 from ..jit_cache import cached_compile
 
-_OUT_DTYPES = (torch.float16, torch.bfloat16)
+_OUT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+_CUTE_DTYPES = {torch.float16: "Float16", torch.bfloat16: "BFloat16", torch.float32: "Float32"}
 _validated: dict[tuple, tuple] = {}  # call signature -> (compiled fn, out shape, swap_ab)
 
 
@@ -42,7 +43,7 @@ def _validate(a, b, a_scale, b_scale, bias, out_dtype, out):
     checks.check_ndim("a", a, (2, 3))
     checks.check_ndim("b", b, (a.dim(),))
     if out_dtype not in _OUT_DTYPES:
-        raise TypeError(f"out_dtype must be torch.float16 or torch.bfloat16; got {out_dtype}")
+        raise TypeError(f"out_dtype must be torch.float16, torch.bfloat16 or torch.float32; got {out_dtype}")
     m, k = a.shape[-2:]
     k_b, n = b.shape[-2:]
     if k_b != k:
@@ -52,7 +53,7 @@ def _validate(a, b, a_scale, b_scale, bias, out_dtype, out):
     if k < 16 or k % 16:
         raise ValueError(f"K = {k} must be a positive multiple of 16 (16-byte rows for TMA / cp.async)")
     if n % 8:
-        raise ValueError(f"N = {n} must be a multiple of 8 (16-byte rows of the fp16/bf16 output)")
+        raise ValueError(f"N = {n} must be a multiple of 8 (16-byte rows of the output)")
     if m < 1:
         raise ValueError(f"M = {m} must be >= 1")
     checks.check_inner_contiguous("a", a)
@@ -95,15 +96,15 @@ def build_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm
     from ..epilogues import scaled_mm_tree
     from ..sm90.gemm import Sm90GemmKernel
 
-    d_cute = cutlass.BFloat16 if out_dtype == torch.bfloat16 else cutlass.Float16
+    d_cute = getattr(cutlass, _CUTE_DTYPES[out_dtype])
     m, n, k = cute.sym_int32(), cute.sym_int32(divisibility=8), cute.sym_int32(divisibility=16)
     batch = (cute.sym_int32(),) if rank == 3 else ()
     fa = fake_tensor(cutlass.Int8, (*batch, m, k), stride_div=16)
     fb = fake_tensor(cutlass.Int8, (*batch, k, n), contiguous_dim=-2, stride_div=16)
-    fd = fake_tensor(d_cute, (*batch, m, n), stride_div=8)
+    fd = fake_tensor(d_cute, (*batch, m, n), stride_div=128 // d_cute.width)
     f_as = fake_vector(cutlass.Float32, m if a_kind == "vector" else 1)
     f_bs = fake_vector(cutlass.Float32, n if b_kind == "vector" else 1)
-    f_bias = fake_vector(d_cute, n, align=2) if has_bias else None
+    f_bias = fake_vector(d_cute, n, align=d_cute.width // 8) if has_bias else None
     tree = scaled_mm_tree(a_kind, b_kind, has_bias, swap_ab=config.swap_ab)
     kernel = Sm90GemmKernel(config, tree, cutlass.Int32, sm_count=sm_count)
     swap = config.swap_ab
@@ -148,13 +149,16 @@ def _compile_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig,
 def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,
                    bias: Optional[torch.Tensor] = None, out_dtype: torch.dtype = torch.bfloat16,
                    out: Optional[torch.Tensor] = None, config: Optional[TileConfig] = None,
-                   arch: Optional[str] = None) -> torch.Tensor:
+                   arch: Optional[str] = None, sm_count: Optional[int] = None) -> torch.Tensor:
     """int8 GEMM with a dequantizing epilogue; see the module docstring for layouts and semantics.
 
+    out_dtype: fp16 / bf16 (the op's outputs) or fp32 (e.g. partial sums that are reduced across GPUs later).
     config: a :class:`~cute_kernels.configs.TileConfig` to override the shape-bucket table.
     arch: force a kernel family ("sm90" / "sm80"); default: the tensors' GPU.
+    sm_count: run the persistent kernel on at most this many SMs (default all), e.g. to leave SMs to a
+      concurrent communication kernel.
     """
-    sig = _signature(a, b, a_scale, b_scale, bias, out_dtype, config, arch)
+    sig = _signature(a, b, a_scale, b_scale, bias, out_dtype, config, arch) + (sm_count,)
     plan = _validated.get(sig)
     if plan is not None:
         fn, out_shape, split = plan
@@ -181,6 +185,10 @@ def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_sc
         return out
     cfg = config if config is not None else select_sm90_int8(m, n, k)
     sms = _arch.sm_count(device.index)
+    if sm_count is not None:
+        if not 1 <= sm_count <= sms:
+            raise ValueError(f"sm_count must be in [1, {sms}] (this GPU's SMs); got {sm_count}")
+        sms = sm_count
     fn = _compile_sm90(a.dim(), _scale_kind(a_scale), _scale_kind(b_scale), bias is not None, out_dtype, cfg, sms)
     if out is None:
         out = torch.empty(out_shape, dtype=out_dtype, device=device)
@@ -202,18 +210,29 @@ def plan_split_k(cfg: TileConfig, km: int, kn: int, k: int, batch: int, sm_count
     """
     tiles = -(-km // cfg.tile_m) * -(-kn // cfg.tile_n) * batch
     k_tiles = -(-k // 128)  # int8: 128 bytes of K per K-tile
-    slices = max(1, min(cfg.split_k, k_tiles, round(sm_count / tiles)))
+
+    def cost(s):  # waves of work per unit of K, plus ~3% per extra slice for the partial-sum round trip
+        return -(-tiles * s // sm_count) / s * (1 + 0.03 * (s - 1))
+
+    slices = min(range(1, max(1, min(cfg.split_k, k_tiles)) + 1), key=cost)
     return slices, tiles * slices * cfg.tile_m * cfg.tile_n, tiles
 
 
 _workspaces: dict[tuple, tuple] = {}
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # CUDA builds: ~20x cheaper than current_stream()
+
+
+def _current_raw_stream(device: torch.device) -> int:
+    if _raw_stream is not None:
+        return _raw_stream(device.index)
+    return torch.cuda.current_stream(device).cuda_stream
 
 
 def split_workspace(device: torch.device, ws_elems: int, sem_elems: int):
     """Split-K scratch, owned by the library and reused: partial sums need no clearing (each K slice writes its own
     stripe) and the kernel resets every semaphore it used, so only a new or larger buffer is zeroed. One buffer per
     (device, stream): calls on different streams may run concurrently."""
-    key = (device, torch.cuda.current_stream(device).cuda_stream)
+    key = (device, _current_raw_stream(device))
     ws, sem = _workspaces.get(key, (None, None))
     if ws is None or ws.numel() < ws_elems or sem.numel() < sem_elems:
         ws = torch.empty(max(ws_elems, 1 << 16), dtype=torch.int32, device=device)

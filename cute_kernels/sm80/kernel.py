@@ -366,20 +366,27 @@ class Int8ScaledMmSm80:
         return is_last
 
     # ------------------------------------------------------------------------------------------------- helpers
+    # Smem swizzles are on byte addresses: keep 16-byte chunks whole (base 4) and XOR the chunk index (up to 3 bits)
+    # with address bits 7-9, i.e. with the row index of 128-byte rows (with 64-byte rows, with row bits 1-2 while
+    # row bit 0 already alternates the two 64-byte halves of a 128-byte bank line). Then the 8 rows that one
+    # ldmatrix (or one STS phase of the output tile) touches at a fixed logical chunk land in 8 distinct 16-byte bank
+    # groups: conflict-free. (A shift of 4, the usual element-count rule applied to 8-bit types, leaves 2-way conflicts.)
+    _SWIZZLE_BASE, _SWIZZLE_SHIFT = 4, 3
+
+    def _byte_swizzle(self, row_bytes: int):
+        return cute.make_swizzle(min(int(math.log2(row_bytes // 16)), 3), self._SWIZZLE_BASE, self._SWIZZLE_SHIFT)
+
     def _smem_layout_ab(self, rows: int, bK: int, stages: int):
         """K-major (rows, bK, stages) int8 layout in 8-row atoms of up to 128 bytes, swizzled for ldmatrix."""
         atom_k = min(bK, 128)
-        swizzle_bits = min(int(math.log2(atom_k * 8 // _COPY_BITS)), 3)
-        swizzle = cute.make_swizzle(swizzle_bits, 4, 4)  # 16-byte units (base 4), int8 elements (shift 4)
         atom = cute.make_layout((8, atom_k), stride=(atom_k, 1))
-        return cute.tile_to_shape(atom, (rows, bK, stages), (0, 1, 2)), swizzle
+        return cute.tile_to_shape(atom, (rows, bK, stages), (0, 1, 2)), self._byte_swizzle(atom_k)
 
     def _smem_layout_c(self, bM: int, bN: int):
-        """Row-major (bM, bN) output tile and its byte swizzle, which spreads the MMA's column pairs over banks."""
-        atom_n = min(bN, 64)
-        swizzle_bits = min(int(math.log2(atom_n * self.out_dtype.width // _COPY_BITS)), 3)
+        """Row-major (bM, bN) output tile in 8 x 128-byte atoms, swizzled like A/B for the MMA-layout stores."""
+        atom_n = min(bN, 1024 // self.out_dtype.width)
         atom = cute.make_layout((8, atom_n), stride=(atom_n, 1))
-        return cute.tile_to_shape(atom, (bM, bN), (0, 1)), cute.make_swizzle(swizzle_bits, 4, 4)
+        return cute.tile_to_shape(atom, (bM, bN), (0, 1)), self._byte_swizzle(atom_n * self.out_dtype.width // 8)
 
     def _k_major_tiled_copy(self, atom, bK: int):
         per_row = bK * 8 // _COPY_BITS

@@ -129,8 +129,11 @@ def _plan(a, b, a_scale, b_scale, bias, out, arch, config, split_k) -> _Plan:
         slices, per = normalize_split_k(split_k, k_tiles)
     a_kind = "scalar" if a_scale.numel() == 1 else "vector"
     b_kind = "scalar" if b_scale.numel() == 1 else "vector"
-    fn = get_compiled(target, cfg, out.dtype, a_kind, b_kind, bias is not None, slices > 1, a.dim())
     tiles = math.ceil(M / cfg.tile_m) * math.ceil(N / cfg.tile_n) * L
+    if slices > 1 and tiles * cfg.tile_m * cfg.tile_n >= 2 ** 31:
+        raise ValueError(f"split_k={split_k} on a {L}x{M}x{N} output needs a {tiles}-tile int32 workspace past the "
+                         f"kernel's 32-bit offsets; use split_k=1 (the tile grid fills the GPU anyway)")
+    fn = get_compiled(target, cfg, out.dtype, a_kind, b_kind, bias is not None, slices > 1, a.dim())
     return _Plan(fn, slices, per, tiles, cfg.tile_m * cfg.tile_n)
 
 

@@ -1,8 +1,13 @@
 """Split-K for the SM80-class int8 GEMM: when to split, into how many slices, and the reusable workspace.
 
 Decision. A problem whose (M, N, L) tile grid cannot fill the GPU (fewer tiles than resident CTA slots: SMs x the
-config's CTAs per SM) and whose K is long enough gets S = slots // tiles slices, capped so that every slice runs at
-least MIN_K_TILES_PER_SPLIT k-tiles (the multistage prologue must be amortized) and at most MAX_SPLIT_K slices.
+config's CTAs per SM) and whose K is long enough gets S = slots // tiles slices, capped
+  - so that every slice runs at least MIN_K_TILES_PER_SPLIT k-tiles (the multistage prologue must be amortized),
+  - so that the partial sums stay cheap: each slice red.add's its whole int32 tile, S x tiles x tile_m x tile_n x 4
+    bytes of L2 atomics in all, which may be at most MAX_PARTIAL_TRAFFIC of the operand bytes (M*K + N*K per batch).
+    Measured on an H200 (docs/sm80.md): 128x4096x4096 split 8 ways moved as many bytes of atomics as weight bytes
+    and ran 2.8x slower than cuBLAS; the decode tiles (16 rows) stay far under the cap,
+  - and at MAX_SPLIT_K.
 Typical hits are decode shapes (M <= 128) against 4096-14336 wide weights, where the 16/32-row tile grid has only
 N / tile_n CTAs.
 
@@ -23,6 +28,7 @@ from cute_kernels.sm80.configs import Sm80TileConfig
 
 MAX_SPLIT_K = 16
 MIN_K_TILES_PER_SPLIT = 4
+MAX_PARTIAL_TRAFFIC = 0.25
 
 
 def choose_split_k(m: int, n: int, k: int, batch: int, config: Sm80TileConfig, num_sms: int,
@@ -31,7 +37,9 @@ def choose_split_k(m: int, n: int, k: int, batch: int, config: Sm80TileConfig, n
     tiles = math.ceil(m / config.tile_m) * math.ceil(n / config.tile_n) * batch
     k_tiles = math.ceil(k / config.tile_k)
     slots = num_sms * config.ctas_per_sm(device_arch)
-    want = min(slots // max(tiles, 1), k_tiles // MIN_K_TILES_PER_SPLIT, MAX_SPLIT_K)
+    partial_bytes_per_slice = tiles * config.tile_m * config.tile_n * 4
+    traffic_cap = int(MAX_PARTIAL_TRAFFIC * batch * (m * k + n * k) / partial_bytes_per_slice)
+    want = min(slots // max(tiles, 1), k_tiles // MIN_K_TILES_PER_SPLIT, traffic_cap, MAX_SPLIT_K)
     return normalize_split_k(want, k_tiles)
 
 

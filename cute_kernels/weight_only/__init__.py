@@ -1,0 +1,14 @@
+"""Weight-only low-bit GEMMs: the 1/2/4/8-bit ``quantized_mm`` (seed 002) and AWQ (seed 003) on one kernel template.
+
+* ``kernel.py``      the template (WeightOnlyGemm): decode in registers, mma.sync, fp32 accumulation
+* ``formats.py``     weight formats as compile-time plug-ins (int8/int4/int2/int1, AWQ)
+* ``activations.py`` activation fragments (fp16/bf16, fp32 as two bf16 terms)
+* ``config.py``      tile shapes and the M dispatch (decode vs tensor-core tiles)
+* ``quantized_mm.py``, ``awq.py``  host ops; ``awq_repack.py`` the cached checkpoint repack
+* ``awq_dequantize_kernel.py``     the AWQ dequantize kernel
+"""
+
+from .awq import awq_dequantize, awq_gemm, awq_linear
+from .quantized_mm import quantized_mm
+
+__all__ = ["quantized_mm", "awq_gemm", "awq_dequantize", "awq_linear"]

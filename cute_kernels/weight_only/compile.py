@@ -65,3 +65,26 @@ def compile_with_cubin(fmt_key: str, x_dtype, out_dtype, scale_dtype, tile: Tile
     from ..sass import compile_with_artifacts
 
     return compile_with_artifacts(lambda opts: _build(fmt_key, x_dtype, out_dtype, scale_dtype, tile, arch, opts))
+
+
+def _build_awq_dequantize(dtype: torch.dtype, arch: str, extra_options: str = ""):
+    import cutlass
+    import cutlass.cute as cute
+
+    from .awq_dequantize_kernel import AwqDequantize
+
+    dt = cutlass_dtype(dtype)
+    ic, oc8, groups, oc = cute.sym_int32(), cute.sym_int32(), cute.sym_int32(), cute.sym_int32(divisibility=8)
+    fq = cute.runtime.make_fake_tensor(cutlass.Int32, (ic, oc8), stride=(cute.sym_int64(), 1), assumed_align=4)
+    fz = cute.runtime.make_fake_tensor(cutlass.Int32, (groups, oc8), stride=(cute.sym_int64(), 1), assumed_align=4)
+    fs = cute.runtime.make_fake_tensor(dt, (groups, oc), stride=(cute.sym_int64(divisibility=8), 1),
+                                       assumed_align=16)
+    fo = cute.runtime.make_fake_tensor(dt, (ic, oc), stride=(cute.sym_int64(divisibility=8), 1), assumed_align=16)
+    stream = cute.runtime.make_fake_stream(use_tvm_ffi_env_stream=True)
+    return cute.compile(AwqDequantize(dt), fq, fz, fs, fo, cutlass.Int32(128), stream,
+                        options=f"--enable-tvm-ffi --gpu-arch {arch} {extra_options}".strip())
+
+
+def compile_awq_dequantize(dtype: torch.dtype, arch: str = "sm_90a"):
+    """``fn(qweight, qzeros, scales, out, group)``, cached."""
+    return cached_compile("awq_dequantize", (arch, str(dtype)), lambda: _build_awq_dequantize(dtype, arch))

@@ -50,12 +50,18 @@ from .formats import WeightFormat
 
 @dataclass(frozen=True)
 class TileShape:
-    """Compile-time tiling. nt: 16-row weight tiles per warp; mt: 8-token tiles per warp; warps_n x warps_k warps."""
+    """Compile-time tiling. nt: 16-row weight tiles per warp; mt: 8-token tiles per warp; warps_n x warps_k warps.
+
+    stages: how the weight stream is kept in flight - 0: a register double buffer (the next K step's vectors load
+    while this one decodes); >= 2: a ring of ``stages`` K steps in shared memory filled by ``cp.async`` (each
+    thread owns its slots, so no barrier is needed: ``stages - 1`` steps in flight per warp without the registers).
+    """
 
     nt: int
     mt: int
     warps_n: int
     warps_k: int
+    stages: int = 0
 
     @property
     def rows_per_cta(self) -> int:
@@ -70,8 +76,17 @@ class TileShape:
         return 32 * self.warps_n * self.warps_k
 
     @property
+    def vectors(self) -> int:
+        """16-byte weight vectors a thread loads per K step (rows g and g + 8 of each tile)."""
+        return 2 * self.nt
+
+    @property
+    def ring_bytes(self) -> int:
+        return self.stages * self.vectors * self.threads * 16
+
+    @property
     def key(self) -> tuple:
-        return (self.nt, self.mt, self.warps_n, self.warps_k)
+        return (self.nt, self.mt, self.warps_n, self.warps_k, self.stages)
 
 
 class WeightOnlyGemm:
@@ -105,6 +120,7 @@ class WeightOnlyGemm:
                group: Int32):
         tile = self.tile
         nt, mt, wk_count = tile.nt, tile.mt, tile.warps_k
+        tidx, _, _ = cute.arch.thread_idx()
         lane = cute.arch.lane_idx()
         warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         bx, by, _ = cute.arch.block_idx()
@@ -115,67 +131,111 @@ class WeightOnlyGemm:
         n0 = bx * tile.rows_per_cta + wn * (16 * nt)
         m0 = by * tile.tokens_per_cta
         row_bytes = w.shape[1]
+        th = self.thread_setup(x, w, n0, m0, g, t)
 
         acc = cute.make_rmem_tensor((nt * mt * 4,), Float32)
         acc.fill(0.0)
-        w_cur = cute.make_rmem_tensor((nt * 2 * 4,), Uint32)
-        w_next = cute.make_rmem_tensor((nt * 2 * 4,), Uint32)
-
+        wbuf = cute.make_rmem_tensor((tile.vectors * 4,), Uint32)
         n_steps = (row_bytes + 63) // 64
-        self.load_weights(w, w_cur, wk, n0, g, t)
-        for step in cutlass.range(wk, n_steps, wk_count, unroll=1):
-            # The next step's 16-byte vectors are in flight while this step decodes (register double buffer).
-            self.load_weights(w, w_next, step + wk_count, n0, g, t)
-            self.mma_step(x, w_cur, acc, step, n0, m0, g, t, group_scales, zeros, group)
-            w_cur.store(w_next.load())
+        if const_expr(tile.stages == 0):
+            w_next = cute.make_rmem_tensor((tile.vectors * 4,), Uint32)
+            self.load_weights(th, wbuf, wk, t, row_bytes)
+            for step in cutlass.range(wk, n_steps, wk_count, unroll=1):
+                # The next step's vectors are in flight while this one decodes (register double buffer).
+                self.load_weights(th, w_next, step + wk_count, t, row_bytes)
+                self.mma_step(x, th, wbuf, acc, step, t, group_scales, zeros, group)
+                wbuf.store(w_next.load())
+        else:
+            smem = cutlass.memory.SmemAllocator()
+            ring = smem.allocate_tensor(Uint32, cute.make_layout(tile.ring_bytes // 4), byte_alignment=16)
+            slot0 = Int32(ring.iterator.toint()) + tidx * 16  # this thread's vector 0 of stage 0
+            for i in range_constexpr(tile.stages - 1):
+                self.issue_weights(th, slot0, i, wk + i * wk_count, t, row_bytes)
+                ptx.cp_async_commit()
+            n_iter = (n_steps - wk + wk_count - 1) // wk_count
+            for i in cutlass.range(0, n_iter, 1, unroll=1):
+                ptx.cp_async_wait(tile.stages - 2)  # this thread's step i has landed
+                self.read_ring(wbuf, slot0, i % tile.stages)
+                # Refill the slot read one iteration ago with the step stages - 1 ahead.
+                ahead = i + tile.stages - 1
+                self.issue_weights(th, slot0, ahead % tile.stages, wk + ahead * wk_count, t, row_bytes)
+                ptx.cp_async_commit()
+                self.mma_step(x, th, wbuf, acc, wk + i * wk_count, t, group_scales, zeros, group)
+            ptx.cp_async_wait(0)  # nothing may land in shared memory after the CTA's last use of it
 
         self.epilogue(acc, out, scale, n0, m0, g, t, lane, wn, wk)
 
-    def load_weights(self, w: cute.Tensor, buf: cute.Tensor, step: Int32, n0: Int32, g: Int32, t: Int32):
-        """Thread's 16-byte vectors of rows g and g+8 of every tile at K step ``step`` (undefined past N or K)."""
-        n_rows = w.shape[0]
-        byte = step * 64 + t * 16
-        in_k = byte < w.shape[1]
-        base = w.iterator.toint()
-        for j in range(self.tile.nt):
-            for r in range(2):
-                row = n0 + 16 * j + 8 * r + g
-                addr = base + Int64(row) * w.stride[0] + Int64(byte)
-                words = ptx.ld_global(addr, in_k & (row < n_rows), 4, streaming=True, zero_fill=False)
-                for i in range(4):
-                    buf[(j * 2 + r) * 4 + i] = words[i]
+    def thread_setup(self, x: cute.Tensor, w: cute.Tensor, n0, m0, g, t):
+        """Loop-invariant per-thread addressing: row base addresses of the weights and activations it reads.
 
-    def load_x_run(self, x: cute.Tensor, m: Int32, k: Int32, pred, values: int) -> list:
-        """x[m, k : k + values] as 32-bit words (zeros when ``pred`` is false)."""
-        act = self.act
-        nbytes = values * act.bytes_per_value
-        addr = x.iterator.toint() + (Int64(m) * x.stride[0] + Int64(k)) * act.bytes_per_value
+        Rows past N and tokens past M are clamped to the last one: they load real (finite) data whose results land
+        in accumulators that are never stored, so the K loop needs no N / M predicates at all.
+        """
+        tile, act = self.tile, self.act
+        rows = []
+        for j in range(tile.nt):
+            for r in range(2):
+                rows.append(cutlass.min(n0 + 16 * j + 8 * r + g, w.shape[0] - 1))
+        w_rows = [w.iterator.toint() + Int64(row) * w.stride[0] + Int64(t * 16) for row in rows]
+        vpv = self.fmt.values_per_vector
+        x_rows = []
+        for i in range(tile.mt):
+            m = cutlass.min(m0 + 8 * i + g, x.shape[0] - 1)
+            x_rows.append(x.iterator.toint() + (Int64(m) * x.stride[0] + Int64(t * vpv)) * act.bytes_per_value)
+        return {"rows": rows, "w_rows": w_rows, "x_rows": x_rows}
+
+    def load_weights(self, th, buf: cute.Tensor, step: Int32, t: Int32, row_bytes):
+        """Registers <- this thread's 16-byte vectors of K step ``step`` (stale past K: see ptx.ld_global)."""
+        in_k = step * 64 + t * 16 < row_bytes
+        off = Int64(step * 64)
+        for v in range(self.tile.vectors):
+            words = ptx.ld_global(th["w_rows"][v] + off, in_k, 4, streaming=True, zero_fill=False)
+            for i in range(4):
+                buf[v * 4 + i] = words[i]
+
+    def issue_weights(self, th, slot0, stage, step, t: Int32, row_bytes):
+        """cp.async this thread's vectors of K step ``step`` into ring stage ``stage`` (zeros past K)."""
+        in_k = step * 64 + t * 16 < row_bytes
+        off = Int64(step * 64)
+        stage_base = slot0 + stage * (self.tile.vectors * self.tile.threads * 16)
+        for v in range(self.tile.vectors):
+            ptx.cp_async_16(stage_base, th["w_rows"][v] + off, in_k, offset=v * self.tile.threads * 16)
+
+    def read_ring(self, buf: cute.Tensor, slot0, stage):
+        stage_base = slot0 + stage * (self.tile.vectors * self.tile.threads * 16)
+        for v in range(self.tile.vectors):
+            words = ptx.ld_shared_v4(stage_base, offset=v * self.tile.threads * 16)
+            for i in range(4):
+                buf[v * 4 + i] = words[i]
+
+    def load_x_run(self, x_row, k_off, pred, values: int, first_byte: int) -> list:
+        """x[m, k : k + values] as 32-bit words (zeros when ``pred`` is false); k = chunk start + first_byte."""
+        nbytes = values * self.act.bytes_per_value
         if nbytes == 8:
-            return ptx.ld_global(addr, pred, 2, streaming=False)
+            return ptx.ld_global(x_row + k_off, pred, 2, streaming=False, offset=first_byte)
         words = []
         for v in range(nbytes // 16):
-            words += ptx.ld_global(addr + 16 * v, pred, 4, streaming=False)
+            words += ptx.ld_global(x_row + k_off, pred, 4, streaming=False, offset=first_byte + 16 * v)
         return words
 
-    def group_contexts(self, group_scales, zeros, k: Int32, n0: Int32, g: Int32, group: Int32) -> list:
+    def group_contexts(self, th, group_scales, zeros, k: Int32, group: Int32) -> list:
         """Decode contexts of this thread's 2 * nt rows for the 32-value block starting at K = k."""
         fmt, ct = self.fmt, self.act.compute
-        ctx = [[None, None] for _ in range(self.tile.nt)]
+        ctx = [None] * self.tile.vectors
         if self.scale_dtype is not None:
-            n_rows = group_scales.shape[0]
             gi = cutlass.min(k // group, group_scales.shape[1] - 1)  # K past the end: x is zero there anyway
-            for j in range(self.tile.nt):
-                for r in range(2):
-                    row = cutlass.min(n0 + 16 * j + 8 * r + g, n_rows - 1)
-                    s = group_scales[row, gi].to(Float32)
-                    z = None
-                    if fmt.has_zeros:
-                        z = Uint32(zeros[row, gi])
-                    ctx[j][r] = fmt.group_ctx(ct, s, z)
+            for v in range(self.tile.vectors):
+                row = th["rows"][v]
+                s = group_scales[row, gi].to(Float32)
+                z = None
+                if fmt.has_zeros:
+                    z = Uint32(zeros[row, gi])
+                ctx[v] = fmt.group_ctx(ct, s, z)
         return ctx
 
-    def mma_step(self, x: cute.Tensor, wbuf: cute.Tensor, acc: cute.Tensor, step: Int32, n0: Int32, m0: Int32,
-                 g: Int32, t: Int32, group_scales, zeros, group: Int32):
+    def mma_step(self, x: cute.Tensor, th, wbuf: cute.Tensor, acc: cute.Tensor, step: Int32, t: Int32,
+                 group_scales, zeros, group: Int32):
+        """Decode one K step of this thread's weight vectors and accumulate its MMAs."""
         fmt, act = self.fmt, self.act
         ct = act.compute
         nt, mt = self.tile.nt, self.tile.mt
@@ -183,28 +243,26 @@ class WeightOnlyGemm:
         vpv = fmt.values_per_vector
         k_chunk = step * (4 * vpv) + t * vpv  # this thread's K run of the step
         in_k = k_chunk < x.shape[1]
-        n_tokens = x.shape[0]
+        x_off = Int64(step * (4 * vpv * act.bytes_per_value))
         # One decode context per 32 K values (groups are >= 32 and 32-aligned; a word holds <= 32 values).
         blocks = max(1, vpv // 32)
         words_per_block = 4 // blocks
         for blk in range(blocks):
-            ctx = self.group_contexts(group_scales, zeros, k_chunk + 32 * blk, n0, g, group)
+            ctx = self.group_contexts(th, group_scales, zeros, k_chunk + 32 * blk, group)
             for wb in range(words_per_block):
                 wi = blk * words_per_block + wb
-                k_word = k_chunk + wi * vpw
-                xw = []
-                for i in range(mt):
-                    m = m0 + 8 * i + g
-                    xw.append(self.load_x_run(x, m, k_word, in_k & (m < n_tokens), vpw))
-                wp = [[fmt.prepare_word(wbuf[(j * 2 + r) * 4 + wi], ct) for r in range(2)] for j in range(nt)]
+                first_byte = wi * vpw * act.bytes_per_value
+                xw = [self.load_x_run(th["x_rows"][i], x_off, in_k, vpw, first_byte) for i in range(mt)]
+                wp = [fmt.prepare_word(wbuf[v * 4 + wi], ct) for v in range(self.tile.vectors)]
                 for q2 in range(vpw // 4):  # one MMA per two pairs of the word
                     p0, p1 = fmt.pair_elems(2 * q2), fmt.pair_elems(2 * q2 + 1)
                     b = [(act.pair(xw[i], *p0), act.pair(xw[i], *p1)) for i in range(mt)]
                     for j in range(nt):
-                        a = [fmt.decode_pair(wp[j][0], 2 * q2, ct, ctx[j][0]),
-                             fmt.decode_pair(wp[j][1], 2 * q2, ct, ctx[j][1]),
-                             fmt.decode_pair(wp[j][0], 2 * q2 + 1, ct, ctx[j][0]),
-                             fmt.decode_pair(wp[j][1], 2 * q2 + 1, ct, ctx[j][1])]
+                        v0, v1 = 2 * j, 2 * j + 1  # rows g and g + 8 of tile j
+                        a = [fmt.decode_pair(wp[v0], 2 * q2, ct, ctx[v0]),
+                             fmt.decode_pair(wp[v1], 2 * q2, ct, ctx[v1]),
+                             fmt.decode_pair(wp[v0], 2 * q2 + 1, ct, ctx[v0]),
+                             fmt.decode_pair(wp[v1], 2 * q2 + 1, ct, ctx[v1])]
                         for i in range(mt):
                             base = (j * mt + i) * 4
                             for p in range(act.parts):
@@ -222,7 +280,7 @@ class WeightOnlyGemm:
             for e in range_constexpr(n_acc):
                 self.store(out, acc[e], e, scale, n0, m0, g, t)
         else:
-            smem = cutlass.utils.SmemAllocator()
+            smem = cutlass.memory.SmemAllocator()
             # lane-fastest so a warp's 32 stores / loads of one accumulator hit 32 banks
             red = smem.allocate_tensor(Float32, cute.make_layout((32, n_acc, tile.warps_n, tile.warps_k)),
                                        byte_alignment=16)

@@ -10,7 +10,7 @@ and touches no memory, so out-of-range rows / K chunks need neither clamping nor
 
 from __future__ import annotations
 
-from cutlass import Float32, Int32, Int64, Uint32
+from cutlass import Boolean, Float32, Int32, Int64, Uint32
 from cutlass._mlir.dialects import llvm
 from cutlass.cutlass_dsl import T, dsl_user_op
 
@@ -46,7 +46,9 @@ def lop3_rrc(a, b, c: int, lut: int) -> Uint32:
 
 
 def shr(a, n: int) -> Uint32:
-    return a if n == 0 else asm_u32(f"shr.b32 $0, $1, {n};", a)
+    """Logical right shift as ``mul.hi.u32`` by 2^(32-n): an IMAD.HI on the FMA pipe, not a SHF on the integer ALU
+    pipe, which the decode's lop3 / prmt already saturate (measured: the int4 decode path was ALU-bound)."""
+    return a if n == 0 else asm_u32(f"mul.hi.u32 $0, $1, {1 << (32 - n):#x};", a)
 
 
 def shl(a, n: int) -> Uint32:
@@ -119,26 +121,25 @@ def split_bf16_pair(x_lo, x_hi, loc=None, ip=None):
 
 
 @dsl_user_op
-def ld_global(addr, pred, nwords: int, streaming: bool, zero_fill: bool = True, loc=None, ip=None) -> list:
-    """Predicated vector load of ``nwords`` (2 or 4) 32-bit words from a global address.
+def ld_global(addr, pred, nwords: int, streaming: bool, zero_fill: bool = True, offset: int = 0,
+              loc=None, ip=None) -> list:
+    """Predicated vector load of ``nwords`` (2 or 4) 32-bit words from global address ``addr + offset``.
 
-    When ``pred`` is 0 no memory is touched and the words are zero (``zero_fill``) or undefined.
-
+    ``pred`` is a Boolean bound straight to a PTX predicate register (constraint "b"), so loads that share it share
+    one ISETP; ``offset`` is a compile-time immediate folded into the address operand. When ``pred`` is false no
+    memory is touched and the words are zero (``zero_fill``) or stale.
     ``streaming``: the weights are read exactly once, so they bypass L1 allocation (``L1::no_allocate``) and leave
-    it to the activations, which every warp of the SM re-reads. Both go through the read-only (``.nc``) path: the
-    kernel never writes its inputs.
+    it to the activations, which every warp of the SM re-reads. Both use the read-only (``.nc``) path: the kernel
+    never writes its inputs.
     """
     assert nwords in (2, 4)
     outs = ",".join(f"${i}" for i in range(nwords))
-    # Zero-filled when predicated off only if asked: weights need not be (every bit pattern decodes to a finite
-    # value, multiplied by a zero activation), and skipping the fill saves a register move per word.
     zero = " ".join(f"mov.b32 ${i}, 0;" for i in range(nwords)) if zero_fill else ""
     hint = ".L1::no_allocate" if streaming else ""
-    ptx = (f"{{.reg .pred p; setp.ne.b32 p, ${nwords + 1}, 0; {zero}\n"
-           f" @p ld.global.nc{hint}.v{nwords}.u32 {{{outs}}}, [${nwords}];}}")
-    cons = ",".join(["=r"] * nwords) + ",l,r"
+    ptx = (f"{{{zero}\n @${nwords + 1} ld.global.nc{hint}.v{nwords}.u32 {{{outs}}}, [${nwords}+{offset}];}}")
+    cons = ",".join(["=r"] * nwords) + ",l,b"
     res = llvm.inline_asm(_struct(nwords, T.i32()),
-                          [Int64(addr).ir_value(loc=loc, ip=ip), Int32(pred).ir_value(loc=loc, ip=ip)],
+                          [Int64(addr).ir_value(loc=loc, ip=ip), Boolean(pred).ir_value(loc=loc, ip=ip)],
                           ptx, cons, has_side_effects=False, is_align_stack=False)
     return [Uint32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(nwords)]
 
@@ -171,3 +172,42 @@ def xor_c(a, c: int) -> Uint32:
 def splat_or(v, c: int) -> Uint32:
     """``(v * 0x00010001) | c``: a small integer copied into both halves, then OR-ed with a constant pattern."""
     return asm_u32(f"{{.reg .b32 t; mul.lo.u32 t, $1, 0x00010001; or.b32 $0, t, {c & 0xFFFFFFFF:#010x};}}", v)
+
+
+@dsl_user_op
+def st_global_v4(addr, words, pred, loc=None, ip=None) -> None:
+    """Predicated 16-byte store of four 32-bit words."""
+    llvm.inline_asm(None, [Int64(addr).ir_value(loc=loc, ip=ip)] + _ir(words, Uint32, loc, ip)
+                    + [Int32(pred).ir_value(loc=loc, ip=ip)],
+                    "{.reg .pred p; setp.ne.b32 p, $5, 0; @p st.global.v4.u32 [$0], {$1,$2,$3,$4};}",
+                    "l,r,r,r,r,r", has_side_effects=True, is_align_stack=False)
+
+
+@dsl_user_op
+def cp_async_16(smem_addr, gmem_addr, pred, offset: int = 0, loc=None, ip=None) -> None:
+    """``cp.async.cg`` of 16 bytes global -> shared (L2 only); when ``pred`` is false it reads nothing and writes
+    zeros (src-size 0). ``offset``: compile-time byte offset added to the shared address."""
+    llvm.inline_asm(None, [Int32(smem_addr).ir_value(loc=loc, ip=ip), Int64(gmem_addr).ir_value(loc=loc, ip=ip),
+                           Boolean(pred).ir_value(loc=loc, ip=ip)],
+                    f"{{.reg .u32 n; selp.u32 n, 16, 0, $2; cp.async.cg.shared.global [$0+{offset}], [$1], 16, n;}}",
+                    "r,l,b", has_side_effects=True, is_align_stack=False)
+
+
+@dsl_user_op
+def cp_async_commit(loc=None, ip=None) -> None:
+    llvm.inline_asm(None, [], "cp.async.commit_group;", "", has_side_effects=True, is_align_stack=False)
+
+
+@dsl_user_op
+def cp_async_wait(pending: int, loc=None, ip=None) -> None:
+    """Wait until at most ``pending`` of this thread's committed cp.async groups are still in flight."""
+    llvm.inline_asm(None, [], f"cp.async.wait_group {pending};", "", has_side_effects=True, is_align_stack=False)
+
+
+@dsl_user_op
+def ld_shared_v4(smem_addr, offset: int = 0, loc=None, ip=None) -> list:
+    """16-byte shared-memory load; volatile so it stays behind the preceding ``cp_async_wait``."""
+    res = llvm.inline_asm(_struct(4, T.i32()), [Int32(smem_addr).ir_value(loc=loc, ip=ip)],
+                          f"ld.shared.v4.u32 {{$0,$1,$2,$3}}, [$4+{offset}];", "=r,=r,=r,=r,r",
+                          has_side_effects=True, is_align_stack=False)
+    return [Uint32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(4)]

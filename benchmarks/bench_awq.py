@@ -1,0 +1,144 @@
+"""Benchmark AWQ: awq_gemm (fused), awq_dequantize + torch.matmul, awq_linear, vs fp16 torch.matmul.
+
+Columns, timed in the same run on the same AutoAWQ-layout tensors (fp16 x, group 128):
+  fused     cute_kernels.awq_gemm (repack cache warm; the one-time repack is timed separately, ``repack_ms``)
+  deq+mm    cute_kernels.awq_dequantize then torch.matmul (awq_linear's large-M path)
+  linear    cute_kernels.awq_linear (dispatch on the token count, config.AWQ_DENSE_MIN_TOKENS)
+  fp16      torch.matmul(x, W_fp16) on a pre-dequantized weight (the baseline the issue's ratios are against)
+Also ``dequant_us``: awq_dequantize alone, and its bandwidth. ``linear/best`` = linear / min(fused, deq+mm): the
+dispatch costs nothing when it is 1.0. Same method as bench_weight_only.py (graph replays, rotating weight sets,
+a float64 check before timing). Writes awq_results.json / .md to --out (default $OUT).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import torch
+
+from bench_weight_only import graph_time_us, n_sets
+
+SHAPES = [(4096, 4096), (14336, 4096), (4096, 14336), (8192, 8192)]  # (N = OC, K = IC)
+MS = [1, 4, 16, 64, 256, 1024]
+GROUP = 128
+
+
+def _awq_set(ic, oc, dtype):
+    qweight = torch.randint(-2**31, 2**31 - 1, (ic, oc // 8), dtype=torch.int32, device="cuda")
+    qzeros = torch.randint(-2**31, 2**31 - 1, (ic // GROUP, oc // 8), dtype=torch.int32, device="cuda")
+    scales = (torch.rand(ic // GROUP, oc, device="cuda") * 0.01 + 0.001).to(dtype)
+    return qweight, scales, qzeros
+
+
+def _check(out, x, qweight, scales, qzeros, rows=8, cols=256):
+    from cute_kernels.reference import awq_gemm_ref
+
+    ref = awq_gemm_ref(x[:rows].cpu(), qweight[:, :cols // 8].contiguous().cpu(), scales[:, :cols].cpu(),
+                       qzeros[:, :cols // 8].contiguous().cpu())
+    err = ((out[:rows, :cols].double().cpu() - ref).abs().max() / ref.abs().max()).item()
+    if not err < 1e-2 or bool(out.isnan().any()):
+        print(f"  WRONG RESULT before timing: error {err:.3e}, NaNs {int(out.isnan().sum())}", flush=True)
+        return float("nan")
+    return err
+
+
+def bench(shapes, ms, dtype=torch.float16, sink=None):
+    from cute_kernels.weight_only import awq_dequantize, awq_gemm, awq_linear
+    from cute_kernels.weight_only import config
+    from cute_kernels.weight_only.awq_repack import clear_cache
+
+    rows = []
+    for oc, ic in shapes:
+        awq_bytes = ic * oc // 2 + (ic // GROUP) * oc * 2.5
+        sets = [_awq_set(ic, oc, dtype) for _ in range(n_sets(int(awq_bytes), 16))]
+        t0 = time.perf_counter()
+        awq_gemm(torch.randn(1, ic, device="cuda", dtype=dtype), *sets[0])
+        torch.cuda.synchronize()
+        first_call_ms = (time.perf_counter() - t0) * 1e3
+        t0 = time.perf_counter()
+        for s in sets[1:]:
+            awq_gemm(torch.randn(1, ic, device="cuda", dtype=dtype), *s)  # repack every set (cache warm)
+        torch.cuda.synchronize()
+        repack_ms = (time.perf_counter() - t0) * 1e3 / max(1, len(sets) - 1)
+        dense = [awq_dequantize(*s) for s in sets[:2]]
+        t_deq, _ = graph_time_us([lambda s=s: awq_dequantize(*s) for s in sets])
+        for m in ms:
+            try:
+                row = _bench_m(m, ic, oc, dtype, sets, dense, awq_bytes, t_deq, repack_ms, first_call_ms)
+            except Exception as exc:  # noqa: BLE001 - record and go on
+                print(f"OC={oc} IC={ic} M={m}: FAILED {type(exc).__name__}: {str(exc)[:300]}", flush=True)
+                continue
+            rows.append(row)
+            if sink:
+                sink(rows)
+        del sets, dense
+        clear_cache()
+    return rows
+
+
+def _bench_m(m, ic, oc, dtype, sets, dense, awq_bytes, t_deq, repack_ms, first_call_ms):
+    from cute_kernels.weight_only import awq_dequantize, awq_gemm, awq_linear
+    from cute_kernels.weight_only import config
+
+    x = torch.randn(m, ic, device="cuda", dtype=dtype)
+    err = _check(awq_gemm(x, *sets[0]), x, *sets[0])
+    ws = sets if m < 64 else sets[:2]
+    t_fused, how = graph_time_us([lambda s=s: awq_gemm(x, *s) for s in ws])
+    t_dmm, _ = graph_time_us([lambda s=s: torch.matmul(x, awq_dequantize(*s)) for s in ws])
+    t_lin, _ = graph_time_us([lambda s=s: awq_linear(x, *s) for s in ws])
+    t_fp16, _ = graph_time_us([lambda w=w: torch.matmul(x, w) for w in dense])
+    row = dict(n=oc, k=ic, m=m, fused_us=t_fused, deq_mm_us=t_dmm, linear_us=t_lin, fp16_us=t_fp16,
+               fused_speedup=t_fp16 / t_fused, linear_over_best=t_lin / min(t_fused, t_dmm),
+               linear_path="dense" if m >= config.AWQ_DENSE_MIN_TOKENS else "fused",
+               dequant_us=t_deq, dequant_gbs=(awq_bytes + ic * oc * 2) / t_deq / 1e3,
+               repack_ms=repack_ms, first_call_ms=first_call_ms, timing=how, max_err=err)
+    print(f"OC={oc} IC={ic} M={m:5d} fused {t_fused:8.2f}  deq+mm {t_dmm:8.2f}  linear {t_lin:8.2f}  "
+          f"fp16 {t_fp16:8.2f} us  fused x{row['fused_speedup']:.2f}  linear/best "
+          f"{row['linear_over_best']:.2f} [{how}]", flush=True)
+    return row
+
+
+def markdown(rows, device):
+    lines = [f"Device: {device}; fp16 x, group {GROUP}; times in µs (median of CUDA-graph replays).", "",
+             "| OC | IC | M | awq_gemm | deq+matmul | awq_linear (path) | fp16 matmul | fused speedup | "
+             "linear / best |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['n']} | {r['k']} | {r['m']} | {r['fused_us']:.2f} | {r['deq_mm_us']:.2f} | "
+                     f"{r['linear_us']:.2f} ({r['linear_path']}) | {r['fp16_us']:.2f} | {r['fused_speedup']:.2f} | "
+                     f"{r['linear_over_best']:.2f} |")
+    seen = set()
+    lines += ["", "| OC | IC | awq_dequantize µs | GB/s | one-time repack ms | first call ms |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        if (r["n"], r["k"]) not in seen:
+            seen.add((r["n"], r["k"]))
+            lines.append(f"| {r['n']} | {r['k']} | {r['dequant_us']:.1f} | {r['dequant_gbs']:.0f} | "
+                         f"{r['repack_ms']:.2f} | {r['first_call_ms']:.1f} |")
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    shapes, ms = (SHAPES[-1:], [1, 16, 256]) if args.quick else (SHAPES, MS)
+    device = torch.cuda.get_device_name()
+    os.makedirs(args.out, exist_ok=True)
+
+    def save(rows):
+        with open(os.path.join(args.out, "awq_results.json"), "w") as f:
+            json.dump(dict(device=device, date=time.strftime("%Y-%m-%d"), rows=rows), f, indent=1)
+
+    rows = bench(shapes, ms, sink=save)
+    save(rows)
+    md = markdown(rows, device)
+    with open(os.path.join(args.out, "awq_results.md"), "w") as f:
+        f.write(md + "\n")
+    print(md)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,267 @@
+"""Benchmark quantized_mm (1/2/4/8-bit weight-only) against bf16 torch.matmul on the dequantized weight.
+
+Columns, timed in the same run: ``ours`` = cute_kernels.quantized_mm on its default dispatch (bf16 x, per-tensor
+scale), ``bf16`` = torch.matmul(x, W_bf16.t()) on a pre-dequantized bf16 weight (what a user would otherwise run);
+speedup = bf16 / ours; ``GB/s`` = packed weight bytes / time (the decode path's figure of merit, compared with the
+device's copy bandwidth measured here: bytes read + written by a 1 GiB device-to-device copy). A second table times
+both paths forced at M in {8, 16} (the crossover the dispatcher's DECODE_MAX_M comes from).
+
+Method (../.library/device/METHOD.md): each timing is the median over CUDA-graph replays of a graph that runs every
+input set once; weights rotate over enough sets that each call streams them from HBM, not L2 (tensor-core rows with
+M >= 64 re-read weights from L2 by design and use 2 sets). Each configuration is checked against the float64
+reference before it is timed. Writes results.json / results.md to --out (default $OUT); ``--plot results.json``
+(on any machine with matplotlib) draws speedup vs bits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import time
+
+import torch
+
+SHAPES = [(8192, 8192), (14336, 4096), (4096, 14336)]
+BITS = [1, 2, 4, 8]
+MS = [1, 4, 16, 64, 256, 4096]
+L2_MARGIN_BYTES = 4 * 60 * 2**20  # 4x the largest Hopper L2
+
+
+def graph_time_us(calls, replays=12):
+    """Median µs per call of a CUDA graph running every call once (eager events if capture fails)."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            for c in calls:
+                c()
+    torch.cuda.synchronize()
+    how = "graph"
+    try:
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=s):
+            for c in calls:
+                c()
+        run = g.replay
+    except Exception as exc:  # noqa: BLE001
+        print(f"  graph capture failed ({type(exc).__name__}: {str(exc)[:200]}); timing eagerly")
+        torch.cuda.synchronize()
+        how = "eager"
+
+        def run():
+            for c in calls:
+                c()
+    run()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(replays):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        run()
+        e1.record()
+        e1.synchronize()
+        times.append(e0.elapsed_time(e1) * 1e3 / len(calls))
+    return statistics.median(times), how
+
+
+def eager_time_us(call, iters=50):
+    """Host-visible time per call, launch overhead included (no graph)."""
+    call()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        call()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) * 1e6 / iters
+
+
+def copy_bandwidth_gbs() -> float:
+    src = torch.empty(2**30, dtype=torch.uint8, device="cuda").random_()
+    dst = torch.empty_like(src)
+    t, _ = graph_time_us([lambda: dst.copy_(src)], replays=10)
+    return 2 * src.numel() / t / 1e3
+
+
+def n_sets(bytes_per_set: int, cap: int = 32) -> int:
+    return max(2, min(cap, math.ceil(L2_MARGIN_BYTES / bytes_per_set)))
+
+
+def _check(out, x, w_packed, scale, bits, rows=8, cols=256):
+    """Float64 reference on a corner of the output (the full reference at these sizes costs seconds of CPU)."""
+    from cute_kernels.reference import quantized_mm_ref
+
+    ref = quantized_mm_ref(x[:rows].cpu(), w_packed[:cols].cpu(), scale, bits)
+    err = ((out[:rows, :cols].double().cpu() - ref).abs().max() / ref.abs().max()).item()
+    if not err < 1e-2 or bool(out.isnan().any()):
+        print(f"  WRONG RESULT before timing: error {err:.3e}, NaNs {int(out.isnan().sum())}", flush=True)
+        return float("nan")
+    return err
+
+
+def bench_quantized_mm(shapes, bits_list, ms, check=True, sink=None):
+    from cute_kernels.weight_only import quantized_mm
+    from cute_kernels.weight_only.config import select_tile
+    from cute_kernels import arch
+
+    rows = []
+    for n, k in shapes:
+        bf_sets = [torch.randn(n, k, device="cuda").to(torch.bfloat16) * 0.02 for _ in range(n_sets(n * k * 2, 4))]
+        for bits in bits_list:
+            w_sets = [torch.randint(0, 256, (n, k * bits // 8), dtype=torch.uint8, device="cuda")
+                      for _ in range(n_sets(n * k * bits // 8))]
+            for m in ms:
+                try:
+                    row = _bench_one(quantized_mm, select_tile, arch, n, k, bits, m, w_sets, bf_sets, check)
+                except Exception as exc:  # noqa: BLE001 - record and go on with the other configurations
+                    print(f"N={n} K={k} bits={bits} M={m}: FAILED {type(exc).__name__}: {str(exc)[:300]}", flush=True)
+                    continue
+                rows.append(row)
+                if sink:
+                    sink(rows)
+            del w_sets
+        del bf_sets
+    return rows
+
+
+def _bench_one(quantized_mm, select_tile, arch, n, k, bits, m, w_sets, bf_sets, check):
+    packed_bytes = n * k * bits // 8
+    scale = 0.01
+    x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+    path, tile = select_tile(bits, m, n, arch.sm_count(0))
+    out = quantized_mm(x, w_sets[0], scale, bits)
+    err = _check(out, x, w_sets[0], scale, bits) if check else None
+    ws = w_sets if m < 64 else w_sets[:2]
+    t_ours, how = graph_time_us([lambda w=w: quantized_mm(x, w, scale, bits) for w in ws])
+    bs = bf_sets if m < 64 else bf_sets[:1]
+    t_ref, _ = graph_time_us([lambda w=w: torch.matmul(x, w.t()) for w in bs])
+    host = eager_time_us(lambda: quantized_mm(x, w_sets[0], scale, bits)) if m == 1 else None
+    row = dict(n=n, k=k, bits=bits, m=m, path=path, tile=list(tile.key), us=t_ours, bf16_us=t_ref,
+               speedup=t_ref / t_ours, weight_gbs=packed_bytes / t_ours / 1e3,
+               tflops=2 * m * n * k / t_ours / 1e6, bf16_tflops=2 * m * n * k / t_ref / 1e6,
+               timing=how, host_us=host, max_err=err, sets=len(ws))
+    print(f"N={n} K={k} bits={bits} M={m:5d} {path:11s} {t_ours:9.2f} us  bf16 {t_ref:9.2f} us  "
+          f"x{t_ref / t_ours:5.2f}  {row['weight_gbs']:7.0f} GB/s  {row['tflops']:6.1f} TF  [{how}]",
+          flush=True)
+    return row
+
+
+def bench_paths(shapes, bits_list, ms=(8, 16)):
+    """Both paths forced at the same M: where the tensor-core tiles start to win."""
+    from cute_kernels.weight_only import quantized_mm
+
+    rows = []
+    for n, k in shapes:
+        for bits in bits_list:
+            w_sets = [torch.randint(0, 256, (n, k * bits // 8), dtype=torch.uint8, device="cuda")
+                      for _ in range(n_sets(n * k * bits // 8))]
+            for m in ms:
+                x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+                res = {}
+                for path in ("decode", "tensor_core"):
+                    res[path], _ = graph_time_us([lambda w=w, p=path: quantized_mm(x, w, 0.01, bits, path=p)
+                                                  for w in w_sets])
+                rows.append(dict(n=n, k=k, bits=bits, m=m, decode_us=res["decode"],
+                                 tensor_core_us=res["tensor_core"]))
+                print(f"paths N={n} K={k} bits={bits} M={m}: decode {res['decode']:.2f} us, "
+                      f"tensor_core {res['tensor_core']:.2f} us", flush=True)
+    return rows
+
+
+def bench_tc_tiles(n=8192, k=8192, bits=4, m=4096):
+    """Candidate tensor-core tiles at large M (the one config.TENSOR_CORE_TILE names was picked from this)."""
+    from cute_kernels.weight_only import quantized_mm
+    from cute_kernels.weight_only.kernel import TileShape
+
+    w_sets = [torch.randint(0, 256, (n, k * bits // 8), dtype=torch.uint8, device="cuda") for _ in range(2)]
+    x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+    rows = []
+    for tile in (TileShape(4, 4, 2, 1), TileShape(2, 4, 4, 1), TileShape(1, 8, 4, 1), TileShape(2, 8, 2, 1)):
+        try:
+            t, _ = graph_time_us([lambda w=w: quantized_mm(x, w, 0.01, bits, path="tensor_core", tile=tile)
+                                  for w in w_sets], replays=5)
+        except Exception as exc:  # noqa: BLE001
+            print(f"tile {tile.key}: FAILED {type(exc).__name__}: {str(exc)[:200]}", flush=True)
+            continue
+        rows.append(dict(tile=list(tile.key), us=t, tflops=2 * m * n * k / t / 1e6))
+        print(f"tc tile {tile.key}: {t:.1f} us, {2 * m * n * k / t / 1e6:.1f} TFLOPS", flush=True)
+    return rows
+
+
+def markdown(rows, copy_gbs, device):
+    lines = [f"Device: {device}; copy bandwidth {copy_gbs:.0f} GB/s (read + write); bf16 x, per-tensor scale.", "",
+             "| N | K | bits | M | path | ours µs | bf16 matmul µs | speedup | weight GB/s | % copy BW | TFLOPS |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['n']} | {r['k']} | {r['bits']} | {r['m']} | {r['path']} | {r['us']:.2f} | "
+                     f"{r['bf16_us']:.2f} | {r['speedup']:.2f} | {r['weight_gbs']:.0f} | "
+                     f"{100 * r['weight_gbs'] / copy_gbs:.0f}% | {r['tflops']:.1f} |")
+    return "\n".join(lines)
+
+
+def plot(json_path: str, png_path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    data = json.load(open(json_path))
+    rows = data["quantized_mm"]
+    fig, axes = plt.subplots(1, len(SHAPES), figsize=(5 * len(SHAPES), 4), sharey=True)
+    for ax, (n, k) in zip(axes, SHAPES):
+        for m in MS:
+            pts = sorted((r["bits"], r["speedup"]) for r in rows if r["n"] == n and r["k"] == k and r["m"] == m)
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"M={m}")
+        ax.axhline(1.0, color="gray", lw=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(BITS)
+        ax.set_xticklabels([str(b) for b in BITS])
+        ax.set_title(f"N={n}, K={k}")
+        ax.set_xlabel("weight bits")
+    axes[0].set_ylabel("speedup vs bf16 torch.matmul")
+    axes[-1].legend(fontsize=8)
+    fig.suptitle(f"quantized_mm, {data['device']} ({data['date']})")
+    fig.tight_layout()
+    fig.savefig(png_path, dpi=110)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--quick", action="store_true", help="one shape, M in {1, 16, 256}")
+    ap.add_argument("--plot", metavar="RESULTS_JSON", help="only draw the plot from a results.json")
+    ap.add_argument("--png", default="weight_only_speedup.png")
+    args = ap.parse_args()
+    if args.plot:
+        plot(args.plot, args.png)
+        return
+    shapes, ms = (SHAPES[:1], [1, 16, 256]) if args.quick else (SHAPES, MS)
+    device = torch.cuda.get_device_name()
+    copy_gbs = copy_bandwidth_gbs()
+    print(f"{device}: copy bandwidth {copy_gbs:.0f} GB/s", flush=True)
+    os.makedirs(args.out, exist_ok=True)
+    data = dict(device=device, date=time.strftime("%Y-%m-%d"), copy_gbs=copy_gbs, quantized_mm=[], paths=[])
+
+    def save(_rows=None):
+        with open(os.path.join(args.out, "weight_only_results.json"), "w") as f:
+            json.dump(data, f, indent=1)
+
+    data["paths"] = bench_paths(shapes[:1], BITS)
+    save()
+    if not args.quick:
+        data["tc_tiles"] = bench_tc_tiles()
+        save()
+    rows = data["quantized_mm"] = bench_quantized_mm(shapes, BITS, ms, sink=lambda r: (data.update(quantized_mm=r),
+                                                                                       save()))
+    save()
+    md = markdown(rows, copy_gbs, device)
+    with open(os.path.join(args.out, "weight_only_results.md"), "w") as f:
+        f.write(md + "\n")
+    print(md)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,148 @@
+"""AWQ on the weight-only machinery: ``awq_gemm``, ``awq_dequantize``, ``awq_linear`` (seed 003; vLLM's signatures).
+
+Tensors are AutoAWQ's, as loaded from a checkpoint (``cute_kernels.formats.awq``): x fp16/bf16 [M, IC]; qweight
+int32 [IC, OC/8] (8 int4 along OC in the order 0,2,4,6,1,3,5,7); scales [IC/G, OC] in x's dtype; qzeros int32
+[IC/G, OC/8]. ``out[m, o] = sum_i x[m, i] * (q[i, o] - z[i // G, o]) * s[i // G, o]``.
+
+* ``awq_gemm`` runs the weight-only kernel template with the ``awq`` format (formats.py): the checkpoint is repacked
+  once per weight tensor into the kernel's K-packed layout and cached (awq_repack.py says why and how); the same M
+  dispatch as ``quantized_mm`` picks decode or tensor-core tiles. The dequantized weight ``(q - z) * s`` is rounded
+  to x's dtype before the MMA, as vLLM's kernel does; accumulation is fp32.
+* ``awq_dequantize`` -> [IC, OC] in the scales' dtype: a CuTe kernel on CUDA tensors (reads the checkpoint layout
+  directly, no repack), the float reference on CPU tensors.
+* ``awq_linear``: any leading batch dims; at >= ``config.AWQ_DENSE_MIN_TOKENS`` tokens dequantize + torch.matmul
+  (tensor-core dense GEMM), below that the fused ``awq_gemm``; bias added after.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from .. import arch as _arch
+from .. import checks
+from ..formats.awq import awq_dequantize_reference, check_awq_tensors
+from . import awq_repack, config
+from .compile import compile_awq_dequantize
+from .kernel import TileShape
+from .quantized_mm import aligned_copy, check_out, launch, pad_x, x_needs_copy
+
+X_DTYPES = (torch.float16, torch.bfloat16)
+
+_plans: dict[tuple, tuple] = {}  # awq_gemm call signature (incl. the repack cache key) -> (compiled fn, group)
+
+
+def _check_awq(qweight, scales, qzeros) -> tuple[int, int, int]:
+    for name, t in (("qweight", qweight), ("qzeros", qzeros)):
+        if isinstance(t, torch.Tensor) and t.dtype != torch.int32:
+            raise TypeError(f"{name} must be an int32 tensor (AutoAWQ packs 8 int4 per int32); got "
+                            f"{str(t.dtype).replace('torch.', '')}")
+    return check_awq_tensors(qweight, scales, qzeros)
+
+
+def _check_group(group: int, ic: int) -> None:
+    if group % 32 != 0 and group != ic:
+        raise ValueError(f"group size G = IC / scales.shape[0] = {group} must be a multiple of 32 or all of IC = {ic}")
+
+
+def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor,
+             split_k_iters: Optional[int] = None, *, out: Optional[torch.Tensor] = None,
+             path: Optional[str] = None, tile: Optional[TileShape] = None) -> torch.Tensor:
+    """Fused AWQ GEMM; returns [M, OC] in x's dtype (into ``out`` if given).
+
+    ``split_k_iters`` is accepted for vLLM compatibility (a positive int) and otherwise unused: the kernel splits K
+    across the warps of a CTA itself. ``path`` / ``tile`` force a path / tile shape (benchmarks, tests).
+    """
+    if out is None and path is None and tile is None and isinstance(x, torch.Tensor) and x.data_ptr() % 16 == 0:
+        try:
+            cache_key = awq_repack.cache_key(qweight, scales, qzeros)
+            plan = _plans.get((x.shape, x.stride(), x.dtype, cache_key))
+            kw = awq_repack.cached(cache_key)
+        except AttributeError:  # not tensors: the checks below say what is wrong
+            plan = kw = None
+        if plan is not None and kw is not None:
+            fn, group = plan
+            res = torch.empty((x.shape[0], kw.w.shape[0]), dtype=x.dtype, device=x.device)
+            fn(x, kw.w, res, 1.0, kw.scales, kw.zeros, group)
+            return res
+
+    x = checks.check_tensor("x", x)
+    ic, oc, group = _check_awq(qweight, scales, qzeros)
+    checks.check_dtype("x", x, X_DTYPES)
+    checks.check_ndim("x", x, (2,))
+    if scales.dtype != x.dtype:
+        raise TypeError(f"scales must have x's dtype {str(x.dtype).replace('torch.', '')}; got "
+                        f"{str(scales.dtype).replace('torch.', '')}")
+    if x.shape[1] != ic:
+        raise ValueError(f"x must be [M, IC] with IC = qweight.shape[0] = {ic}; got {tuple(x.shape)}")
+    if split_k_iters is not None and (isinstance(split_k_iters, bool) or not isinstance(split_k_iters, int)
+                                      or split_k_iters < 1):
+        raise ValueError(f"split_k_iters must be None or a positive int; got {split_k_iters!r}")
+    _check_group(group, ic)
+    device = checks.check_cuda({"x": x, "qweight": qweight, "scales": scales, "qzeros": qzeros, "out": out})
+    m = x.shape[0]
+    out = check_out(out, (m, oc), x.dtype, device)
+    if m == 0:
+        return out
+    kw = awq_repack.kernel_weights(qweight, scales, qzeros, group)
+    xk = x
+    if ic % awq_repack.K_ALIGN != 0:
+        xk = pad_x(x, awq_repack.K_ALIGN)
+    elif x_needs_copy(x):
+        xk = aligned_copy(x)
+    _, tl = config.select_tile(4, m, oc, _arch.sm_count(device.index), path)
+    fn = launch("awq", xk, kw.w, out, 1.0, kw.scales, kw.zeros, group, tile or tl, device)
+    if fn is not None and xk is x and path is None and tile is None:
+        _plans[(x.shape, x.stride(), x.dtype, awq_repack.cache_key(qweight, scales, qzeros))] = (fn, group)
+    return out
+
+
+def awq_dequantize(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor) -> torch.Tensor:
+    """[IC, OC] = (q - z) * s in the scales' dtype (rounded once); CUDA: a kernel, CPU: the reference."""
+    ic, oc, group = _check_awq(qweight, scales, qzeros)
+    tensors = {"qweight": qweight, "scales": scales, "qzeros": qzeros}
+    if all(t.device.type == "cpu" for t in tensors.values()):
+        return awq_dequantize_reference(qweight, scales, qzeros)
+    device = checks.check_cuda(tensors)
+    if scales.stride(-1) != 1 or scales.data_ptr() % 16 != 0 or (scales.shape[0] > 1 and scales.stride(0) % 8):
+        scales = aligned_copy(scales)
+    out = torch.empty((ic, oc), dtype=scales.dtype, device=device)
+    if ic == 0:
+        return out
+    fn = compile_awq_dequantize(scales.dtype, _arch.current_arch(device))
+    fn(qweight, qzeros, scales, out, group)
+    return out
+
+
+def awq_linear(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor,
+               bias: Optional[torch.Tensor] = None, *, dense_min_tokens: Optional[int] = None) -> torch.Tensor:
+    """AWQ linear layer: x [..., IC] -> [..., OC]; path by token count (module docstring)."""
+    x = checks.check_tensor("x", x)
+    if x.dim() < 1:
+        raise ValueError("x must have at least one dimension (the IC features)")
+    ic = qweight.shape[0] if isinstance(qweight, torch.Tensor) else None
+    if ic is not None and x.shape[-1] != ic:
+        raise ValueError(f"x must be [..., IC] with IC = qweight.shape[0] = {ic}; got {tuple(x.shape)}")
+    x2 = x.reshape(-1, x.shape[-1])
+    tokens = x2.shape[0]
+    threshold = config.AWQ_DENSE_MIN_TOKENS if dense_min_tokens is None else dense_min_tokens
+    if bias is not None:
+        bias = checks.check_tensor("bias", bias)
+        checks.check_dtype("bias", bias, (x.dtype,))
+        checks.check_ndim("bias", bias, (1,))
+    if tokens >= threshold:
+        checks.check_dtype("x", x, X_DTYPES)
+        _check_awq(qweight, scales, qzeros)
+        if scales.dtype != x.dtype:
+            raise TypeError(f"scales must have x's dtype {str(x.dtype).replace('torch.', '')}; got "
+                            f"{str(scales.dtype).replace('torch.', '')}")
+        checks.check_cuda({"x": x, "qweight": qweight, "scales": scales, "qzeros": qzeros})
+        out = torch.matmul(x2, awq_dequantize(qweight, scales, qzeros))
+    else:
+        out = awq_gemm(x2, qweight, scales, qzeros)
+    if bias is not None:
+        if bias.shape[0] != out.shape[1]:
+            raise ValueError(f"bias must have shape [OC] = [{out.shape[1]}]; got {tuple(bias.shape)}")
+        out.add_(bias)
+    return out.reshape(*x.shape[:-1], out.shape[1])

@@ -1,0 +1,84 @@
+"""AutoAWQ checkpoint tensors -> the weight-only kernel's layout, once per weight tensor (cached).
+
+Why repack. AutoAWQ stores W as [IC, OC/8] int32: 8 output channels per word, i.e. packed along N. The MMA wants
+two K values of one output channel per register, which the seed's K-packed layout gives with one shift-and-mask per
+pair; decoding AutoAWQ words directly would need an extra byte permute per pair (or a shared-memory transpose) in the
+kernel's hot loop. The checkpoint is read once to build
+
+    w   uint8 [OC, ICp / 2]   unsigned nibbles, K packed LSB-first (low nibble = even k), ICp = IC rounded up to 32
+    s   [OC, IC / G]          scales, transposed (activation dtype, as given)
+    z   uint8 [OC, IC / G]    zero points, unpacked and transposed
+
+(the same 4.25 bits per weight: memory for the copy equals the checkpoint's). ``awq_gemm`` then runs the shared
+weight-only kernel with the ``awq`` format. The copy is cached per (qweight, qzeros, scales) storage and version:
+in-place updates of any of them (``_version``) rebuild it, and the entry is dropped when ``qweight`` is garbage
+collected. ``clear_cache()`` frees every copy. Repacking costs a few torch ops over the checkpoint (chunked along IC
+to bound temporaries) - milliseconds for a 8192 x 8192 layer, paid on the first call only.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+
+import torch
+
+from ..formats.awq import _unpack_int4 as unpack_int4  # [R, OC/8] int32 -> [R, OC] nibbles
+
+K_ALIGN = 32  # K values per 16-byte row vector of 4-bit weights
+_CHUNK_ROWS = 2048
+
+
+@dataclass(frozen=True)
+class AwqKernelWeights:
+    w: torch.Tensor  # uint8 [OC, ICp / 2]
+    scales: torch.Tensor  # [OC, groups]
+    zeros: torch.Tensor  # uint8 [OC, groups]
+    in_features: int  # IC (before padding)
+    group: int
+
+
+_cache: dict[tuple, AwqKernelWeights] = {}
+
+
+def cache_key(qweight, scales, qzeros) -> tuple:
+    return tuple((t.data_ptr(), t._version, t.shape, t.dtype, t.device) for t in (qweight, scales, qzeros))
+
+
+def cached(key: tuple):
+    """The cached copy for ``cache_key(...)``, or None."""
+    return _cache.get(key)
+
+
+def repack(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor, group: int) -> AwqKernelWeights:
+    """Uncached repack (see module docstring); inputs already validated."""
+    ic, oc = qweight.shape[0], qweight.shape[1] * 8
+    icp = -(-ic // K_ALIGN) * K_ALIGN
+    w = torch.zeros((oc, icp // 2), dtype=torch.uint8, device=qweight.device)
+    for r0 in range(0, ic, _CHUNK_ROWS):  # rows r0.. of IC (even, so nibble pairs never straddle chunks)
+        r1 = min(ic, r0 + _CHUNK_ROWS)
+        q = unpack_int4(qweight[r0:r1])  # int32 [rows, OC], 0..15
+        if (r1 - r0) % 2:
+            q = torch.cat([q, q.new_zeros(1, oc)])
+        qt = q.t()  # [OC, rows]
+        w[:, r0 // 2:(r0 + qt.shape[1]) // 2] = (qt[:, 0::2] | (qt[:, 1::2] << 4)).to(torch.uint8)
+    z = unpack_int4(qzeros)  # int32 [groups, OC]
+    return AwqKernelWeights(w=w, scales=scales.t().contiguous(), zeros=z.t().contiguous().to(torch.uint8),
+                            in_features=ic, group=group)
+
+
+def kernel_weights(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor, group: int) -> AwqKernelWeights:
+    key = cache_key(qweight, scales, qzeros)
+    hit = _cache.get(key)
+    if hit is None:
+        hit = _cache[key] = repack(qweight, scales, qzeros, group)
+        weakref.finalize(qweight, _cache.pop, key, None)
+    return hit
+
+
+def clear_cache() -> None:
+    _cache.clear()
+
+
+def cache_size() -> int:
+    return len(_cache)

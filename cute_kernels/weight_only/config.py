@@ -1,0 +1,68 @@
+"""Tile shapes and the M dispatch of the weight-only GEMM (numbers and their measurements: docs/weight_only.md).
+
+Two tile families of the one kernel template (kernel.py):
+
+* decode path (M <= ``DECODE_MAX_M``): 1 or 2 token tiles of 8, 8 warps of in-CTA split-K. Rows per warp (``nt``)
+  trade activation reuse (each x register feeds ``nt`` tiles) against CTA count: the largest allowed ``nt`` that still
+  launches >= 1.5 CTAs per SM, so the weight stream has enough loads in flight on every SM. The weight stream runs
+  through a cp.async shared-memory ring (``DECODE_RING``) of up to 4 K steps.
+* tensor-core path (larger M): 32 tokens x 64 rows per warp, two warps along N; each decoded weight fragment feeds 4
+  MMAs and each activation fragment 4. Up to ``TENSOR_CORE_SPLIT_K_MAX_M`` tokens 4 warps also split K.
+
+``DECODE_MAX_M`` and ``AWQ_DENSE_MIN_TOKENS`` (awq_linear's switch to dequantize + torch.matmul) are the crossover
+points measured on the device (docs/weight_only.md); both can be overridden per call.
+"""
+
+from __future__ import annotations
+
+from .kernel import TileShape
+
+DECODE_MAX_M = 16
+AWQ_DENSE_MIN_TOKENS = 256
+
+_MAX_NT = {8: 2, 4: 2, 2: 4, 1: 4}  # low widths: more x reuse per loaded activation (x bytes per weight byte = 8/bits)
+# Weight pipeline of the decode tiles per width: True = cp.async shared-memory ring, False = register double buffer.
+DECODE_RING = {8: True, 4: True, 2: True, 1: True}
+RING_BYTES = 96 * 1024  # per CTA: 2 CTAs of 256 threads per SM still fit in 228 KB
+TENSOR_CORE_TILE = TileShape(nt=4, mt=4, warps_n=2, warps_k=1)
+# Up to this many tokens the tensor-core grid is too small to fill the GPU: split K over 4 warps of the CTA too.
+TENSOR_CORE_SPLIT_K_MAX_M = 256
+TENSOR_CORE_SPLIT_K_TILE = TileShape(nt=4, mt=4, warps_n=2, warps_k=4)
+
+
+def ring_stages(nt: int, threads: int = 256) -> int:
+    return max(2, min(4, RING_BYTES // (2 * nt * threads * 16)))
+
+
+def decode_tile(bits: int, m: int, n: int, sm_count: int, ring: bool | None = None) -> TileShape:
+    mt = 1 if m <= 8 else 2
+    nt = _MAX_NT[bits]
+    while nt > 1 and -(-n // (16 * nt)) < 1.5 * sm_count:
+        nt //= 2
+    ring = DECODE_RING[bits] if ring is None else ring
+    return TileShape(nt=nt, mt=mt, warps_n=1, warps_k=8, stages=ring_stages(nt) if ring else 0)
+
+
+def tensor_core_tile(m: int) -> TileShape:
+    return TENSOR_CORE_SPLIT_K_TILE if m <= TENSOR_CORE_SPLIT_K_MAX_M else TENSOR_CORE_TILE
+
+
+def select_tile(bits: int, m: int, n: int, sm_count: int, path: str | None = None,
+                decode_max_m: int | None = None) -> tuple[str, TileShape]:
+    """(path name, tile) for a problem; ``path`` forces "decode" or "tensor_core"."""
+    if path is None:
+        path = "decode" if m <= (DECODE_MAX_M if decode_max_m is None else decode_max_m) else "tensor_core"
+    if path == "decode":
+        if m > 16:
+            raise ValueError(f"the decode path handles M <= 16 tokens; got M = {m}")
+        return path, decode_tile(bits, m, n, sm_count)
+    if path == "tensor_core":
+        return path, tensor_core_tile(m)
+    raise ValueError(f"path must be None, 'decode' or 'tensor_core'; got {path!r}")
+
+
+def shipped_tiles() -> list[TileShape]:
+    """Every tile the dispatch can return (the CPU tests compile them)."""
+    tiles = {decode_tile(b, m, n, 132) for b in _MAX_NT for m in (1, 16) for n in (64, 1 << 16)}
+    tiles |= {TENSOR_CORE_TILE, TENSOR_CORE_SPLIT_K_TILE}
+    return sorted(tiles, key=lambda t: t.key)

@@ -1,0 +1,70 @@
+"""GPU tier: awq_gemm / awq_linear / awq_dequantize on the device vs the float64 / float32 references.
+
+Tolerance relative to max|ref| (awq_gemm_ref uses the exact (q - z) * s; the kernel rounds it to x's dtype once, as
+vLLM's does): fp16 2e-3, bf16 1e-2. awq_dequantize must be bit-exact (one rounding of an exact product).
+"""
+
+import pytest
+import torch
+
+from cute_kernels.formats.awq import awq_dequantize_reference, awq_quantize
+from cute_kernels.reference import awq_gemm_ref
+from cute_kernels.weight_only import awq_dequantize, awq_gemm, awq_linear
+
+from .conftest import poisoned
+
+pytestmark = pytest.mark.gpu
+
+TOL = {torch.float16: 2e-3, torch.bfloat16: 1e-2}
+
+
+def _awq(IC, OC, G, dtype, seed):
+    torch.manual_seed(seed)
+    qweight, qzeros, scales = awq_quantize(torch.randn(IC, OC, device="cuda"), G, scale_dtype=dtype)
+    return qweight, scales, qzeros
+
+
+def _err(out, ref):
+    return ((out.double().cpu() - ref.cpu()).abs().max() / ref.abs().max()).item()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("M", [1, 7, 16, 33, 130])
+@pytest.mark.parametrize("G", [32, 64, 128, -1])
+def test_awq_gemm(dtype, M, G):
+    IC, OC = 512, 200  # OC not a multiple of 64 (masked tiles)
+    qweight, scales, qzeros = _awq(IC, OC, G, dtype, seed=M * 7 + G)
+    x = torch.randn(M, IC, dtype=dtype, device="cuda")
+    out = poisoned((M, OC), dtype)
+    awq_gemm(x, qweight, scales, qzeros, out=out)
+    assert not out.isnan().any()
+    assert _err(out, awq_gemm_ref(x.cpu(), qweight.cpu(), scales.cpu(), qzeros.cpu())) < TOL[dtype]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_awq_dequantize_bit_exact(dtype):
+    qweight, scales, qzeros = _awq(384, 136, 128, dtype, seed=3)
+    got = awq_dequantize(qweight, scales, qzeros)
+    assert torch.equal(got.cpu(), awq_dequantize_reference(qweight.cpu(), scales.cpu(), qzeros.cpu()))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("lead", [(3,), (2, 5), (4, 80)])  # 3 and 10 tokens: fused; 320: dequantize + matmul
+def test_awq_linear(dtype, lead):
+    IC, OC = 256, 72
+    qweight, scales, qzeros = _awq(IC, OC, 64, dtype, seed=len(lead) + lead[-1])
+    x = torch.randn(*lead, IC, dtype=dtype, device="cuda")
+    bias = torch.randn(OC, dtype=dtype, device="cuda")
+    out = awq_linear(x, qweight, scales, qzeros, bias)
+    assert out.shape == (*lead, OC)
+    ref = awq_gemm_ref(x.reshape(-1, IC).cpu(), qweight.cpu(), scales.cpu(), qzeros.cpu()) + bias.double().cpu()
+    assert _err(out.reshape(-1, OC), ref) < TOL[dtype] * 2  # the dense path rounds W and the matmul output
+
+
+def test_awq_gemm_odd_shapes_decode_and_tensor_core():
+    qweight, scales, qzeros = _awq(96 + 32, 8 * 13, 32, torch.float16, seed=11)  # OC = 104
+    for M in (5, 19):
+        x = torch.randn(M, 128, dtype=torch.float16, device="cuda")
+        out = poisoned((M, 104), torch.float16)
+        awq_gemm(x, qweight, scales, qzeros, out=out)
+        assert _err(out, awq_gemm_ref(x.cpu(), qweight.cpu(), scales.cpu(), qzeros.cpu())) < TOL[torch.float16]

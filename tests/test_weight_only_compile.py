@@ -1,0 +1,74 @@
+"""CPU tier: the weight-only template compiles for sm_90a in every specialization the dispatch ships, as ONE kernel.
+
+"One template": kernel.py holds the only ``@cute.kernel`` of the weight-only GEMM, the four widths (and AWQ) are
+specializations of it (same kernel function, format a trace-time constant), and the formats module holds no kernel.
+The SASS checks pin the tensor-core instruction (HMMA.16816, fp32 accumulate) and the absence of register spills.
+"""
+
+import ast
+import inspect
+
+import pytest
+import torch
+
+from cute_kernels.sass import summarize_cubin
+from cute_kernels.weight_only import config, formats, kernel
+from cute_kernels.weight_only.compile import compile_with_cubin
+
+_SOURCE_NAME = "WeightOnlyGemm"  # the kernel function's class, which the DSL puts in every mangled kernel name
+
+
+def _cute_kernels_in(module) -> list[str]:
+    tree = ast.parse(inspect.getsource(module))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef):
+            for dec in node.decorator_list:
+                if ast.unparse(dec) in ("cute.kernel", "kernel"):
+                    found.append(node.name)
+    return found
+
+
+def test_single_kernel_definition():
+    assert _cute_kernels_in(kernel) == ["kernel"]
+    assert _cute_kernels_in(formats) == []
+
+
+def _sass(fmt_key, x_dtype, scale_dtype, tile):
+    compiled = compile_with_cubin(fmt_key, x_dtype, x_dtype, scale_dtype, tile)
+    return summarize_cubin(compiled.artifacts.CUBIN)
+
+
+@pytest.mark.parametrize("bits", [8, 4, 2, 1])
+def test_every_width_compiles_from_the_one_template(bits):
+    tile = config.decode_tile(bits, m=1, n=8192, sm_count=132)
+    s = _sass(f"int{bits}", torch.bfloat16, None, tile)
+    (name,) = s.kernels
+    assert _SOURCE_NAME in name
+    assert s.mma.get("HMMA.16816.F32.BF16", 0) > 0, s.mma
+    assert not s.spills, f"{s.local_memory_ops} local-memory ops (register spills)"
+
+
+def test_awq_and_fp32_variants_compile():
+    s = _sass("awq", torch.float16, torch.float16, config.decode_tile(4, m=16, n=4096, sm_count=132))
+    assert _SOURCE_NAME in next(iter(s.kernels)) and s.mma.get("HMMA.16816.F32", 0) > 0
+    s = _sass("int4", torch.float32, torch.float32, config.decode_tile(4, m=1, n=4096, sm_count=132))
+    assert s.mma.get("HMMA.16816.F32.BF16", 0) > 0 and not s.spills
+
+
+def test_tensor_core_path_sass():
+    s = _sass("int4", torch.bfloat16, None, config.TENSOR_CORE_TILE)
+    tile = config.TENSOR_CORE_TILE
+    # one K step of a warp: nt x mt tiles x (512 / bits / 16) k16 blocks of 16x8x16 MMAs
+    assert s.mma.get("HMMA.16816.F32.BF16", 0) >= tile.nt * tile.mt * (512 // 4 // 16)
+    assert not s.spills
+    assert "LDS" not in s.instructions  # no split-K reduction through shared memory on this path
+
+
+def test_awq_dequantize_compiles():
+    from cute_kernels.sass import compile_with_artifacts
+    from cute_kernels.weight_only.compile import _build_awq_dequantize
+
+    compiled = compile_with_artifacts(lambda opts: _build_awq_dequantize(torch.bfloat16, "sm_90a", opts))
+    s = summarize_cubin(compiled.artifacts.CUBIN)
+    assert s.instructions["STG"] >= 1 and not s.spills

@@ -1,0 +1,144 @@
+"""CPU tier: the weight-only kernels' data path run on an emulated warp (tests/weight_only_simt.py).
+
+The host ops (``quantized_mm``, ``awq_gemm``) run as in production - checks, K padding, AWQ repack, tile dispatch -
+with the compiled launch replaced by the lane-vector emulation of the kernel's own decode/MMA code, and compared with
+the float64 references on fresh random data, outputs poisoned with NaN.
+"""
+
+import importlib
+
+import numpy as np
+import pytest
+import torch
+
+from . import weight_only_simt as simt
+from cute_kernels import checks
+from cute_kernels.formats.awq import awq_quantize
+from cute_kernels.formats.bitpack import quantize_weights, unpack_weights
+from cute_kernels.reference import awq_gemm_ref, quantized_mm_ref
+from cute_kernels.weight_only import config, formats
+from cute_kernels.weight_only.compile import cutlass_dtype
+from cute_kernels.weight_only.kernel import WeightOnlyGemm
+
+# modules, not the functions of the same name that the package exports
+qmm_ops = importlib.import_module("cute_kernels.weight_only.quantized_mm")
+awq_ops = importlib.import_module("cute_kernels.weight_only.awq")
+
+
+def _emulated_launch(fmt_key, x, w, out, scale, group_scales, zeros, group, tile, device):
+    k = WeightOnlyGemm(formats.format_by_key(fmt_key), cutlass_dtype(x.dtype), cutlass_dtype(out.dtype),
+                       None if group_scales is None else cutlass_dtype(group_scales.dtype), tile)
+    simt.run_kernel(k, x, w, out, scale, group_scales, zeros, group)
+    return None
+
+
+@pytest.fixture
+def emulated_ops(monkeypatch):
+    monkeypatch.setattr(qmm_ops, "launch", _emulated_launch)
+    monkeypatch.setattr(awq_ops, "launch", _emulated_launch)
+    monkeypatch.setattr(checks, "check_cuda", lambda tensors: torch.device("cpu"))
+
+
+def _rel_err(out, ref):
+    return ((out.double() - ref).abs().max() / ref.abs().max().clamp(min=1e-30)).item()
+
+
+# Tolerance relative to max|ref|: the output rounding of the dtype (bf16 2^-9, fp16 2^-12) plus fp32 accumulation;
+# fp32 x with group scales carries the bf16 rounding of the folded scale.
+_TOL = {torch.bfloat16: 8e-3, torch.float16: 1.5e-3, torch.float32: 2e-5}
+
+
+@pytest.mark.parametrize("fmt_bits", [8, 4, 2, 1])
+@pytest.mark.parametrize("ct", [formats.F16, formats.BF16], ids=["f16", "bf16"])
+def test_decode_every_code(fmt_bits, ct):
+    """Every code of every width decodes to the bitpack value, in both compute types."""
+    fmt = formats.signed_format(fmt_bits)
+    rng = np.random.default_rng(fmt_bits)
+    words = simt.u32(rng.integers(0, 2**32, simt.LANES))
+    words[0], words[1] = 0, 0xFFFFFFFF
+    packed = torch.from_numpy(words.view(np.uint8).reshape(simt.LANES, 4).copy())
+    expect = unpack_weights(packed, fmt_bits, 32 // fmt_bits).double()
+    with simt.emulated(simt.Memory()):
+        prepared = fmt.prepare_word(words, ct)
+        for q in range(fmt.pairs_per_word):
+            lo, hi = simt._halves(fmt.decode_pair(prepared, q, ct, None), ct.x2)
+            e_lo, e_hi = fmt.pair_elems(q)
+            assert np.array_equal(lo, expect[:, e_lo].numpy()), (q, "low half")
+            assert np.array_equal(hi, expect[:, e_hi].numpy()), (q, "high half")
+
+
+CASES = [  # bits, x dtype, M, N, K, group
+    (8, torch.bfloat16, 1, 40, 256, None),
+    (8, torch.float16, 3, 24, 288, 32),
+    (4, torch.bfloat16, 5, 40, 160, None),
+    (4, torch.float16, 16, 33, 128, 64),
+    (4, torch.float32, 2, 17, 96, None),
+    (2, torch.float16, 9, 40, 320, None),
+    (2, torch.bfloat16, 1, 24, 192, 32),
+    (1, torch.bfloat16, 4, 24, 640, None),
+    (1, torch.float32, 3, 17, 256, 128),
+    (4, torch.bfloat16, 3, 20, 100, None),  # K % 32 != 0: padded path
+]
+
+
+@pytest.mark.parametrize("bits,dtype,M,N,K,group", CASES)
+def test_quantized_mm_emulated(emulated_ops, bits, dtype, M, N, K, group):
+    torch.manual_seed(bits * 100 + M)
+    x = torch.randn(M, K, dtype=dtype)
+    w_packed, scale, gs = quantize_weights(torch.randn(N, K), bits, group)
+    out = torch.full((M, N), float("nan"), dtype=dtype)
+    qmm_ops.quantized_mm(x, w_packed, scale, bits, gs, out=out)
+    ref = quantized_mm_ref(x, w_packed, scale, bits, gs)
+    assert not out.isnan().any()
+    assert _rel_err(out, ref) < (_TOL[dtype] if not (dtype == torch.float32 and gs is not None) else 8e-3)
+
+
+@pytest.mark.parametrize("bits,dtype,M,N,K,group", [CASES[0], CASES[3], CASES[8]])
+def test_quantized_mm_register_pipeline_emulated(emulated_ops, bits, dtype, M, N, K, group):
+    """The decode tiles' other weight pipeline (register double buffer instead of the cp.async ring)."""
+    torch.manual_seed(bits * 10 + M)
+    x = torch.randn(M, K, dtype=dtype)
+    w_packed, scale, gs = quantize_weights(torch.randn(N, K), bits, group)
+    out = torch.full((M, N), float("nan"), dtype=dtype)
+    tile = config.decode_tile(bits, M, N, 132, ring=False)
+    assert tile.stages == 0
+    qmm_ops.quantized_mm(x, w_packed, scale, bits, gs, out=out, tile=tile)
+    ref = quantized_mm_ref(x, w_packed, scale, bits, gs)
+    assert _rel_err(out, ref) < (_TOL[dtype] if not (dtype == torch.float32 and gs is not None) else 8e-3)
+
+
+@pytest.mark.parametrize("M", [37, 300])  # split-K tensor-core tile, then the plain one
+def test_quantized_mm_tensor_core_tile_emulated(emulated_ops, M):
+    torch.manual_seed(7)
+    x = torch.randn(M, 96, dtype=torch.bfloat16)
+    w_packed, scale, _ = quantize_weights(torch.randn(70, 96), 4)
+    out = torch.full((M, 70), float("nan"), dtype=torch.bfloat16)
+    qmm_ops.quantized_mm(x, w_packed, scale, 4, out=out, path="tensor_core")
+    assert _rel_err(out, quantized_mm_ref(x, w_packed, scale, 4)) < _TOL[torch.bfloat16]
+
+
+@pytest.mark.parametrize("dtype,M,IC,OC,G", [
+    (torch.float16, 3, 256, 72, 32),
+    (torch.bfloat16, 1, 256, 40, 128),
+    (torch.float16, 17, 192, 24, 64),  # tensor-core tiles
+    (torch.bfloat16, 2, 80, 16, -1),  # G = IC, IC % 32 != 0: padded K
+])
+def test_awq_gemm_emulated(emulated_ops, dtype, M, IC, OC, G):
+    torch.manual_seed(M + IC)
+    qweight, qzeros, scales = awq_quantize(torch.randn(IC, OC), G, scale_dtype=dtype)
+    x = torch.randn(M, IC, dtype=dtype)
+    out = torch.full((M, OC), float("nan"), dtype=dtype)
+    awq_ops.awq_gemm(x, qweight, scales, qzeros, out=out)
+    assert not out.isnan().any()
+    assert _rel_err(out, awq_gemm_ref(x, qweight, scales, qzeros)) < _TOL[dtype]
+
+
+def test_awq_repack_is_cached_and_invalidated(emulated_ops):
+    from cute_kernels.weight_only import awq_repack
+
+    qweight, qzeros, scales = awq_quantize(torch.randn(64, 16), 32)
+    awq_repack.clear_cache()
+    a = awq_repack.kernel_weights(qweight, scales, qzeros, 32)
+    assert awq_repack.kernel_weights(qweight, scales, qzeros, 32) is a
+    qweight.add_(0)  # an in-place update bumps the version: the copy must be rebuilt
+    assert awq_repack.kernel_weights(qweight, scales, qzeros, 32) is not a

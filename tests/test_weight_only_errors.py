@@ -1,0 +1,118 @@
+"""CPU tier: bad arguments to quantized_mm / awq_gemm / awq_linear / awq_dequantize get an error naming them."""
+
+import pytest
+import torch
+
+from cute_kernels.formats.awq import awq_dequantize_reference, awq_quantize
+from cute_kernels.formats.bitpack import quantize_weights
+from cute_kernels.weight_only import awq_dequantize, awq_gemm, awq_linear, quantized_mm
+
+
+@pytest.fixture
+def int4_case():
+    w_packed, scale, _ = quantize_weights(torch.randn(16, 64), 4)
+    return torch.randn(2, 64, dtype=torch.bfloat16), w_packed, scale
+
+
+@pytest.mark.parametrize("bits", [0, 3, 16, "4", True])
+def test_bits_must_be_a_supported_width(int4_case, bits):
+    x, w, s = int4_case
+    with pytest.raises(ValueError, match="bits"):
+        quantized_mm(x, w, s, bits)
+
+
+def test_packed_width_must_match_k(int4_case):
+    x, w, s = int4_case
+    with pytest.raises(ValueError, match=r"w_packed must have shape \[N, K \* bits / 8\]"):
+        quantized_mm(x, w[:, :16], s, 4)
+    with pytest.raises(ValueError, match=r"w_packed must have shape"):
+        quantized_mm(x, w, s, 8)
+
+
+def test_k_must_be_a_multiple_of_values_per_byte():
+    x = torch.randn(1, 6, dtype=torch.float16)
+    with pytest.raises(ValueError, match="multiple of 8 / bits = 4"):
+        quantized_mm(x, torch.zeros(4, 1, dtype=torch.uint8), 1.0, 2)
+
+
+def test_group_scales_shape_and_group(int4_case):
+    x, w, s = int4_case
+    with pytest.raises(ValueError, match="group_scales must have shape"):
+        quantized_mm(x, w, s, 4, group_scales=torch.ones(16, 3))  # group 64/3
+    with pytest.raises(ValueError, match="group_scales must have shape"):
+        quantized_mm(x, w, s, 4, group_scales=torch.ones(16, 4))  # group 16 < 32
+    with pytest.raises(ValueError, match="group_scales must have shape"):
+        quantized_mm(x, w, s, 4, group_scales=torch.ones(8, 2))  # wrong N
+    with pytest.raises(TypeError, match="group_scales must have dtype"):
+        quantized_mm(x, w, s, 4, group_scales=torch.ones(16, 2, dtype=torch.float64))
+
+
+def test_dtypes(int4_case):
+    x, w, s = int4_case
+    with pytest.raises(TypeError, match="x must have dtype"):
+        quantized_mm(x.to(torch.float64), w, s, 4)
+    with pytest.raises(TypeError, match="w_packed must have dtype uint8"):
+        quantized_mm(x, w.to(torch.int8), s, 4)
+    with pytest.raises(TypeError, match="out_dtype"):
+        quantized_mm(x, w, s, 4, out_dtype=torch.int32)
+    with pytest.raises(TypeError, match="scale must be a Python float"):
+        quantized_mm(x, w, "1.0", 4)
+
+
+def test_cpu_tensors_are_refused(int4_case):
+    x, w, s = int4_case
+    with pytest.raises(ValueError, match="must be a CUDA tensor"):
+        quantized_mm(x, w, s, 4)
+
+
+@pytest.fixture
+def awq_case():
+    qweight, qzeros, scales = awq_quantize(torch.randn(128, 64), 32)
+    return torch.randn(3, 128, dtype=torch.float16), qweight, scales, qzeros
+
+
+def test_awq_packed_dtypes(awq_case):
+    x, qw, s, qz = awq_case
+    with pytest.raises(TypeError, match="qweight must be an int32 tensor"):
+        awq_gemm(x, qw.to(torch.int64), s, qz)
+    with pytest.raises(TypeError, match="qzeros must be an int32 tensor"):
+        awq_gemm(x, qw, s, qz.to(torch.uint8))
+    with pytest.raises(TypeError, match="scales must have x's dtype"):
+        awq_gemm(x, qw, s.to(torch.bfloat16), qz)
+    with pytest.raises(TypeError, match="x must have dtype"):
+        awq_gemm(x.float(), qw, s.float().half(), qz)
+
+
+def test_awq_shapes(awq_case):
+    x, qw, s, qz = awq_case
+    with pytest.raises(ValueError, match="x must be"):
+        awq_gemm(x[:, :64], qw, s, qz)
+    with pytest.raises(ValueError, match="scales must have shape"):
+        awq_gemm(x, qw, s[:, :32], qz)
+    with pytest.raises(ValueError, match="qzeros must have shape"):
+        awq_gemm(x, qw, s, qz[:2])
+    with pytest.raises(ValueError, match="must divide IC"):
+        awq_gemm(x, qw, s[:3], qz[:3])
+
+
+def test_awq_non_contiguous_packed(awq_case):
+    x, qw, s, qz = awq_case
+    wide = torch.zeros(128, 16, dtype=torch.int32)
+    wide[:, ::2] = qw
+    with pytest.raises(ValueError, match="qweight must be contiguous"):
+        awq_gemm(x, wide[:, ::2], s, qz)
+
+
+def test_awq_cpu_tensors_are_refused(awq_case):
+    x, qw, s, qz = awq_case
+    with pytest.raises(ValueError, match="must be a CUDA tensor"):
+        awq_gemm(x, qw, s, qz)
+    with pytest.raises(ValueError, match="must be a CUDA tensor"):
+        awq_linear(x.reshape(1, 3, 128), qw, s, qz)
+    with pytest.raises(ValueError, match="split_k_iters"):
+        awq_gemm(x, qw, s, qz, split_k_iters=0)
+
+
+def test_awq_dequantize_cpu_is_the_reference(awq_case):
+    _, qw, s, qz = awq_case
+    assert torch.equal(awq_dequantize(qw, s, qz), awq_dequantize_reference(qw, s, qz))

@@ -1,0 +1,85 @@
+"""GPU tier: quantized_mm on the device vs the float64 reference (every width x dtype, both paths, tails).
+
+Fresh random inputs per case; outputs poisoned with NaN before the call, so an element the kernel skips fails.
+Tolerance, relative to max|ref|: the output dtype's rounding plus fp32 accumulation (bf16 8e-3, fp16 1.5e-3,
+fp32 2e-5); fp32 x with group scales carries the bf16 rounding of the scale folded into the weight (8e-3).
+"""
+
+import pytest
+import torch
+
+from cute_kernels.formats.bitpack import quantize_weights
+from cute_kernels.reference import quantized_mm_ref
+from cute_kernels.weight_only import quantized_mm
+
+from .conftest import poisoned
+
+pytestmark = pytest.mark.gpu
+
+TOL = {torch.bfloat16: 8e-3, torch.float16: 1.5e-3, torch.float32: 2e-5}
+
+
+def _check(x, w_packed, scale, bits, gs=None, out_dtype=None, **kw):
+    M, N = x.shape[0], w_packed.shape[0]
+    od = out_dtype or x.dtype
+    out = poisoned((M, N), od)
+    res = quantized_mm(x, w_packed, scale, bits, gs, out_dtype, out=out, **kw)
+    assert res is out
+    torch.cuda.synchronize()
+    ref = quantized_mm_ref(x.cpu(), w_packed.cpu(), scale, bits, None if gs is None else gs.float().cpu())
+    assert not out.isnan().any(), "unwritten (NaN) outputs"
+    err = ((out.double().cpu() - ref).abs().max() / ref.abs().max()).item()
+    tol = TOL[od] if not (x.dtype == torch.float32 and gs is not None) else 8e-3
+    if od == torch.float32 and x.dtype != torch.float32:
+        tol = TOL[x.dtype]
+    assert err < tol, f"max error {err:.3e} relative to max|ref| (tol {tol:.1e})"
+
+
+def _case(bits, M, N, K, dtype, group=None, seed=0):
+    torch.manual_seed(seed + 1000 * bits + M)
+    x = torch.randn(M, K, dtype=dtype, device="cuda")
+    w_packed, scale, gs = quantize_weights(torch.randn(N, K, device="cuda"), bits, group)
+    return x, w_packed, scale, gs
+
+
+@pytest.mark.parametrize("bits", [8, 4, 2, 1])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_decode_path_every_width_and_dtype(bits, dtype):
+    x, w, s, _ = _case(bits, 3, 200, 1024 + 128, dtype)  # N tail (200 = 12.5 tiles), K not a multiple of the step
+    _check(x, w, s, bits)
+
+
+@pytest.mark.parametrize("bits", [8, 4, 2, 1])
+def test_decode_path_group_scales_m16(bits):
+    x, w, s, gs = _case(bits, 16, 136, 768, torch.bfloat16, group=32 if bits >= 4 else 128)
+    _check(x, w, s, bits, gs)
+
+
+@pytest.mark.parametrize("bits", [8, 4, 2, 1])
+def test_tensor_core_path(bits):
+    x, w, s, _ = _case(bits, 77, 300, 1536, torch.bfloat16)  # M, N tails on 32 x 128 CTA tiles
+    _check(x, w, s, bits)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_tensor_core_path_dtypes_and_groups(dtype):
+    x, w, s, gs = _case(4, 40, 256, 512, dtype, group=64)
+    _check(x, w, s, 4, gs)
+
+
+def test_fp32_scale_dtypes_and_out_dtype():
+    x, w, s, gs = _case(4, 5, 96, 512, torch.bfloat16, group=128)
+    _check(x, w, s, 4, gs.to(torch.bfloat16), out_dtype=torch.float32)
+
+
+def test_k_padding_path():
+    x, w, s, _ = _case(4, 2, 64, 100, torch.float16)  # 50-byte rows: not whole 16-byte vectors
+    _check(x, w, s, 4)
+
+
+def test_large_n_default_dispatch_and_repeat_calls():
+    x, w, s, _ = _case(4, 1, 4096, 4096, torch.bfloat16)
+    _check(x, w, s, 4)
+    _check(x, w, s, 4)  # second call: the cached plan (no Python checks) must compute the same thing
+    x2 = torch.randn_like(x)
+    _check(x2, w, s, 4)
