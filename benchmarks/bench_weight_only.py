@@ -78,11 +78,13 @@ def eager_time_us(call, iters=50):
     return (time.perf_counter() - t0) * 1e6 / iters
 
 
-def copy_bandwidth_gbs() -> float:
-    src = torch.empty(2**30, dtype=torch.uint8, device="cuda").random_()
+def copy_bandwidth_gbs() -> tuple[float, float]:
+    """(device-to-device copy GB/s counting read + write, read-only GB/s of a float32 sum), 2 GiB buffers."""
+    src = torch.randn(2**29, device="cuda")
     dst = torch.empty_like(src)
     t, _ = graph_time_us([lambda: dst.copy_(src)], replays=10)
-    return 2 * src.numel() / t / 1e3
+    t_read, _ = graph_time_us([lambda: src.sum()], replays=10)
+    return 2 * src.numel() * 4 / t / 1e3, src.numel() * 4 / t_read / 1e3
 
 
 def n_sets(bytes_per_set: int, cap: int = 32) -> int:
@@ -135,15 +137,26 @@ def _bench_one(quantized_mm, select_tile, arch, n, k, bits, m, w_sets, bf_sets, 
     err = _check(out, x, w_sets[0], scale, bits) if check else None
     ws = w_sets if m < 64 else w_sets[:2]
     t_ours, how = graph_time_us([lambda w=w: quantized_mm(x, w, scale, bits) for w in ws])
+    variants = {}
+    if path == "decode":  # both weight pipelines of the decode tiles, same run (config.DECODE_RING picks one)
+        from cute_kernels.weight_only.config import decode_tile
+
+        for ring in (True, False):
+            tl = decode_tile(bits, m, n, arch.sm_count(0), ring=ring)
+            e = _check(quantized_mm(x, w_sets[0], scale, bits, tile=tl), x, w_sets[0], scale, bits)
+            variants["ring" if ring else "registers"] = (
+                graph_time_us([lambda w=w, tl=tl: quantized_mm(x, w, scale, bits, tile=tl) for w in ws])[0], e)
     bs = bf_sets if m < 64 else bf_sets[:1]
     t_ref, _ = graph_time_us([lambda w=w: torch.matmul(x, w.t()) for w in bs])
     host = eager_time_us(lambda: quantized_mm(x, w_sets[0], scale, bits)) if m == 1 else None
     row = dict(n=n, k=k, bits=bits, m=m, path=path, tile=list(tile.key), us=t_ours, bf16_us=t_ref,
                speedup=t_ref / t_ours, weight_gbs=packed_bytes / t_ours / 1e3,
                tflops=2 * m * n * k / t_ours / 1e6, bf16_tflops=2 * m * n * k / t_ref / 1e6,
-               timing=how, host_us=host, max_err=err, sets=len(ws))
+               timing=how, host_us=host, max_err=err, sets=len(ws),
+               pipelines={name: dict(us=v[0], err=v[1]) for name, v in variants.items()})
+    extra = "  ".join(f"{name} {v[0]:.2f}" for name, v in variants.items())
     print(f"N={n} K={k} bits={bits} M={m:5d} {path:11s} {t_ours:9.2f} us  bf16 {t_ref:9.2f} us  "
-          f"x{t_ref / t_ours:5.2f}  {row['weight_gbs']:7.0f} GB/s  {row['tflops']:6.1f} TF  [{how}]",
+          f"x{t_ref / t_ours:5.2f}  {row['weight_gbs']:7.0f} GB/s  {row['tflops']:6.1f} TF  [{how}]  {extra}",
           flush=True)
     return row
 
@@ -170,23 +183,26 @@ def bench_paths(shapes, bits_list, ms=(8, 16)):
     return rows
 
 
-def bench_tc_tiles(n=8192, k=8192, bits=4, m=4096):
-    """Candidate tensor-core tiles at large M (the one config.TENSOR_CORE_TILE names was picked from this)."""
+def bench_tc_tiles(n=8192, k=8192, bits=4):
+    """Candidate tensor-core tiles per M (config.TENSOR_CORE_TILE / TENSOR_CORE_SPLIT_K_TILE come from this)."""
     from cute_kernels.weight_only import quantized_mm
     from cute_kernels.weight_only.kernel import TileShape
 
     w_sets = [torch.randint(0, 256, (n, k * bits // 8), dtype=torch.uint8, device="cuda") for _ in range(2)]
-    x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
     rows = []
-    for tile in (TileShape(4, 4, 2, 1), TileShape(2, 4, 4, 1), TileShape(1, 8, 4, 1), TileShape(2, 8, 2, 1)):
-        try:
-            t, _ = graph_time_us([lambda w=w: quantized_mm(x, w, 0.01, bits, path="tensor_core", tile=tile)
-                                  for w in w_sets], replays=5)
-        except Exception as exc:  # noqa: BLE001
-            print(f"tile {tile.key}: FAILED {type(exc).__name__}: {str(exc)[:200]}", flush=True)
-            continue
-        rows.append(dict(tile=list(tile.key), us=t, tflops=2 * m * n * k / t / 1e6))
-        print(f"tc tile {tile.key}: {t:.1f} us, {2 * m * n * k / t / 1e6:.1f} TFLOPS", flush=True)
+    for m in (64, 256, 4096):
+        x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+        for tile in (TileShape(4, 4, 2, 1), TileShape(4, 4, 2, 4), TileShape(4, 4, 2, 2), TileShape(2, 4, 4, 2)):
+            if m == 4096 and tile.warps_k > 1:
+                continue
+            try:
+                t, _ = graph_time_us([lambda w=w: quantized_mm(x, w, 0.01, bits, path="tensor_core", tile=tile)
+                                      for w in w_sets], replays=5)
+            except Exception as exc:  # noqa: BLE001
+                print(f"tile {tile.key}: FAILED {type(exc).__name__}: {str(exc)[:200]}", flush=True)
+                continue
+            rows.append(dict(m=m, tile=list(tile.key), us=t, tflops=2 * m * n * k / t / 1e6))
+            print(f"tc tile M={m} {tile.key}: {t:.1f} us, {2 * m * n * k / t / 1e6:.1f} TFLOPS", flush=True)
     return rows
 
 
@@ -240,10 +256,11 @@ def main():
         return
     shapes, ms = (SHAPES[:1], [1, 16, 256]) if args.quick else (SHAPES, MS)
     device = torch.cuda.get_device_name()
-    copy_gbs = copy_bandwidth_gbs()
-    print(f"{device}: copy bandwidth {copy_gbs:.0f} GB/s", flush=True)
+    copy_gbs, read_gbs = copy_bandwidth_gbs()
+    print(f"{device}: copy bandwidth {copy_gbs:.0f} GB/s (read + write), read-only {read_gbs:.0f} GB/s", flush=True)
     os.makedirs(args.out, exist_ok=True)
-    data = dict(device=device, date=time.strftime("%Y-%m-%d"), copy_gbs=copy_gbs, quantized_mm=[], paths=[])
+    data = dict(device=device, date=time.strftime("%Y-%m-%d"), copy_gbs=copy_gbs, read_gbs=read_gbs,
+                quantized_mm=[], paths=[])
 
     def save(_rows=None):
         with open(os.path.join(args.out, "weight_only_results.json"), "w") as f:

@@ -110,10 +110,20 @@ def test_split_k_on_off_agree(m, n, k):
     assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
 
 
-def test_fp32_output_and_sm_count():
-    a, b, a_s, b_s, _ = _inputs(300, 264, 512, bias=False)
+@pytest.mark.parametrize("m", [300, 5])
+def test_fp32_output(m):
+    a, b, a_s, b_s, _ = _inputs(m, 264, 512, bias=False)
     bias = torch.randn(264, device="cuda")
-    out = torch.full((300, 264), float("nan"), device="cuda")
-    int8_scaled_mm(a, b, a_s, b_s, bias, out_dtype=torch.float32, out=out, sm_count=40)
+    out = torch.full((m, 264), float("nan"), device="cuda")
+    int8_scaled_mm(a, b, a_s, b_s, bias, out_dtype=torch.float32, out=out)
     ref = int8_scaled_mm_ref(a, b, a_s, b_s, bias)
-    assert ((out.double() - ref).abs() <= 1e-5 * ref.abs() + 1e-4).all()
+    err = (out.double() - ref).abs()
+    assert (err <= 1e-5 * ref.abs() + 1e-4).all(), f"max err {err.max().item():.3g} at {divmod(err.argmax().item(), 264)}"
+
+
+@pytest.mark.parametrize("sm_count", [1, 40])
+def test_sm_count_cap(sm_count):
+    a, b, a_s, b_s, bias = _inputs(700, 1024, 512)
+    out = torch.full((700, 1024), float("nan"), dtype=torch.bfloat16, device="cuda")
+    int8_scaled_mm(a, b, a_s, b_s, bias, out=out, sm_count=sm_count)
+    _check(out, a, b, a_s, b_s, bias, torch.bfloat16)

@@ -10,7 +10,7 @@ import torch
 
 from cute_kernels.formats.bitpack import quantize_weights
 from cute_kernels.reference import quantized_mm_ref
-from cute_kernels.weight_only import quantized_mm
+from cute_kernels.weight_only import config, quantized_mm
 
 from .conftest import poisoned
 
@@ -56,9 +56,21 @@ def test_decode_path_group_scales_m16(bits):
 
 
 @pytest.mark.parametrize("bits", [8, 4, 2, 1])
+def test_decode_path_register_pipeline(bits):
+    """The decode tiles' register double-buffered weight pipeline (the default is the cp.async ring)."""
+    x, w, s, _ = _case(bits, 5, 200, 1024 + 128, torch.bfloat16, seed=5)
+    _check(x, w, s, bits, tile=config.decode_tile(bits, 5, 200, 132, ring=False))
+
+
+@pytest.mark.parametrize("bits", [8, 4, 2, 1])
 def test_tensor_core_path(bits):
-    x, w, s, _ = _case(bits, 77, 300, 1536, torch.bfloat16)  # M, N tails on 32 x 128 CTA tiles
+    x, w, s, _ = _case(bits, 77, 300, 1536, torch.bfloat16)  # M, N tails on 32 x 128 CTA tiles (split-K tile)
     _check(x, w, s, bits)
+
+
+def test_tensor_core_path_without_split_k():
+    x, w, s, _ = _case(4, 300, 136, 1024, torch.bfloat16)  # M > TENSOR_CORE_SPLIT_K_MAX_M
+    _check(x, w, s, 4)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32])

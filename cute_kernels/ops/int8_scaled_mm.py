@@ -31,12 +31,6 @@ def _scale_kind(t: torch.Tensor) -> str:
     return "scalar" if t.numel() == 1 else "vector"
 
 
-def _signature(a, b, a_scale, b_scale, bias, out_dtype, config, arch):
-    # Only what picks the compiled variant and what the Python checks depend on beyond TVM-FFI's own per-call
-    # checks (dtypes, unit strides, stride divisibility, base alignment, equal extents, device type).
-    return (a.shape, b.shape, a_scale.shape, b_scale.shape, bias is None, out_dtype, config, arch)
-
-
 def _validate(a, b, a_scale, b_scale, bias, out_dtype, out):
     checks.check_dtype("a", a, (torch.int8,))
     checks.check_dtype("b", b, (torch.int8,))
@@ -158,7 +152,9 @@ def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_sc
     sm_count: run the persistent kernel on at most this many SMs (default all), e.g. to leave SMs to a
       concurrent communication kernel.
     """
-    sig = _signature(a, b, a_scale, b_scale, bias, out_dtype, config, arch) + (sm_count,)
+    # Only what picks the compiled variant and what the Python checks depend on beyond TVM-FFI's own per-call
+    # checks (dtypes, unit strides, stride divisibility, base alignment, equal extents, device type).
+    sig = (a.shape, b.shape, a_scale.shape, b_scale.shape, bias is None, out_dtype, config, arch, sm_count)
     plan = _validated.get(sig)
     if plan is not None:
         fn, out_shape, split = plan
@@ -211,8 +207,8 @@ def plan_split_k(cfg: TileConfig, km: int, kn: int, k: int, batch: int, sm_count
     tiles = -(-km // cfg.tile_m) * -(-kn // cfg.tile_n) * batch
     k_tiles = -(-k // 128)  # int8: 128 bytes of K per K-tile
 
-    def cost(s):  # waves of work per unit of K, plus ~3% per extra slice for the partial-sum round trip
-        return -(-tiles * s // sm_count) / s * (1 + 0.03 * (s - 1))
+    def cost(s):  # waves of work per unit of K, plus ~10% per extra slice for the partial-sum round trip
+        return -(-tiles * s // sm_count) / s * (1 + 0.1 * (s - 1))
 
     slices = min(range(1, max(1, min(cfg.split_k, k_tiles)) + 1), key=cost)
     return slices, tiles * slices * cfg.tile_m * cfg.tile_n, tiles

@@ -4,9 +4,10 @@ Decision. A problem whose (M, N, L) tile grid cannot fill the GPU (fewer tiles t
 config's CTAs per SM) and whose K is long enough gets S = slots // tiles slices, capped
   - so that every slice runs at least MIN_K_TILES_PER_SPLIT k-tiles (the multistage prologue must be amortized),
   - so that the partial sums stay cheap: each slice red.add's its whole int32 tile, S x tiles x tile_m x tile_n x 4
-    bytes of L2 atomics in all, which may be at most MAX_PARTIAL_TRAFFIC of the operand bytes (M*K + N*K per batch).
-    Measured on an H200 (docs/sm80.md): 128x4096x4096 split 8 ways moved as many bytes of atomics as weight bytes
-    and ran 2.8x slower than cuBLAS; the decode tiles (16 rows) stay far under the cap,
+    bytes of 4-byte L2 atomics in all, which may be at most MAX_PARTIAL_TRAFFIC of the operand bytes (M*K + N*K per
+    batch). The atomics are slow per byte: on an H200 (docs/sm80.md) 128x14336x4096 with 128x128 tiles took 28 us
+    unsplit and 52 us split 2 ways, while 16-row decode tiles against K = 14336 gained 1.5x from 6 slices. The 0.15
+    was calibrated on that H200 sweep (the only GPU available): every shape it changes got faster there,
   - and at MAX_SPLIT_K.
 Typical hits are decode shapes (M <= 128) against 4096-14336 wide weights, where the 16/32-row tile grid has only
 N / tile_n CTAs.
@@ -28,7 +29,7 @@ from cute_kernels.sm80.configs import Sm80TileConfig
 
 MAX_SPLIT_K = 16
 MIN_K_TILES_PER_SPLIT = 4
-MAX_PARTIAL_TRAFFIC = 0.25
+MAX_PARTIAL_TRAFFIC = 0.15
 
 
 def choose_split_k(m: int, n: int, k: int, batch: int, config: Sm80TileConfig, num_sms: int,
