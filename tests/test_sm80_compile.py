@@ -134,6 +134,13 @@ def test_foreign_config_type_is_rejected():
         run_int8_scaled_mm_sm80(a, b, scale, scale, None, out, config=TileConfig())
 
 
+def test_fp32_output_is_refused_by_name():
+    a, b = torch.zeros(16, 64, dtype=torch.int8), torch.zeros(64, 8, dtype=torch.int8)
+    scale, out = torch.ones(1), torch.empty(16, 8, dtype=torch.float32)
+    with pytest.raises(TypeError, match="float16 or torch.bfloat16 output; got out of dtype torch.float32"):
+        run_int8_scaled_mm_sm80(a, b, scale, scale, None, out)
+
+
 def test_dsl_still_cannot_target_sm75():
     # The sm_75 error message claims this; if a DSL upgrade adds Turing, revisit the message (and maybe add a path).
     assert "sm_75" not in Arch.__members__ and "sm_80" in Arch.__members__

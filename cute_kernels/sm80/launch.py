@@ -118,6 +118,9 @@ def _plan(a, b, a_scale, b_scale, bias, out, arch, config, split_k) -> _Plan:
     if config is not None and not isinstance(config, Sm80TileConfig):
         raise TypeError(f"config for the SM80-class kernel must be a cute_kernels.sm80.Sm80TileConfig; got "
                         f"{type(config).__name__} ({config!r})")
+    if out.dtype not in _OUT_DTYPES:
+        raise TypeError(f"the SM80-class int8 kernel writes torch.float16 or torch.bfloat16 output; got out of dtype "
+                        f"{out.dtype} (fp32 output is not implemented on this path)")
     tarch = table_arch(arch)
     cfg = config if config is not None else select_config(tarch, M, N)
     cfg.validate("sm_80")  # the compile target's real smem limit is checked by the launch itself
