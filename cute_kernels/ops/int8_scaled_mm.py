@@ -163,6 +163,8 @@ def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_sc
         try:
             if split is None:
                 fn(a, b, out, a_scale, b_scale, bias)
+            elif split == "sm80":  # the SM80 entry point keeps its own per-shape plan
+                fn(a, b, a_scale, b_scale, bias, out)
             else:
                 fn(a, b, out, a_scale, b_scale, bias, *split_workspace(a.device, split[1], split[2]), split[0])
             return out
@@ -177,7 +179,13 @@ def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_sc
 
         if out is None:
             out = torch.empty(out_shape, dtype=out_dtype, device=device)
-        run_int8_scaled_mm_sm80(a, b, a_scale, b_scale, bias, out, arch=_arch.current_arch(device), config=config)
+        dev_arch = _arch.current_arch(device)
+
+        def run_sm80(a, b, a_scale, b_scale, bias, out):
+            run_int8_scaled_mm_sm80(a, b, a_scale, b_scale, bias, out, arch=dev_arch, config=config)
+
+        run_sm80(a, b, a_scale, b_scale, bias, out)
+        _validated[sig] = (run_sm80, out_shape, "sm80")
         return out
     cfg = config if config is not None else select_sm90_int8(m, n, k)
     sms = _arch.sm_count(device.index)
