@@ -3,7 +3,7 @@
 Columns, timed in the same run on the same AutoAWQ-layout tensors (fp16 x, group 128):
   fused     cute_kernels.awq_gemm (repack cache warm; the one-time repack is timed separately, ``repack_ms``)
   deq+mm    cute_kernels.awq_dequantize then torch.matmul (awq_linear's large-M path)
-  linear    cute_kernels.awq_linear (dispatch on the token count, config.AWQ_DENSE_MIN_TOKENS)
+  linear    cute_kernels.awq_linear (dispatch on the token count, config.awq_dense_min_tokens)
   fp16      torch.matmul(x, W_fp16) on a pre-dequantized weight (the baseline the issue's ratios are against)
 Also ``dequant_us``: awq_dequantize alone, and its bandwidth. ``linear/best`` = linear / min(fused, deq+mm): the
 dispatch costs nothing when it is 1.0. Same method as bench_weight_only.py (graph replays, rotating weight sets,
@@ -92,7 +92,7 @@ def _bench_m(m, ic, oc, dtype, sets, dense, awq_bytes, t_deq, repack_ms, first_c
     t_fp16, _ = graph_time_us([lambda w=w: torch.matmul(x, w) for w in dense])
     row = dict(n=oc, k=ic, m=m, fused_us=t_fused, deq_mm_us=t_dmm, linear_us=t_lin, fp16_us=t_fp16,
                fused_speedup=t_fp16 / t_fused, linear_over_best=t_lin / min(t_fused, t_dmm),
-               linear_path="dense" if m >= config.AWQ_DENSE_MIN_TOKENS else "fused",
+               linear_path="dense" if m >= config.awq_dense_min_tokens(oc) else "fused",
                dequant_us=t_deq, dequant_gbs=(awq_bytes + ic * oc * 2) / t_deq / 1e3,
                repack_ms=repack_ms, first_call_ms=first_call_ms, timing=how, max_err=err)
     print(f"OC={oc} IC={ic} M={m:5d} fused {t_fused:8.2f}  deq+mm {t_dmm:8.2f}  linear {t_lin:8.2f}  "

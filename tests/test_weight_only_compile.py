@@ -46,9 +46,7 @@ def test_every_width_compiles_from_the_one_template(bits):
     (name,) = s.kernels
     assert _SOURCE_NAME in name
     assert s.mma.get("HMMA.16816.F32.BF16", 0) > 0, s.mma
-    # ptxas parks one 64-bit address in local memory in the 1-bit ring tile (2 LDL per K step of ~900
-    # instructions); anything more is a real spill.
-    assert s.local_memory_ops <= 4, f"{s.local_memory_ops} local-memory ops (register spills)"
+    assert not s.spills, f"{s.local_memory_ops} local-memory ops (register spills)"
 
 
 def test_awq_and_fp32_variants_compile():

@@ -93,15 +93,16 @@ def test_quantized_mm_emulated(emulated_ops, bits, dtype, M, N, K, group):
     assert _rel_err(out, ref) < (_TOL[dtype] if not (dtype == torch.float32 and gs is not None) else 8e-3)
 
 
-@pytest.mark.parametrize("bits,dtype,M,N,K,group", [CASES[0], CASES[3], CASES[8]])
-def test_quantized_mm_register_pipeline_emulated(emulated_ops, bits, dtype, M, N, K, group):
-    """The decode tiles' other weight pipeline (register double buffer instead of the cp.async ring)."""
+@pytest.mark.parametrize("bits,dtype,M,N,K,group", [CASES[0], CASES[3], CASES[6], CASES[8]])
+def test_quantized_mm_other_weight_pipeline_emulated(emulated_ops, bits, dtype, M, N, K, group):
+    """The decode tiles' weight pipeline that the dispatch does not pick for this width (ring <-> registers)."""
     torch.manual_seed(bits * 10 + M)
     x = torch.randn(M, K, dtype=dtype)
     w_packed, scale, gs = quantize_weights(torch.randn(N, K), bits, group)
     out = torch.full((M, N), float("nan"), dtype=dtype)
-    tile = config.decode_tile(bits, M, N, 132, ring=False)
-    assert tile.stages == 0
+    ring = not config.DECODE_RING[bits]
+    tile = config.decode_tile(bits, M, N, 132, ring=ring)
+    assert (tile.stages > 0) == ring
     qmm_ops.quantized_mm(x, w_packed, scale, bits, gs, out=out, tile=tile)
     ref = quantized_mm_ref(x, w_packed, scale, bits, gs)
     assert _rel_err(out, ref) < (_TOL[dtype] if not (dtype == torch.float32 and gs is not None) else 8e-3)

@@ -56,10 +56,10 @@ def test_decode_path_group_scales_m16(bits):
 
 
 @pytest.mark.parametrize("bits", [8, 4, 2, 1])
-def test_decode_path_register_pipeline(bits):
-    """The decode tiles' register double-buffered weight pipeline (the default is the cp.async ring)."""
+def test_decode_path_other_weight_pipeline(bits):
+    """The decode tiles' weight pipeline that the dispatch does not pick for this width (ring <-> registers)."""
     x, w, s, _ = _case(bits, 5, 200, 1024 + 128, torch.bfloat16, seed=5)
-    _check(x, w, s, bits, tile=config.decode_tile(bits, 5, 200, 132, ring=False))
+    _check(x, w, s, bits, tile=config.decode_tile(bits, 5, 200, 132, ring=not config.DECODE_RING[bits]))
 
 
 @pytest.mark.parametrize("bits", [8, 4, 2, 1])

@@ -55,7 +55,7 @@ class Sm90GemmKernel:
         self.epilogue = epilogue
         self.acc_dtype = acc_dtype
         self.cluster_shape_mn = (config.cluster_m, config.cluster_n)
-        self.max_active_clusters = sm_count // (config.cluster_m * config.cluster_n)
+        self.max_active_clusters = max(1, sm_count // (config.cluster_m * config.cluster_n))
         # Two consumer warpgroups split a 128-row tile; a 64-row tile has one.
         self.atom_layout_mnk = (2, 1, 1) if config.tile_m == 128 else (1, 1, 1)
         self.num_mma_wg = math.prod(self.atom_layout_mnk)
@@ -237,11 +237,11 @@ class Sm90GemmKernel:
         # Epilogue plumbing: registers -> smem (stmatrix) -> gmem (TMA store), one sub-tile at a time.
         r2s_atom = sm90_utils.sm90_get_smem_store_op(self.d_layout, elem_ty_d=self.d_dtype,
                                                       elem_ty_acc=self.acc_dtype)
-        # stmatrix moves 16-bit elements; a 32-bit output (fp32 partial sums) is written with plain stores.
+        # The stmatrix atom only shapes the thread/value layout of the register -> smem copy (the same for every
+        # output width, which keeps the retiled accumulator's order); r2s_atom is what actually stores (stmatrix
+        # for 16-bit outputs, plain stores for fp32).
         r2s_c_atom = cute.make_copy_atom(
-            cute.nvgpu.warp.StMatrix8x8x16bOp(self.d_layout.is_m_major_c(), 4), self.d_dtype
-        ) if cutlass.const_expr(self.d_dtype.width == 16) else cute.make_copy_atom(
-            cute.nvgpu.CopyUniversalOp(), self.d_dtype)
+            cute.nvgpu.warp.StMatrix8x8x16bOp(self.d_layout.is_m_major_c(), 4), self.d_dtype)
         tiled_r2s = cute.make_tiled_copy_S(r2s_atom, cute.make_tiled_copy_C_atom(r2s_c_atom, tiled_mma))
         thr_r2s = tiled_r2s.get_slice(mma_tidx)
         tRS_sD = thr_r2s.partition_D(sD)

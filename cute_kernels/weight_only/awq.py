@@ -10,8 +10,8 @@ int32 [IC, OC/8] (8 int4 along OC in the order 0,2,4,6,1,3,5,7); scales [IC/G, O
   to x's dtype before the MMA, as vLLM's kernel does; accumulation is fp32.
 * ``awq_dequantize`` -> [IC, OC] in the scales' dtype: a CuTe kernel on CUDA tensors (reads the checkpoint layout
   directly, no repack), the float reference on CPU tensors.
-* ``awq_linear``: any leading batch dims; at >= ``config.AWQ_DENSE_MIN_TOKENS`` tokens dequantize + torch.matmul
-  (tensor-core dense GEMM), below that the fused ``awq_gemm``; bias added after.
+* ``awq_linear``: any leading batch dims; at >= ``config.awq_dense_min_tokens(OC)`` tokens (256; 17 for OC <= 4096)
+  dequantize + torch.matmul (a dense tensor-core GEMM), below that the fused ``awq_gemm``; bias added after.
 """
 
 from __future__ import annotations
@@ -126,7 +126,10 @@ def awq_linear(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qze
         raise ValueError(f"x must be [..., IC] with IC = qweight.shape[0] = {ic}; got {tuple(x.shape)}")
     x2 = x.reshape(-1, x.shape[-1])
     tokens = x2.shape[0]
-    threshold = config.AWQ_DENSE_MIN_TOKENS if dense_min_tokens is None else dense_min_tokens
+    if dense_min_tokens is not None:
+        threshold = dense_min_tokens
+    else:
+        threshold = config.awq_dense_min_tokens(qweight.shape[1] * 8 if isinstance(qweight, torch.Tensor) else 0)
     if bias is not None:
         bias = checks.check_tensor("bias", bias)
         checks.check_dtype("bias", bias, (x.dtype,))

@@ -9,8 +9,8 @@ Two tile families of the one kernel template (kernel.py):
 * tensor-core path (larger M): 32 tokens x 64 rows per warp, two warps along N; each decoded weight fragment feeds 4
   MMAs and each activation fragment 4. Up to ``TENSOR_CORE_SPLIT_K_MAX_M`` tokens 4 warps also split K.
 
-``DECODE_MAX_M`` and ``AWQ_DENSE_MIN_TOKENS`` (awq_linear's switch to dequantize + torch.matmul) are the crossover
-points measured on the device (docs/weight_only.md); both can be overridden per call.
+``DECODE_MAX_M`` and ``awq_dense_min_tokens`` (awq_linear's switch to dequantize + torch.matmul) follow the
+crossovers measured on the device (docs/weight_only.md); both can be overridden per call.
 """
 
 from __future__ import annotations
@@ -18,16 +18,25 @@ from __future__ import annotations
 from .kernel import TileShape
 
 DECODE_MAX_M = 16
+# awq_linear switches to dequantize + torch.matmul at this many tokens; narrow layers (OC <= AWQ_NARROW_OC) switch
+# right after the decode path, because the tensor-core grid of a narrow layer is too small to beat cuBLAS there.
 AWQ_DENSE_MIN_TOKENS = 256
+AWQ_NARROW_OC = 4096
 
 _MAX_NT = {8: 2, 4: 2, 2: 4, 1: 4}  # low widths: more x reuse per loaded activation (x bytes per weight byte = 8/bits)
-# Weight pipeline of the decode tiles per width: True = cp.async shared-memory ring, False = register double buffer.
-DECODE_RING = {8: True, 4: True, 2: True, 1: True}
+# Weight pipeline of the decode tiles per width: True = cp.async shared-memory ring, False = register double buffer
+# (measured side by side, docs/weight_only.md: the ring wins for the byte-heavy widths, registers for 2 and 1 bit).
+DECODE_RING = {8: True, 4: True, 2: False, 1: False}
 RING_BYTES = 96 * 1024  # per CTA: 2 CTAs of 256 threads per SM still fit in 228 KB
 TENSOR_CORE_TILE = TileShape(nt=4, mt=4, warps_n=2, warps_k=1)
-# Up to this many tokens the tensor-core grid is too small to fill the GPU: split K over 4 warps of the CTA too.
-TENSOR_CORE_SPLIT_K_MAX_M = 256
+# Up to this many tokens the tensor-core grid is too small to fill the GPU: split K over 4 warps of the CTA too
+# (measured: 2.3x faster at M = 64, 14% slower at M = 256; the crossover in between is not measured).
+TENSOR_CORE_SPLIT_K_MAX_M = 128
 TENSOR_CORE_SPLIT_K_TILE = TileShape(nt=4, mt=4, warps_n=2, warps_k=4)
+
+
+def awq_dense_min_tokens(oc: int) -> int:
+    return DECODE_MAX_M + 1 if oc <= AWQ_NARROW_OC else AWQ_DENSE_MIN_TOKENS
 
 
 def ring_stages(nt: int, threads: int = 256) -> int:

@@ -46,9 +46,9 @@ def lop3_rrc(a, b, c: int, lut: int) -> Uint32:
 
 
 def shr(a, n: int) -> Uint32:
-    """Logical right shift as ``mul.hi.u32`` by 2^(32-n): an IMAD.HI on the FMA pipe, not a SHF on the integer ALU
-    pipe, which the decode's lop3 / prmt already saturate (measured: the int4 decode path was ALU-bound)."""
-    return a if n == 0 else asm_u32(f"mul.hi.u32 $0, $1, {1 << (32 - n):#x};", a)
+    """Logical right shift (SHF). Tried and rejected: ``mul.hi.u32`` by 2^(32-n), which moves the shift to the FMA
+    pipe as IMAD.HI - the 2-bit decode (7 shifts per word) got 24% slower with it (docs/weight_only.md)."""
+    return a if n == 0 else asm_u32(f"shr.b32 $0, $1, {n};", a)
 
 
 def shl(a, n: int) -> Uint32:
