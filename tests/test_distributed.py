@@ -43,10 +43,11 @@ def test_plan_chunks_rejects_zero_chunks():
 
 
 def test_auto_chunks_crossover_and_cap():
-    # W = 2, N = 8192: chunks of >= 256 rows per rank (128 output tiles of 128 x 256), at most 8.
-    assert [auto_num_chunks(m // 2, 8192, 2, 128) for m in (512, 1024, 2048, 4096, 8192, 65536)] == [1, 2, 4, 8, 8, 8]
-    # A narrower N needs taller chunks to fill the GPU: N = 1024 stays sequential up to M = 8192 on 2 ranks.
-    assert auto_num_chunks(4096, 1024, 2, 128) == 2 and auto_num_chunks(2048, 1024, 2, 128) == 1
+    # W = 2, N = 8192: chunks of >= 1024 rows per rank (512 output tiles of 128 x 256), at most 2 (the measured
+    # crossover: sequential below M = 4096).
+    assert [auto_num_chunks(m // 2, 8192, 2, 128) for m in (512, 1024, 2048, 4096, 8192, 65536)] == [1, 1, 1, 2, 2, 2]
+    # A narrower N needs taller chunks to fill the GPU: N = 1024 stays sequential up to M = 32768 on 2 ranks.
+    assert auto_num_chunks(16384, 1024, 2, 128) == 2 and auto_num_chunks(8192, 1024, 2, 128) == 1
 
 
 def _chunk_operands(seed, blocks=2, rows=20, k=48, n=24):

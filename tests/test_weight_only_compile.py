@@ -65,6 +65,14 @@ def test_tensor_core_path_sass():
     assert "LDS" not in s.instructions  # no split-K reduction through shared memory on this path
 
 
+@pytest.mark.parametrize("fmt,x_dtype,scale_dtype", [("awq", torch.float16, torch.float16),
+                                                      ("int4", torch.bfloat16, torch.float32)])
+def test_scaled_tensor_core_tiles_do_not_spill(fmt, x_dtype, scale_dtype):
+    for m in (64, 4096):
+        s = _sass(fmt, x_dtype, scale_dtype, config.tensor_core_tile(m, scaled=True))
+        assert not s.spills, f"M={m}: {s.local_memory_ops} local-memory ops (register spills)"
+
+
 def test_awq_dequantize_compiles():
     from cute_kernels.sass import compile_with_artifacts
     from cute_kernels.weight_only.compile import _build_awq_dequantize

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# A chunk's GEMM is W x rows x N; it keeps the GPU busy if it has at least about one wave of 128 x 256 output tiles
-# (132 SMs on H100/H200). Smaller chunks pay tail effects in every GEMM and a collective launch each, and gain little
-# overlap: below two such chunks per rank the op runs sequentially (the small-M crossover, see docs/distributed.md).
+# A chunk's GEMM is W x rows x N output elements in 128 x 256 tiles. Measured on 2 x H200 (NV18, N = K = 8192,
+# 2026-11-22, docs/distributed.md): a chunked op only beat the sequential GEMM + reduce-scatter from M = 4096 on, and
+# 2 chunks beat 4 and 8 at every M (the persistent GEMM holds every SM, so each extra chunk's NCCL kernel waits for a
+# GEMM to drain). Hence: a chunk needs at least 512 tiles (about four waves on 132 SMs), and at most 2 chunks.
 _TILE_ELEMS = 128 * 256
-MIN_TILES_PER_CHUNK = 128
-# Overlap leaves min(compute, comm) / chunks un-hidden (the first GEMM and the last reduce-scatter); past 8 chunks that
-# tail is < 1/8 of the smaller side while per-chunk launch costs keep growing.
-MAX_CHUNKS = 8
+MIN_TILES_PER_CHUNK = 512
+MAX_CHUNKS = 2
 
 
 @dataclass(frozen=True)

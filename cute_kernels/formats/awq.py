@@ -75,7 +75,7 @@ def _pack_int4(u: torch.Tensor) -> torch.Tensor:
     return word.to(torch.int32).contiguous()
 
 
-def _unpack_int4(packed: torch.Tensor) -> torch.Tensor:
+def unpack_int4(packed: torch.Tensor) -> torch.Tensor:
     """int32 [R, OC/8] in AutoAWQ order -> int32 [R, OC] values 0..15."""
     R, W = packed.shape
     shifts = torch.tensor([4 * p for p in AWQ_REVERSE_ORDER], dtype=torch.int32, device=packed.device)
@@ -144,7 +144,7 @@ def awq_unpack(qweight: torch.Tensor, qzeros: torch.Tensor):
                          f"got {tuple(qzeros.shape)}")
     if qzeros.shape[0] == 0 or qweight.shape[0] % qzeros.shape[0] != 0:
         raise ValueError(f"qzeros.shape[0] = {qzeros.shape[0]} (IC / G) must divide IC = {qweight.shape[0]}")
-    return _unpack_int4(qweight), _unpack_int4(qzeros)
+    return unpack_int4(qweight), unpack_int4(qzeros)
 
 
 def awq_dequantize_float(qweight, scales, qzeros) -> torch.Tensor:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..formats.awq import _unpack_int4 as unpack_int4  # [R, OC/8] int32 -> [R, OC] nibbles
+from ..formats.awq import unpack_int4  # [R, OC/8] int32 -> [R, OC] nibbles
 
 K_ALIGN = 32  # K values per 16-byte row vector of 4-bit weights
 _CHUNK_ROWS = 2048

@@ -7,7 +7,8 @@ Two tile families of the one kernel template (kernel.py):
   launches >= 1.5 CTAs per SM, so the weight stream has enough loads in flight on every SM. The weight stream runs
   through a cp.async shared-memory ring (``DECODE_RING``) of up to 4 K steps.
 * tensor-core path (larger M): 32 tokens x 64 rows per warp, two warps along N; each decoded weight fragment feeds 4
-  MMAs and each activation fragment 4. Up to ``TENSOR_CORE_SPLIT_K_MAX_M`` tokens 4 warps also split K.
+  MMAs and each activation fragment 4. Up to ``TENSOR_CORE_SPLIT_K_MAX_M`` tokens 4 warps also split K. Formats with
+  group scales use 32-row warps (registers).
 
 ``DECODE_MAX_M`` and ``awq_dense_min_tokens`` (awq_linear's switch to dequantize + torch.matmul) follow the
 crossovers measured on the device (docs/weight_only.md); both can be overridden per call.
@@ -33,6 +34,10 @@ TENSOR_CORE_TILE = TileShape(nt=4, mt=4, warps_n=2, warps_k=1)
 # (measured: 2.3x faster at M = 64, 14% slower at M = 256; the crossover in between is not measured).
 TENSOR_CORE_SPLIT_K_MAX_M = 128
 TENSOR_CORE_SPLIT_K_TILE = TileShape(nt=4, mt=4, warps_n=2, warps_k=4)
+# With per-group scales (and AWQ zero points) the 4-tile warps need > 255 registers and spill (ptxas: 40-80
+# local-memory ops); two tiles per warp fit (186-192 registers). Same CTA shape: 2 tiles x 4 warps along N.
+SCALED_TENSOR_CORE_TILE = TileShape(nt=2, mt=4, warps_n=4, warps_k=1)
+SCALED_TENSOR_CORE_SPLIT_K_TILE = TileShape(nt=2, mt=4, warps_n=4, warps_k=2)
 
 
 def awq_dense_min_tokens(oc: int) -> int:
@@ -52,13 +57,16 @@ def decode_tile(bits: int, m: int, n: int, sm_count: int, ring: bool | None = No
     return TileShape(nt=nt, mt=mt, warps_n=1, warps_k=8, stages=ring_stages(nt) if ring else 0)
 
 
-def tensor_core_tile(m: int) -> TileShape:
+def tensor_core_tile(m: int, scaled: bool = False) -> TileShape:
+    """``scaled``: the weights carry per-group scales (the seed format with group_scales, or AWQ)."""
+    if scaled:
+        return SCALED_TENSOR_CORE_SPLIT_K_TILE if m <= TENSOR_CORE_SPLIT_K_MAX_M else SCALED_TENSOR_CORE_TILE
     return TENSOR_CORE_SPLIT_K_TILE if m <= TENSOR_CORE_SPLIT_K_MAX_M else TENSOR_CORE_TILE
 
 
 def select_tile(bits: int, m: int, n: int, sm_count: int, path: str | None = None,
-                decode_max_m: int | None = None) -> tuple[str, TileShape]:
-    """(path name, tile) for a problem; ``path`` forces "decode" or "tensor_core"."""
+                decode_max_m: int | None = None, scaled: bool = False) -> tuple[str, TileShape]:
+    """(path name, tile) for a problem; ``path`` forces "decode" or "tensor_core"; ``scaled``: group scales."""
     if path is None:
         path = "decode" if m <= (DECODE_MAX_M if decode_max_m is None else decode_max_m) else "tensor_core"
     if path == "decode":
@@ -66,12 +74,12 @@ def select_tile(bits: int, m: int, n: int, sm_count: int, path: str | None = Non
             raise ValueError(f"the decode path handles M <= 16 tokens; got M = {m}")
         return path, decode_tile(bits, m, n, sm_count)
     if path == "tensor_core":
-        return path, tensor_core_tile(m)
+        return path, tensor_core_tile(m, scaled)
     raise ValueError(f"path must be None, 'decode' or 'tensor_core'; got {path!r}")
 
 
 def shipped_tiles() -> list[TileShape]:
     """Every tile the dispatch can return (the CPU tests compile them)."""
     tiles = {decode_tile(b, m, n, 132) for b in _MAX_NT for m in (1, 16) for n in (64, 1 << 16)}
-    tiles |= {TENSOR_CORE_TILE, TENSOR_CORE_SPLIT_K_TILE}
+    tiles |= {TENSOR_CORE_TILE, TENSOR_CORE_SPLIT_K_TILE, SCALED_TENSOR_CORE_TILE, SCALED_TENSOR_CORE_SPLIT_K_TILE}
     return sorted(tiles, key=lambda t: t.key)

@@ -19,20 +19,22 @@ The template and its specializations
 Data path (per warp; g = lane / 4, t = lane % 4 - the mma.sync fragment coordinates)
     A warp owns ``tile.nt`` 16-row tiles of W (rows = the MMA's M) and ``tile.mt`` 8-column tiles of x^T (the
     MMA's N, i.e. tokens): it computes out^T = W x^T with ``mma.sync.m16n8k16`` (fp16/bf16 in, fp32 accumulate).
-    * weights: each thread loads 16 bytes of row g and of row g + 8 of every tile per K step (``ld.global.nc``
-      128-bit, L1 no-allocate, prefetched one step ahead); the four threads of a quad cover 64 contiguous bytes of a
-      row, a step covers 512 / bits K values. Nothing goes through shared memory: each packed byte is read once
-      and decoded in registers into the A fragments directly (K is permuted inside each thread's chunk, which is
-      legal because the activation fragment uses the same permutation - see formats.py).
+    * weights: each thread loads 16 bytes of row g and of row g + 8 of every tile per K step; the four threads of
+      a quad cover 64 contiguous bytes of a row, a step covers 512 / bits K values. Two pipelines (``tile.stages``):
+      128-bit ``ld.global.nc`` into a register double buffer (next step in flight while this one decodes), or a
+      ``cp.async`` ring in shared memory where each thread owns its slots (``stages - 1`` steps in flight, no
+      barrier, no registers held). Each packed byte is read once and decoded in registers straight into the A
+      fragments (K is permuted inside each thread's chunk, which is legal because the activation fragment uses the
+      same permutation - see formats.py); nothing else goes through shared memory.
     * activations: per 32-bit weight word the thread loads x[m, K run of the word] (L1-cached, shared by all warps
       of the SM) and builds the B fragments with prmt (activations.py).
     * split-K inside the CTA: ``tile.warps_k`` warps take interleaved K steps of the same rows and add their
       accumulators through shared memory at the end (deterministic; no atomics, no workspace).
     * epilogue: fp32 accumulators * scale -> out dtype, predicated scalar stores (rows >= N, tokens >= M dropped).
 
-Two tile families use it (``config.py``): the decode path (M <= 16: 1-2 token tiles, 8 warps of split-K, memory-bound
-on the weight stream) and the tensor-core path for larger M (64 tokens per warp, 4 warps along N, no split-K), where
-each decoded weight fragment feeds 8-16 MMAs.
+Two tile families use it (``config.py``): the decode path (M <= 16: 1-2 token tiles, 8 warps of split-K, meant to be
+bound by the weight stream) and the tensor-core path for larger M (32 tokens per warp, warps along N, split-K only
+for small M), where each decoded weight fragment feeds 4 MMAs. Measurements: docs/weight_only.md.
 """
 
 from __future__ import annotations

@@ -166,7 +166,8 @@ def quantized_mm(x: torch.Tensor, w_packed: torch.Tensor, scale, bits: int,
     if m == 0 or n == 0:
         return out
 
-    path_name, tl = config.select_tile(bits, m, n, _arch.sm_count(device.index), path)
+    path_name, tl = config.select_tile(bits, m, n, _arch.sm_count(device.index), path,
+                                       scaled=group_scales is not None)
     if tile is not None:
         tl = tile
     k_align = 128 // bits
