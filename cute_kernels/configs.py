@@ -79,19 +79,46 @@ SM90_INT8_TABLE: tuple[tuple[int, TileConfig], ...] = (
 )
 
 
-def select_sm90_int8(m: int, n: int, k: int) -> TileConfig:
-    for max_m, cfg in SM90_INT8_TABLE:
-        if m <= max_m:
-            return cfg
-    raise AssertionError("unreachable: the last row covers every M")
+# Weight-tile heights tried for the swapped (decode-size) rows: 64 gives twice the tiles (more SMs busy on a narrow
+# N), 128 halves the per-tile overhead. Measured on the H200 (docs/int8_scaled_mm.md): N=4096 prefers 64 rows with
+# 2 K slices, N=14336 prefers 128 rows unsplit (112 tiles in one wave).
+SWAP_TILE_M = (64, 128)
+SPLIT_SLICE_COST = 0.1  # relative cost of each extra K slice (partial-sum round trip through L2), fitted on the H200
+
+
+def split_cost(tiles: int, slices: int, tile_m: int, sm_count: int) -> float:
+    """Modelled time of a weight-streaming GEMM: persistent waves x work per wave (tile_m rows of 1/slices of K)."""
+    return -(-tiles * slices // sm_count) * tile_m / slices * (1 + SPLIT_SLICE_COST * (slices - 1))
+
+
+def best_split(tiles: int, tile_m: int, max_slices: int, k_tiles: int, sm_count: int) -> int:
+    return min(range(1, max(1, min(max_slices, k_tiles)) + 1), key=lambda s: split_cost(tiles, s, tile_m, sm_count))
+
+
+def select_sm90_int8(m: int, n: int, k: int, batch: int = 1, sm_count: int = 132) -> TileConfig:
+    """The table's row for M; for the swapped rows, the weight-tile height that the wave model prefers."""
+    cfg = next(c for max_m, c in SM90_INT8_TABLE if m <= max_m)
+    if not cfg.swap_ab:
+        return cfg
+    k_tiles = -(-k // 128)
+
+    def cost(tile_m):
+        tiles = -(-n // tile_m) * -(-m // cfg.tile_n) * batch
+        return split_cost(tiles, best_split(tiles, tile_m, cfg.split_k, k_tiles, sm_count), tile_m, sm_count)
+
+    # ties go to the taller tile (half the tiles, half the per-tile prologue/epilogue)
+    tile_m = min(sorted(SWAP_TILE_M, reverse=True), key=cost)
+    return replace(cfg, tile_m=tile_m)
 
 
 def shipped_sm90_int8_configs() -> list[TileConfig]:
     """Every config the table can return (CI compiles each one and checks its SASS)."""
     seen: list[TileConfig] = []
     for _, cfg in SM90_INT8_TABLE:
-        if cfg not in seen:
-            seen.append(cfg)
+        for tile_m in (SWAP_TILE_M if cfg.swap_ab else (cfg.tile_m,)):
+            c = replace(cfg, tile_m=tile_m)
+            if c not in seen:
+                seen.append(c)
     return seen
 
 

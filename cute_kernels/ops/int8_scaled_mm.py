@@ -19,7 +19,7 @@ import torch
 
 from .. import arch as _arch
 from .. import checks
-from ..configs import TileConfig, select_sm90_int8
+from ..configs import TileConfig, best_split, select_sm90_int8
 from ..jit_cache import cached_compile
 
 _OUT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -187,18 +187,18 @@ def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_sc
         run_sm80(a, b, a_scale, b_scale, bias, out)
         _validated[sig] = (run_sm80, out_shape, "sm80")
         return out
-    cfg = config if config is not None else select_sm90_int8(m, n, k)
     sms = _arch.sm_count(device.index)
     if sm_count is not None:
         if not 1 <= sm_count <= sms:
             raise ValueError(f"sm_count must be in [1, {sms}] (this GPU's SMs); got {sm_count}")
         sms = sm_count
+    batch = a.shape[0] if a.dim() == 3 else 1
+    cfg = config if config is not None else select_sm90_int8(m, n, k, batch, sms)
     fn = _compile_sm90(a.dim(), _scale_kind(a_scale), _scale_kind(b_scale), bias is not None, out_dtype, cfg, sms)
     if out is None:
         out = torch.empty(out_shape, dtype=out_dtype, device=device)
     split = None
     if cfg.split_k > 1:
-        batch = a.shape[0] if a.dim() == 3 else 1
         split = plan_split_k(cfg, *((n, m) if cfg.swap_ab else (m, n)), k, batch, sms)
         fn(a, b, out, a_scale, b_scale, bias, *split_workspace(device, split[1], split[2]), split[0])
     else:
@@ -214,11 +214,7 @@ def plan_split_k(cfg: TileConfig, km: int, kn: int, k: int, batch: int, sm_count
     """
     tiles = -(-km // cfg.tile_m) * -(-kn // cfg.tile_n) * batch
     k_tiles = -(-k // 128)  # int8: 128 bytes of K per K-tile
-
-    def cost(s):  # waves of work per unit of K, plus ~10% per extra slice for the partial-sum round trip
-        return -(-tiles * s // sm_count) / s * (1 + 0.1 * (s - 1))
-
-    slices = min(range(1, max(1, min(cfg.split_k, k_tiles)) + 1), key=cost)
+    slices = best_split(tiles, cfg.tile_m, cfg.split_k, k_tiles, sm_count)  # the wave model of configs.py
     return slices, tiles * slices * cfg.tile_m * cfg.tile_n, tiles
 
 
