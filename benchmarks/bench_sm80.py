@@ -18,11 +18,11 @@ import argparse
 import json
 import math
 import os
-import statistics
 import time
 
 import torch
 
+from cute_kernels.bench import graph_time_us
 from cute_kernels.reference import int8_scaled_mm_ref
 from cute_kernels.sm80 import run_int8_scaled_mm_sm80
 from cute_kernels.sm80.configs import select_config
@@ -32,45 +32,10 @@ SHAPES = [(8192, 8192, 8192)] + [(m, n, k) for m in (1, 16, 32, 128, 1024, 4096)
                                  for n, k in ((4096, 4096), (14336, 4096), (4096, 14336))]
 
 
-def _graph_time_us(calls, replays=15):
-    """Median µs per call of a CUDA graph that runs `calls` once each (falls back to eager events if capture fails)."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):  # warm up on the capture stream (split-K workspaces are per stream)
-        for _ in range(2):
-            for c in calls:
-                c()
-    torch.cuda.synchronize()
-    try:
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g, stream=s):
-            for c in calls:
-                c()
-        run, how = g.replay, "graph"
-    except Exception as exc:  # noqa: BLE001 - report and time eagerly instead
-        print(f"  graph capture failed ({type(exc).__name__}: {exc}); timing eagerly")
-
-        def run():
-            for c in calls:
-                c()
-        how = "eager"
-    run()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(replays):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        run()
-        e1.record()
-        e1.synchronize()
-        times.append(e0.elapsed_time(e1) * 1e3 / len(calls))
-    return statistics.median(times), how
-
-
 def _read_bandwidth_tbs():
     """Read-only stream: fp32 sum over 4 GiB, the floor for a GEMM that streams its weight once."""
     x = torch.ones(1 << 30, dtype=torch.float32, device="cuda")
-    us, _ = _graph_time_us([lambda: x.sum()] * 2, replays=5)
+    us, _ = graph_time_us([lambda: x.sum()] * 2, replays=5)
     del x
     return 4 * (1 << 30) / (us * 1e-6) / 1e12
 
@@ -110,23 +75,23 @@ def bench_shape(m, n, k, l2_bytes, sm90):
     plan = next(p for key, p in _PLANS.items() if key[0] == a.shape and key[1] == b.shape and key[7] == "sm_80")
     row["sm80_config"] = select_config("sm_80", m, n).name
     row["sm80_split_k"] = plan.slices
-    row["sm80_us"], row["timing"] = _graph_time_us(
+    row["sm80_us"], row["timing"] = graph_time_us(
         [lambda d=d: run_int8_scaled_mm_sm80(d[0], d[1], d[2], d[3], d[4], d[5], arch="sm_80") for d in data])
 
     mi = max(m, 17)  # torch._int_mm needs M > 16
     a_i = [torch.randint(-128, 128, (mi, k), dtype=torch.int8, device="cuda") if mi != m else d[0] for d in data]
     row["int_mm_M"] = mi
-    row["int_mm_us"], _ = _graph_time_us([lambda x=x, d=d: torch._int_mm(x, d[1]) for x, d in zip(a_i, data)])
+    row["int_mm_us"], _ = graph_time_us([lambda x=x, d=d: torch._int_mm(x, d[1]) for x, d in zip(a_i, data)])
     sa_i = [torch.rand(mi, device="cuda") for _ in data]
 
     def int_mm_epi(x, d, sa):
         return (torch._int_mm(x, d[1]).float() * sa[:, None] * d[3][None, :] + d[4]).bfloat16()
 
-    row["int_mm_epi_us"], _ = _graph_time_us([lambda x=x, d=d, sa=sa: int_mm_epi(x, d, sa)
+    row["int_mm_epi_us"], _ = graph_time_us([lambda x=x, d=d, sa=sa: int_mm_epi(x, d, sa)
                                               for x, d, sa in zip(a_i, data, sa_i)])
     if sm90 is not None:
         try:
-            row["sm90_us"], _ = _graph_time_us([lambda d=d: sm90(d[0], d[1], d[2], d[3], d[4], out=d[5])
+            row["sm90_us"], _ = graph_time_us([lambda d=d: sm90(d[0], d[1], d[2], d[3], d[4], out=d[5])
                                                 for d in data])
         except Exception as exc:  # noqa: BLE001 - context column only
             row["sm90_error"] = f"{type(exc).__name__}: {exc}"[:200]
@@ -155,7 +120,7 @@ def sweep(l2_bytes):
             if cfg.tile_m > 128 or cfg.tile_n > 128:
                 continue
             for split in (1, 2, 4, 8):
-                us, _ = _graph_time_us([lambda d=d: run_int8_scaled_mm_sm80(*d, arch="sm_80", config=cfg,
+                us, _ = graph_time_us([lambda d=d: run_int8_scaled_mm_sm80(*d, arch="sm_80", config=cfg,
                                                                             split_k=split) for d in data])
                 rows.append({"M": m, "N": n, "K": k, "config": cfg.name, "split_k": split, "us": us})
         print(f"sweep {m}x{n}x{k}: best " + str(min((r for r in rows if r["M"] == m and r["N"] == n and r["K"] == k),
@@ -246,7 +211,7 @@ def main():
     meta["read_tbs"] = _read_bandwidth_tbs()
     x = torch.randint(-128, 128, (8192, 8192), dtype=torch.int8, device="cuda")
     w = torch.randint(-128, 128, (8192, 8192), dtype=torch.int8, device="cuda").t()
-    us, _ = _graph_time_us([lambda: torch._int_mm(x, w)])
+    us, _ = graph_time_us([lambda: torch._int_mm(x, w)])
     meta["int_mm_peak_tops"] = 2 * 8192 ** 3 / (us * 1e-6) / 1e12
     del x, w
     rows = []

@@ -19,52 +19,16 @@ import argparse
 import json
 import math
 import os
-import statistics
 import time
 
 import torch
+
+from cute_kernels.bench import graph_time_us  # noqa: F401 - re-exported for bench_awq
 
 SHAPES = [(8192, 8192), (14336, 4096), (4096, 14336)]
 BITS = [1, 2, 4, 8]
 MS = [1, 4, 16, 64, 256, 4096]
 L2_MARGIN_BYTES = 4 * 60 * 2**20  # 4x the largest Hopper L2
-
-
-def graph_time_us(calls, replays=12):
-    """Median µs per call of a CUDA graph running every call once (eager events if capture fails)."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(2):
-            for c in calls:
-                c()
-    torch.cuda.synchronize()
-    how = "graph"
-    try:
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g, stream=s):
-            for c in calls:
-                c()
-        run = g.replay
-    except Exception as exc:  # noqa: BLE001
-        print(f"  graph capture failed ({type(exc).__name__}: {str(exc)[:200]}); timing eagerly")
-        torch.cuda.synchronize()
-        how = "eager"
-
-        def run():
-            for c in calls:
-                c()
-    run()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(replays):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        run()
-        e1.record()
-        e1.synchronize()
-        times.append(e0.elapsed_time(e1) * 1e3 / len(calls))
-    return statistics.median(times), how
 
 
 def eager_time_us(call, iters=50):

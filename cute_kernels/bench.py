@@ -9,7 +9,6 @@ problem's operands fit in L2, several copies are rotated so the weights come fro
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 # H200 / H100 SXM dense peaks and the measured copy bandwidth of the H200 here (read + write).
@@ -20,6 +19,49 @@ L2_BYTES = 50 * 2**20
 
 INT8_SHAPES_NK = [(4096, 4096), (14336, 4096), (4096, 14336)]
 INT8_MS = [1, 16, 32, 128, 1024, 4096]
+
+
+def graph_time_us(calls, replays: int = 12):
+    """Median µs per call of a CUDA graph that runs every callable in ``calls`` once (eager CUDA events if capture
+    fails). Returns (µs, "graph" | "eager"). Several calls per graph rotate operands and amortize the replay launch.
+    The warm-up runs on the capture stream, so per-stream state (split-K workspaces) exists before capture."""
+    import statistics
+
+    import torch
+
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            for c in calls:
+                c()
+    torch.cuda.synchronize()
+    how = "graph"
+    try:
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=s):
+            for c in calls:
+                c()
+        run = g.replay
+    except Exception as exc:  # noqa: BLE001 - report and time eagerly instead
+        print(f"  graph capture failed ({type(exc).__name__}: {str(exc)[:200]}); timing eagerly")
+        torch.cuda.synchronize()
+        how = "eager"
+
+        def run():
+            for c in calls:
+                c()
+    run()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(replays):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        run()
+        e1.record()
+        e1.synchronize()
+        times.append(e0.elapsed_time(e1) * 1e3 / len(calls))
+    return statistics.median(times), how
 
 
 def _time_us(fn) -> float:

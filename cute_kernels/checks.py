@@ -45,6 +45,14 @@ def check_multiple(name: str, value: int, multiple: int, why: str) -> None:
         raise ValueError(f"{name} = {value} must be a multiple of {multiple} ({why})")
 
 
+def check_gemm_pair(a: torch.Tensor, b: torch.Tensor) -> None:
+    """a and b are both 2-D, or both 3-D with the same batch size L."""
+    check_ndim("a", a, (2, 3))
+    check_ndim("b", b, (a.dim(),))
+    if a.dim() == 3 and a.shape[0] != b.shape[0]:
+        raise ValueError(f"batch sizes differ: a has L={a.shape[0]}, b has L={b.shape[0]}")
+
+
 def check_inner_contiguous(name: str, t: torch.Tensor) -> None:
     """The last dimension must have stride 1 (the layout TMA and vector loads are compiled for)."""
     if t.dim() and t.shape[-1] > 1 and t.stride(-1) != 1:

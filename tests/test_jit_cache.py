@@ -5,8 +5,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from cute_kernels import jit_cache
 
 ROOT = Path(__file__).resolve().parents[1]

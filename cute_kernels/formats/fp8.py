@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import torch
 
-from ..checks import check_dtype, check_ndim, check_tensor
+from ..checks import check_dtype, check_tensor
 
 FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
 _IN_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)

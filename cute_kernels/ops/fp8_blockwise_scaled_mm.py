@@ -72,16 +72,13 @@ def _validate(a, b, a_scale, b_scale, out_dtype, gran, out):
     g_m, g_n, g_k = gran
     checks.check_dtype("a", a, _FP8_DTYPES)
     checks.check_dtype("b", b, _FP8_DTYPES)
-    checks.check_ndim("a", a, (2, 3))
-    checks.check_ndim("b", b, (a.dim(),))
+    checks.check_gemm_pair(a, b)
     if out_dtype not in _OUT_DTYPES:
         raise TypeError(f"out_dtype must be torch.float16 or torch.bfloat16; got {out_dtype}")
     m, k = a.shape[-2:]
     n, k_b = b.shape[-2:]
     if k_b != k:
         raise ValueError(f"a is [.., M={m}, K={k}] but b is [.., N={n}, K={k_b}]: both must have K as the last dim")
-    if a.dim() == 3 and a.shape[0] != b.shape[0]:
-        raise ValueError(f"batch sizes differ: a has L={a.shape[0]}, b has L={b.shape[0]}")
     if k < g_k or k % g_k:
         raise ValueError(f"K = {k} must be a positive multiple of the K scale granularity gK = {g_k}")
     if n < 8 or n % 8:

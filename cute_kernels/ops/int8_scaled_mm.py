@@ -34,16 +34,13 @@ def _scale_kind(t: torch.Tensor) -> str:
 def _validate(a, b, a_scale, b_scale, bias, out_dtype, out):
     checks.check_dtype("a", a, (torch.int8,))
     checks.check_dtype("b", b, (torch.int8,))
-    checks.check_ndim("a", a, (2, 3))
-    checks.check_ndim("b", b, (a.dim(),))
+    checks.check_gemm_pair(a, b)
     if out_dtype not in _OUT_DTYPES:
         raise TypeError(f"out_dtype must be torch.float16, torch.bfloat16 or torch.float32; got {out_dtype}")
     m, k = a.shape[-2:]
     k_b, n = b.shape[-2:]
     if k_b != k:
         raise ValueError(f"a is [.., M={m}, K={k}] but b is [.., K={k_b}, N={n}]: the inner dimensions must match")
-    if a.dim() == 3 and a.shape[0] != b.shape[0]:
-        raise ValueError(f"batch sizes differ: a has L={a.shape[0]}, b has L={b.shape[0]}")
     if k < 16 or k % 16:
         raise ValueError(f"K = {k} must be a positive multiple of 16 (16-byte rows for TMA / cp.async)")
     if n % 8:

@@ -35,7 +35,6 @@ from typing import Type
 import cutlass
 import cutlass.cute as cute
 from cutlass.cute.nvgpu import cpasync, warp
-from cutlass.tensor_utils import LayoutEnum
 
 from cute_kernels.epilogues import EpilogueContext
 from cute_kernels.sm80.configs import Sm80TileConfig
