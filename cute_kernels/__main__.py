@@ -110,7 +110,8 @@ def cmd_export(args) -> int:
 
     spec = ExportSpec(arch=args.arch, config=_parse_config(args.config), m=args.m, n=args.n, k=args.k,
                       out_dtype=args.out_dtype, a_scale=args.a_scale, b_scale=args.b_scale, bias=not args.no_bias,
-                      batched=args.batched)
+                      batched=args.batched, bits=args.bits, x_dtype=args.x_dtype,
+                      granularity=tuple(int(g) for g in args.granularity.split(",")))
     manifest = export(args.kernel, spec, args.out)
     print(json.dumps(manifest, indent=2))
     return 0
@@ -155,7 +156,7 @@ def main(argv=None) -> int:
     s.set_defaults(fn=cmd_demo)
 
     s = sub.add_parser("export", help="compile a kernel config for an arch; write .cubin, .ptx, SASS summary, manifest")
-    s.add_argument("kernel", help="kernel family, e.g. int8_scaled_mm")
+    s.add_argument("kernel", help="kernel family: int8_scaled_mm, fp8_blockwise_scaled_mm, quantized_mm, awq_gemm")
     s.add_argument("--arch", default="sm_90a")
     s.add_argument("--out", required=True, help="output directory")
     s.add_argument("--config", help="tile config, e.g. 128x256x2x1 or 128x16:swap (default: the table's pick)")
@@ -167,6 +168,9 @@ def main(argv=None) -> int:
     s.add_argument("--b-scale", default="vector", choices=["vector", "scalar"])
     s.add_argument("--no-bias", action="store_true")
     s.add_argument("--batched", action="store_true")
+    s.add_argument("--bits", type=int, default=4, help="quantized_mm: weight bits (1, 2, 4, 8)")
+    s.add_argument("--x-dtype", default="bf16", choices=["bf16", "fp16"], help="quantized_mm / awq_gemm activations")
+    s.add_argument("--granularity", default="1,128,128", help="fp8_blockwise_scaled_mm: gM,gN,gK")
     s.set_defaults(fn=cmd_export)
 
     s = sub.add_parser("layout", help="print the CuTe layouts a config uses (smem+swizzle, TMA boxes, MMA, epilogue)")

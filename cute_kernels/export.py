@@ -36,32 +36,81 @@ class ExportSpec:
     b_scale: str = "vector"
     bias: bool = True
     batched: bool = False
+    bits: int = 4  # quantized_mm: weight width
+    x_dtype: str = "bf16"  # quantized_mm / awq_gemm activations
+    granularity: tuple = (1, 128, 128)  # fp8_blockwise_scaled_mm scale granularity (gM, gN, gK)
     extra: dict = field(default_factory=dict)
 
 
-def _build_int8(spec: ExportSpec, extra_options: str):
-    from .ops.int8_scaled_mm import build_sm90
+def _dtype(name: str, what: str) -> torch.dtype:
+    if name not in _DTYPES:
+        raise ValueError(f"{what} must be one of {sorted(_DTYPES)}; got {name!r}")
+    return _DTYPES[name]
 
-    if spec.arch != "sm_90a":
-        sm80 = _REGISTRY.get("int8_scaled_mm_sm80")
-        if sm80 is None:
-            raise ValueError(f"int8_scaled_mm: no exporter for arch {spec.arch} (sm_90a is available)")
-        return sm80[0](spec, extra_options)
-    cfg = spec.config or select_sm90_int8(spec.m, spec.n, spec.k)
-    if spec.out_dtype not in _DTYPES:
-        raise ValueError(f"out_dtype must be one of {sorted(_DTYPES)}; got {spec.out_dtype!r}")
+
+def _build_int8(spec: ExportSpec, extra_options: str):
     for name in ("a_scale", "b_scale"):
         if getattr(spec, name) not in ("vector", "scalar"):
             raise ValueError(f"{name} must be 'vector' or 'scalar'; got {getattr(spec, name)!r}")
-    fn = build_sm90(3 if spec.batched else 2, spec.a_scale, spec.b_scale, spec.bias, _DTYPES[spec.out_dtype], cfg,
+    out_dtype = _dtype(spec.out_dtype, "out_dtype")
+    fields = {"out_dtype": spec.out_dtype, "a_scale": spec.a_scale, "b_scale": spec.b_scale, "bias": spec.bias,
+              "batched": spec.batched}
+    if spec.arch in ("sm_80", "sm_86", "sm_87", "sm_89"):
+        from .sm80.configs import select_config
+        from .sm80.launch import build_kernel
+
+        cfg = select_config(spec.arch, spec.m, spec.n)
+        fn = build_kernel(spec.arch, cfg, out_dtype, spec.a_scale, spec.b_scale, spec.bias, split_k=False,
+                          rank=3 if spec.batched else 2, options=extra_options)
+        return fn, {"config": str(cfg), **fields}
+    if spec.arch != "sm_90a":
+        raise ValueError(f"int8_scaled_mm: no kernel for arch {spec.arch}; sm_90a, sm_80, sm_86, sm_87, sm_89 exist")
+    from .ops.int8_scaled_mm import build_sm90
+
+    cfg = spec.config or select_sm90_int8(spec.m, spec.n, spec.k)
+    fn = build_sm90(3 if spec.batched else 2, spec.a_scale, spec.b_scale, spec.bias, out_dtype, cfg,
                     extra_options=extra_options)
-    return fn, {"config": cfg.describe(), "config_fields": dict(cfg.key), "out_dtype": spec.out_dtype,
-                "a_scale": spec.a_scale, "b_scale": spec.b_scale, "bias": spec.bias, "batched": spec.batched}
+    return fn, {"config": cfg.describe(), "config_fields": dict(cfg.key), **fields}
+
+
+def _build_fp8(spec: ExportSpec, extra_options: str):
+    from .ops.fp8_blockwise_scaled_mm import build_sm90, check_granularity, select_config
+
+    if spec.arch != "sm_90a":
+        raise ValueError(f"fp8_blockwise_scaled_mm: only sm_90a has a kernel; got {spec.arch}")
+    gran = check_granularity(tuple(spec.granularity))
+    cfg = spec.config or select_config(spec.m, spec.n, spec.k)
+    fn = build_sm90(3 if spec.batched else 2, _dtype(spec.out_dtype, "out_dtype"), gran, cfg, 132, extra_options)
+    return fn, {"config": cfg.describe(), "granularity": list(gran), "out_dtype": spec.out_dtype}
+
+
+def _build_weight_only(fmt_key: str, bits: int, scaled: bool):
+    def build(spec: ExportSpec, extra_options: str):
+        from .weight_only.compile import compile_with_cubin
+        from .weight_only.config import select_tile
+
+        x_dtype = _dtype(spec.x_dtype, "x_dtype")
+        path, tile = select_tile(bits, spec.m, spec.n, 132, scaled=scaled)
+        # compile_with_cubin keeps the artifacts itself, so extra_options is not needed here
+        fn = compile_with_cubin(fmt_key, x_dtype, x_dtype, x_dtype if scaled else None, tile, spec.arch)
+        return fn, {"format": fmt_key, "bits": bits, "path": path, "tile": str(tile), "x_dtype": spec.x_dtype,
+                    "group_scales": scaled}
+    return build
+
+
+def _build_quantized_mm(spec: ExportSpec, extra_options: str):
+    if spec.bits not in (1, 2, 4, 8):
+        raise ValueError(f"bits must be 1, 2, 4 or 8; got {spec.bits}")
+    return _build_weight_only(f"int{spec.bits}", spec.bits, False)(spec, extra_options)
 
 
 # name -> (builder(spec, extra_options) -> (compiled, manifest fields), one-line description)
 _REGISTRY: dict[str, tuple[Callable, str]] = {
-    "int8_scaled_mm": (_build_int8, "int8 GEMM with per-token/per-channel scales and bias (SM90 TMA+WGMMA)"),
+    "int8_scaled_mm": (_build_int8, "int8 GEMM with per-token/per-channel scales and bias (sm_90a: TMA+WGMMA; "
+                                    "sm_80/86/89: cp.async+mma.sync)"),
+    "fp8_blockwise_scaled_mm": (_build_fp8, "FP8 GEMM with 1x128 / 128x128 block scales (sm_90a)"),
+    "quantized_mm": (_build_quantized_mm, "1/2/4/8-bit weight-only GEMM (--bits; decode or tensor-core tile by --m)"),
+    "awq_gemm": (_build_weight_only("awq", 4, True), "AWQ int4 GEMM with group scales and zero points"),
 }
 
 
@@ -70,21 +119,10 @@ def register(name: str, builder: Callable, description: str) -> None:
 
 
 def registered() -> dict[str, str]:
-    _load_optional_families()
     return {k: v[1] for k, v in _REGISTRY.items()}
 
 
-def _load_optional_families():
-    """Kernel families living in optional modules register themselves on import."""
-    for mod in ("cute_kernels.sm80", "cute_kernels.ops.fp8_blockwise_scaled_mm", "cute_kernels.weight_only"):
-        try:
-            __import__(mod)
-        except ImportError:
-            pass
-
-
 def export(name: str, spec: ExportSpec, out_dir: str | os.PathLike) -> dict:
-    _load_optional_families()
     if name not in _REGISTRY:
         raise ValueError(f"unknown kernel {name!r}; available: {', '.join(sorted(_REGISTRY))}")
     os.environ.setdefault("CUTE_DSL_ARCH", spec.arch)

@@ -49,3 +49,21 @@ def test_layout_prints_smem_tma_mma_epilogue():
     for needle in ("smem A (staged)", "S<3,4,3>", "TMA box A / B     : (128, 128) / (256, 128)", "epilogue tile",
                    "(64, 256, 32)"):
         assert needle in out, out
+
+
+import pytest  # noqa: E402
+
+
+@pytest.mark.parametrize("args,mma", [
+    (("int8_scaled_mm", "--arch", "sm_80", "--m", "128"), "IMMA.16832.S8.S8"),
+    (("fp8_blockwise_scaled_mm", "--granularity", "128,128,128"), "QGMMA.64x128x32.F32.E4M3.E4M3"),
+    (("quantized_mm", "--bits", "2", "--m", "1"), "HMMA.16816.F32"),
+    (("awq_gemm", "--m", "64", "--x-dtype", "fp16"), "HMMA.16816.F32"),
+])
+def test_export_every_family(tmp_path, args, mma):
+    _cli("export", *args, "--out", str(tmp_path))
+    (manifest_path,) = tmp_path.glob("*.json")
+    manifest = json.loads(manifest_path.read_text())
+    assert manifest["kernel"] == args[0]
+    assert any(op.startswith(mma) for op in manifest["sass"]["tensor_core_ops"]), manifest["sass"]
+    assert manifest["sass"]["local_memory_ops"] == 0
