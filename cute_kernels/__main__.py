@@ -129,8 +129,12 @@ def cmd_layout(args) -> int:
         if args.kernel != "fp8_blockwise_scaled_mm":
             return 0
     os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
-    cfg = _parse_config(args.config) or select_sm90_int8(args.m, args.n, args.k)
-    dtype = "Float8E4M3FN" if args.kernel == "fp8_blockwise_scaled_mm" else "Int8"
+    if args.kernel == "fp8_blockwise_scaled_mm":
+        from .ops.fp8_blockwise_scaled_mm import select_config as select
+        dtype = "Float8E4M3FN"
+    else:
+        select, dtype = select_sm90_int8, "Int8"
+    cfg = _parse_config(args.config) or select(args.m, args.n, args.k)
     print(sm90_gemm_layouts(cfg, a_dtype=dtype))
     return 0
 
