@@ -48,6 +48,7 @@ def test_reference_batched_and_scalar_scales():
     (lambda a, b, sa, sb, bias: (a, b, sa, sb, bias.half()), TypeError, "bias must have dtype bfloat16"),
     (lambda a, b, sa, sb, bias: (a, b, sa, sb, bias[:8]), ValueError, r"bias must have shape \(64,\)"),
     (lambda a, b, sa, sb, bias: (a, b, sa, sb, bias), ValueError, "a must be a CUDA tensor; got a tensor on cpu"),
+    (lambda a, b, sa, sb, bias: (a[:0], b, sa[:0], sb, bias), ValueError, "a must be a CUDA tensor"),  # M = 0 is valid
 ])
 def test_validation_messages(mutate, exc, match):
     with pytest.raises(exc, match=match):
@@ -128,3 +129,14 @@ def test_split_k_plan_fills_the_gpu_and_respects_limits():
     assert slices == 2 and sems == 64 and ws == 64 * 2 * cfg.tile_m * cfg.tile_n
     assert plan_split_k(cfg, 4096, 1, 16, 1, 132)[0] == 1  # one K-tile: nothing to split
     assert plan_split_k(cfg, 64, 1, 8192, 1, 132)[0] == cfg.split_k  # one tile: as many slices as allowed
+
+
+def test_k_beyond_int32_accumulation_is_refused():
+    from cute_kernels.ops.int8_scaled_mm import MAX_K
+
+    assert MAX_K * 128 * 128 < 2**31 and (MAX_K + 16) * 128 * 128 >= 2**31 - 2**14 * 16
+    k = MAX_K + 16
+    a = torch.empty(2, k, dtype=torch.int8)
+    b = torch.empty(8, k, dtype=torch.int8).t()
+    with pytest.raises(ValueError, match=f"K = {k} exceeds {MAX_K}: the int32 accumulator could overflow"):
+        int8_scaled_mm(a, b, torch.ones(2), torch.ones(8))

@@ -22,6 +22,9 @@ from .. import checks
 from ..configs import TileConfig, best_split, select_sm90_int8
 from ..jit_cache import cached_compile
 
+# Largest K whose int32 sum cannot overflow: K * 128 * 128 < 2^31 (WGMMA saturates; split-K partials would wrap).
+MAX_K = 2**31 // 2**14 - 16
+
 _OUT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _CUTE_DTYPES = {torch.float16: "Float16", torch.bfloat16: "BFloat16", torch.float32: "Float32"}
 _validated: dict[tuple, tuple] = {}  # call signature -> (compiled fn, out shape, swap_ab)
@@ -45,8 +48,9 @@ def _validate(a, b, a_scale, b_scale, bias, out_dtype, out):
         raise ValueError(f"K = {k} must be a positive multiple of 16 (16-byte rows for TMA / cp.async)")
     if n % 8:
         raise ValueError(f"N = {n} must be a multiple of 8 (16-byte rows of the output)")
-    if m < 1:
-        raise ValueError(f"M = {m} must be >= 1")
+    if k > MAX_K:
+        raise ValueError(f"K = {k} exceeds {MAX_K}: the int32 accumulator could overflow (|a*b| <= 2^14 per term); "
+                         f"split K and add the partial results")
     checks.check_inner_contiguous("a", a)
     if b.stride(-2) != 1:
         raise ValueError(f"b must be column-major [K, N] (K contiguous, i.e. w.t() of a row-major [N, K] weight); "
@@ -170,6 +174,8 @@ def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_sc
     a, b = checks.check_tensor("a", a), checks.check_tensor("b", b)
     a_scale, b_scale = checks.check_tensor("a_scale", a_scale), checks.check_tensor("b_scale", b_scale)
     device, m, n, k, out_shape = _validate(a, b, a_scale, b_scale, bias, out_dtype, out)
+    if m == 0 or (a.dim() == 3 and a.shape[0] == 0):  # an empty batch of tokens: nothing to launch
+        return out if out is not None else torch.empty(out_shape, dtype=out_dtype, device=device)
     target = _resolve_arch(arch, device)
     if target == "sm80":
         from ..sm80 import run_int8_scaled_mm_sm80
