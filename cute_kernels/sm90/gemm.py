@@ -20,6 +20,11 @@ Roles (one CTA = 1 producer warpgroup + 2 consumer warpgroups, launched persiste
     a ragged K adds zeros.
 The schedule is cutlass.utils.StaticPersistentTileScheduler over (M tiles, N tiles, L); all roles advance it in
 lockstep, so they agree on the tile without communicating.
+
+Split-K (``split`` given to ``__call__``, for decode-size problems whose few output tiles cannot fill the GPU): the
+schedule's third mode becomes L x S, each work tile covers a contiguous range of K-tiles, and ``split_k_fixup`` makes
+the last K slice to finish add the others' int32 partials and run the epilogue (see its docstring).
+Subclasses override ``mainloop`` only (the FP8 blockwise kernel promotes per-K-block scaled partial sums there).
 """
 
 from __future__ import annotations
