@@ -20,3 +20,17 @@ def pytest_collection_modifyitems(config, items):
 def poisoned(shape, dtype, device="cuda"):
     """An output buffer full of NaN, so a kernel that skips an element cannot pass by accident."""
     return torch.full(shape, float("nan"), dtype=dtype, device=device)
+
+
+def int8_gemm_inputs(m, n, k, batch=None, a_kind="vector", b_kind="vector", bias=True, out_dtype=torch.bfloat16,
+                     seed=0, device="cuda"):
+    """Fresh random operands of int8_scaled_mm: a [.., M, K], b [.., K, N] column-major (the weight stored row-major
+    [N, K]), scales [M]/[N] (or [1]), bias [N] in the output dtype (or None)."""
+    g = torch.Generator(device=device).manual_seed(seed)
+    lead = () if batch is None else (batch,)
+    a = torch.randint(-128, 128, (*lead, m, k), dtype=torch.int8, device=device, generator=g)
+    w = torch.randint(-128, 128, (*lead, n, k), dtype=torch.int8, device=device, generator=g)
+    a_scale = torch.rand(m if a_kind == "vector" else 1, device=device, generator=g) * 0.02 + 0.001
+    b_scale = torch.rand(n if b_kind == "vector" else 1, device=device, generator=g) * 0.02 + 0.001
+    bias_t = (torch.randn(n, device=device, generator=g) * 4).to(out_dtype) if bias else None
+    return a, w.transpose(-1, -2), a_scale, b_scale, bias_t

@@ -6,20 +6,9 @@ import torch
 from cute_kernels import TileConfig, int8_scaled_mm
 from cute_kernels.configs import shipped_sm90_int8_configs
 from cute_kernels.reference import int8_scaled_mm_ref
+from tests.conftest import int8_gemm_inputs
 
 pytestmark = pytest.mark.gpu
-
-
-def _inputs(m, n, k, batch=None, a_kind="vector", b_kind="vector", bias=True, out_dtype=torch.bfloat16, seed=0):
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    lead = () if batch is None else (batch,)
-    a = torch.randint(-128, 128, (*lead, m, k), dtype=torch.int8, device="cuda", generator=g)
-    w = torch.randint(-128, 128, (*lead, n, k), dtype=torch.int8, device="cuda", generator=g)
-    b = w.transpose(-1, -2)  # [.., K, N] column-major, as the seed stores it
-    a_scale = torch.rand(m if a_kind == "vector" else 1, device="cuda", generator=g) * 0.02 + 0.001
-    b_scale = torch.rand(n if b_kind == "vector" else 1, device="cuda", generator=g) * 0.02 + 0.001
-    bias_t = (torch.randn(n, device="cuda", generator=g) * 4).to(out_dtype) if bias else None
-    return a, b, a_scale, b_scale, bias_t
 
 
 def _check(out, a, b, a_scale, b_scale, bias, out_dtype):
@@ -41,7 +30,7 @@ SHAPES = [
 @pytest.mark.parametrize("m,n,k", SHAPES)
 @pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float16])
 def test_shapes(m, n, k, out_dtype):
-    a, b, a_s, b_s, bias = _inputs(m, n, k, out_dtype=out_dtype, seed=m * 7 + n + k)
+    a, b, a_s, b_s, bias = int8_gemm_inputs(m, n, k, out_dtype=out_dtype, seed=m * 7 + n + k)
     out = torch.full((m, n), float("nan"), dtype=out_dtype, device="cuda")
     int8_scaled_mm(a, b, a_s, b_s, bias, out_dtype=out_dtype, out=out)
     _check(out, a, b, a_s, b_s, bias, out_dtype)
@@ -52,14 +41,14 @@ def test_shapes(m, n, k, out_dtype):
 @pytest.mark.parametrize("bias", [True, False])
 def test_epilogue_variants(a_kind, b_kind, bias):
     for m in (5, 700):  # one swapped (decode) and one plain config
-        a, b, a_s, b_s, bias_t = _inputs(m, 520, 384, a_kind=a_kind, b_kind=b_kind, bias=bias, seed=m)
+        a, b, a_s, b_s, bias_t = int8_gemm_inputs(m, 520, 384, a_kind=a_kind, b_kind=b_kind, bias=bias, seed=m)
         out = int8_scaled_mm(a, b, a_s, b_s, bias_t)
         _check(out, a, b, a_s, b_s, bias_t, torch.bfloat16)
 
 
 @pytest.mark.parametrize("cfg", shipped_sm90_int8_configs(), ids=lambda c: c.describe())
 def test_every_shipped_config(cfg):
-    a, b, a_s, b_s, bias = _inputs(333, 776, 1040, seed=3)
+    a, b, a_s, b_s, bias = int8_gemm_inputs(333, 776, 1040, seed=3)
     out = torch.full((333, 776), float("nan"), dtype=torch.bfloat16, device="cuda")
     int8_scaled_mm(a, b, a_s, b_s, bias, out=out, config=cfg)
     _check(out, a, b, a_s, b_s, bias, torch.bfloat16)
@@ -67,13 +56,13 @@ def test_every_shipped_config(cfg):
 
 @pytest.mark.parametrize("m", [3, 513])
 def test_batched(m):
-    a, b, a_s, b_s, bias = _inputs(m, 256, 512, batch=3, seed=m)
+    a, b, a_s, b_s, bias = int8_gemm_inputs(m, 256, 512, batch=3, seed=m)
     out = int8_scaled_mm(a, b, a_s, b_s, bias)
     _check(out, a, b, a_s, b_s, bias, torch.bfloat16)
 
 
 def test_current_stream_and_repeat_calls():
-    a, b, a_s, b_s, bias = _inputs(64, 512, 256)
+    a, b, a_s, b_s, bias = int8_gemm_inputs(64, 512, 256)
     s = torch.cuda.Stream()
     with torch.cuda.stream(s):
         out1 = int8_scaled_mm(a, b, a_s, b_s, bias)
@@ -84,7 +73,7 @@ def test_current_stream_and_repeat_calls():
 
 
 def test_warm_path_still_validates():
-    a, b, a_s, b_s, bias = _inputs(64, 512, 256)
+    a, b, a_s, b_s, bias = int8_gemm_inputs(64, 512, 256)
     int8_scaled_mm(a, b, a_s, b_s, bias)
     with pytest.raises((TypeError, ValueError), match="b_scale"):
         int8_scaled_mm(a, b, a_s, b_s.double(), bias)
@@ -97,7 +86,7 @@ def test_warm_path_still_validates():
 @pytest.mark.parametrize("m,n,k", [(1, 4096, 4096), (16, 1000, 16), (7, 520, 4112), (100, 264, 8192), (2, 256, 640)])
 def test_split_k_on_off_agree(m, n, k):
     """The in-kernel split-K reduction is exact: it must give bit-identical results to the unsplit kernel."""
-    a, b, a_s, b_s, bias = _inputs(m, n, k, seed=k + m)
+    a, b, a_s, b_s, bias = int8_gemm_inputs(m, n, k, seed=k + m)
     base = TileConfig(tile_m=128, tile_n=16 if m <= 16 else 128, cluster_m=1, cluster_n=1, swap_ab=True)
     outs = []
     for split_k in (1, 3, 8):
@@ -112,7 +101,7 @@ def test_split_k_on_off_agree(m, n, k):
 
 @pytest.mark.parametrize("m", [300, 5])
 def test_fp32_output(m):
-    a, b, a_s, b_s, _ = _inputs(m, 264, 512, bias=False)
+    a, b, a_s, b_s, _ = int8_gemm_inputs(m, 264, 512, bias=False)
     bias = torch.randn(264, device="cuda")
     out = torch.full((m, 264), float("nan"), device="cuda")
     int8_scaled_mm(a, b, a_s, b_s, bias, out_dtype=torch.float32, out=out)
@@ -123,7 +112,7 @@ def test_fp32_output(m):
 
 @pytest.mark.parametrize("sm_count", [1, 40])
 def test_sm_count_cap(sm_count):
-    a, b, a_s, b_s, bias = _inputs(700, 1024, 512)
+    a, b, a_s, b_s, bias = int8_gemm_inputs(700, 1024, 512)
     out = torch.full((700, 1024), float("nan"), dtype=torch.bfloat16, device="cuda")
     int8_scaled_mm(a, b, a_s, b_s, bias, out=out, sm_count=sm_count)
     _check(out, a, b, a_s, b_s, bias, torch.bfloat16)

@@ -10,26 +10,14 @@ import torch
 from cute_kernels.reference import int8_scaled_mm_ref
 from cute_kernels.sm80 import all_configs, run_int8_scaled_mm_sm80
 from cute_kernels.sm80.split_k import WORKSPACE
-from tests.conftest import poisoned
+from tests.conftest import int8_gemm_inputs, poisoned
 
 pytestmark = pytest.mark.gpu
 
 
-def _inputs(m, n, k, batch=None, a_kind="vector", b_kind="vector", bias=True, out_dtype=torch.bfloat16, seed=0):
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    lead = () if batch is None else (batch,)
-    a = torch.randint(-128, 128, (*lead, m, k), dtype=torch.int8, device="cuda", generator=g)
-    w = torch.randint(-128, 128, (*lead, n, k), dtype=torch.int8, device="cuda", generator=g)
-    b = w.transpose(-1, -2)  # [.., K, N], K contiguous: the weight stored row-major [N, K]
-    a_scale = torch.rand(m if a_kind == "vector" else 1, device="cuda", generator=g) * 0.02 + 0.001
-    b_scale = torch.rand(n if b_kind == "vector" else 1, device="cuda", generator=g) * 0.02 + 0.001
-    bias_t = (torch.randn(n, device="cuda", generator=g) * 4).to(out_dtype) if bias else None
-    return a, b, a_scale, b_scale, bias_t
-
-
 def _run(m, n, k, *, batch=None, a_kind="vector", b_kind="vector", bias=True, out_dtype=torch.bfloat16,
          arch="sm_80", config=None, split_k=None, seed=0):
-    a, b, a_s, b_s, bias_t = _inputs(m, n, k, batch, a_kind, b_kind, bias, out_dtype, seed)
+    a, b, a_s, b_s, bias_t = int8_gemm_inputs(m, n, k, batch, a_kind, b_kind, bias, out_dtype, seed)
     out = poisoned((*a.shape[:-1], n), out_dtype)
     run_int8_scaled_mm_sm80(a, b, a_s, b_s, bias_t, out, arch=arch, config=config, split_k=split_k)
     torch.cuda.synchronize()
@@ -107,7 +95,7 @@ def test_split_k_on_off_agree_and_workspace_stays_zero():
 
 
 def test_side_stream():
-    a, b, a_s, b_s, bias = _inputs(16, 2048, 4096, seed=5)
+    a, b, a_s, b_s, bias = int8_gemm_inputs(16, 2048, 4096, seed=5)
     out = poisoned((16, 2048), torch.bfloat16)
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
@@ -121,7 +109,7 @@ def test_side_stream():
 def test_public_op_forces_sm80_kernel():
     from cute_kernels import int8_scaled_mm
 
-    a, b, a_s, b_s, bias = _inputs(77, 1032, 528, seed=9)
+    a, b, a_s, b_s, bias = int8_gemm_inputs(77, 1032, 528, seed=9)
     out = int8_scaled_mm(a, b, a_s, b_s, bias, arch="sm80")
     torch.cuda.synchronize()
     _check(out, a, b, a_s, b_s, bias)
