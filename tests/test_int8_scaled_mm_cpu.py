@@ -140,3 +140,13 @@ def test_k_beyond_int32_accumulation_is_refused():
     b = torch.empty(8, k, dtype=torch.int8).t()
     with pytest.raises(ValueError, match=f"K = {k} exceeds {MAX_K}: the int32 accumulator could overflow"):
         int8_scaled_mm(a, b, torch.ones(2), torch.ones(8))
+
+
+def test_warm_path_memo_is_bounded(monkeypatch):
+    from cute_kernels.ops import int8_scaled_mm as op
+
+    monkeypatch.setattr(op, "_validated", {})
+    monkeypatch.setattr(op, "_MAX_PLANS", 3)
+    for i in range(7):
+        op._remember(("sig", i), (None, (1, 8), None))
+        assert len(op._validated) <= 3 and op._validated[("sig", i)] == (None, (1, 8), None)
