@@ -142,11 +142,21 @@ def test_k_beyond_int32_accumulation_is_refused():
         int8_scaled_mm(a, b, torch.ones(2), torch.ones(8))
 
 
-def test_warm_path_memo_is_bounded(monkeypatch):
-    from cute_kernels.ops import int8_scaled_mm as op
+def test_warm_path_memo_is_bounded():
+    import importlib
 
-    monkeypatch.setattr(op, "_validated", {})
-    monkeypatch.setattr(op, "_MAX_PLANS", 3)
+    from cute_kernels.plan_cache import PlanCache
+
+    mod = importlib.import_module  # the packages re-export functions under the modules' names
+    int8_op, fp8_op = mod("cute_kernels.ops.int8_scaled_mm"), mod("cute_kernels.ops.fp8_blockwise_scaled_mm")
+    awq, qmm, launch = (mod("cute_kernels.weight_only.awq"), mod("cute_kernels.weight_only.quantized_mm"),
+                        mod("cute_kernels.sm80.launch"))
+
+    memo = PlanCache(capacity=3)
     for i in range(7):
-        op._remember(("sig", i), (None, (1, 8), None))
-        assert len(op._validated) <= 3 and op._validated[("sig", i)] == (None, (1, 8), None)
+        memo[("sig", i)] = i
+        assert len(memo) <= 3 and memo[("sig", i)] == i
+    memo[("sig", 6)] = 60  # overwriting an entry never clears
+    assert len(memo) == 1 + (6 % 3) and memo[("sig", 6)] == 60
+    for cache in (int8_op._validated, fp8_op._validated, awq._plans, qmm._plans, launch._PLANS):
+        assert isinstance(cache, PlanCache)

@@ -29,11 +29,12 @@ from .. import checks
 from ..configs import TileConfig
 from ..formats.scale_layouts import normalize_granularity
 from ..jit_cache import cached_compile
+from ..plan_cache import PlanCache
 
 _OUT_DTYPES = (torch.float16, torch.bfloat16)
 _FP8_DTYPES = (torch.float8_e4m3fn,)
 SUPPORTED_GRANULARITIES = ((1, 128, 128), (128, 128, 128))
-_validated: dict[tuple, tuple] = {}
+_validated = PlanCache()
 
 # (max_m, config), first match wins. tile_n is at most 128: the kernel holds a second (temporary) fp32 accumulator
 # for the two-level accumulation, and 128x256 tiles would spill. Decode-size M uses 64-row tiles (one consumer

@@ -21,20 +21,14 @@ from .. import arch as _arch
 from .. import checks
 from ..configs import TileConfig, best_split, select_sm90_int8
 from ..jit_cache import cached_compile
+from ..plan_cache import PlanCache
 
 # Largest K whose int32 sum cannot overflow: K * 128 * 128 < 2^31 (WGMMA saturates; split-K partials would wrap).
 MAX_K = 2**31 // 2**14 - 16
 
 _OUT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _CUTE_DTYPES = {torch.float16: "Float16", torch.bfloat16: "BFloat16", torch.float32: "Float32"}
-_validated: dict[tuple, tuple] = {}  # call signature -> (compiled fn, out shape, split plan | "sm80" | None)
-_MAX_PLANS = 4096  # a server sees one signature per distinct M: bound the memo (a miss only re-runs the checks)
-
-
-def _remember(sig: tuple, plan: tuple) -> None:
-    if len(_validated) >= _MAX_PLANS:
-        _validated.clear()
-    _validated[sig] = plan
+_validated = PlanCache()  # call signature -> (compiled fn, out shape, split plan | "sm80" | None)
 
 
 def _scale_kind(t: torch.Tensor) -> str:
@@ -195,7 +189,7 @@ def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_sc
             run_int8_scaled_mm_sm80(a, b, a_scale, b_scale, bias, out, arch=dev_arch, config=config)
 
         run_sm80(a, b, a_scale, b_scale, bias, out)
-        _remember(sig, (run_sm80, out_shape, "sm80"))
+        _validated[sig] = (run_sm80, out_shape, "sm80")
         return out
     sms = _arch.sm_count(device.index)
     if sm_count is not None:
@@ -213,7 +207,7 @@ def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_sc
         fn(a, b, out, a_scale, b_scale, bias, *split_workspace(device, split[1], split[2]), split[0])
     else:
         fn(a, b, out, a_scale, b_scale, bias)
-    _remember(sig, (fn, out_shape, split))
+    _validated[sig] = (fn, out_shape, split)
     return out
 
 

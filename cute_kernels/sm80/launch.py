@@ -24,6 +24,7 @@ import cutlass.cute as cute
 from cute_kernels.compile_utils import fake_stream, fake_tensor, fake_vector, kernel_view
 from cute_kernels.epilogues import scaled_mm_tree
 from cute_kernels.jit_cache import cached_compile
+from cute_kernels.plan_cache import PlanCache
 from cute_kernels.sm80.configs import Sm80TileConfig, normalize_arch, select_config
 from cute_kernels.sm80.kernel import Int8ScaledMmSm80
 from cute_kernels.sm80.split_k import WORKSPACE, choose_split_k, normalize_split_k
@@ -96,7 +97,7 @@ class _Plan:
     tile_elems: int
 
 
-_PLANS: dict[tuple, _Plan] = {}
+_PLANS: dict[tuple, _Plan] = PlanCache()
 _DEVICE_FACTS: dict[int, tuple[str, str, int]] = {}
 
 

@@ -23,6 +23,7 @@ import torch
 from .. import arch as _arch
 from .. import checks
 from ..formats.awq import awq_dequantize_reference, check_awq_tensors
+from ..plan_cache import PlanCache
 from . import awq_repack, config
 from .compile import compile_awq_dequantize
 from .kernel import TileShape
@@ -30,7 +31,7 @@ from .quantized_mm import aligned_copy, check_out, launch, pad_x, x_needs_copy
 
 X_DTYPES = (torch.float16, torch.bfloat16)
 
-_plans: dict[tuple, tuple] = {}  # awq_gemm call signature (incl. the repack cache key) -> (compiled fn, group)
+_plans = PlanCache()  # awq_gemm call signature (incl. the repack cache key) -> (compiled fn, group)
 
 
 def _check_awq(qweight, scales, qzeros) -> tuple[int, int, int]:

@@ -27,6 +27,7 @@ import torch
 from .. import arch as _arch
 from .. import checks
 from ..formats.bitpack import check_bits
+from ..plan_cache import PlanCache
 from . import config
 from .compile import compile_weight_only
 from .kernel import TileShape
@@ -34,7 +35,7 @@ from .kernel import TileShape
 X_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 SCALE_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
-_plans: dict[tuple, tuple] = {}  # call signature -> (compiled fn, n, group, pad)
+_plans = PlanCache()  # call signature -> (compiled fn, n, group, pad)
 
 
 def _check_scale(scale) -> float:
