@@ -145,6 +145,12 @@ def cmd_bench(args) -> int:
     return run_benchmark(args.kernel, args.out, quick=args.quick)
 
 
+def _add_problem_size(parser) -> None:
+    """--m/--n/--k: the problem whose shape bucket picks the tile config (and, for demo, the problem run)."""
+    for dim in ("m", "n", "k"):
+        parser.add_argument(f"--{dim}", type=int, default=4096, help=f"problem {dim.upper()} (default 4096)")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m cute_kernels", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -153,9 +159,7 @@ def main(argv=None) -> int:
     s.set_defaults(fn=cmd_info)
 
     s = sub.add_parser("demo", help="run int8_scaled_mm on a default problem (GPU) or compile + export it (no GPU)")
-    s.add_argument("--m", type=int, default=4096)
-    s.add_argument("--n", type=int, default=4096)
-    s.add_argument("--k", type=int, default=4096)
+    _add_problem_size(s)
     s.add_argument("--out", help="export directory when there is no GPU (default ./cute_kernels_demo)")
     s.set_defaults(fn=cmd_demo)
 
@@ -164,9 +168,7 @@ def main(argv=None) -> int:
     s.add_argument("--arch", default="sm_90a")
     s.add_argument("--out", required=True, help="output directory")
     s.add_argument("--config", help="tile config, e.g. 128x256x2x1 or 128x16:swap (default: the table's pick)")
-    s.add_argument("--m", type=int, default=4096, help="problem M used to pick the config from the table")
-    s.add_argument("--n", type=int, default=4096)
-    s.add_argument("--k", type=int, default=4096)
+    _add_problem_size(s)
     s.add_argument("--out-dtype", default="bf16", choices=["bf16", "fp16"])
     s.add_argument("--a-scale", default="vector", choices=["vector", "scalar"])
     s.add_argument("--b-scale", default="vector", choices=["vector", "scalar"])
@@ -180,9 +182,7 @@ def main(argv=None) -> int:
     s = sub.add_parser("layout", help="print the CuTe layouts a config uses (smem+swizzle, TMA boxes, MMA, epilogue)")
     s.add_argument("kernel", nargs="?", default="int8_scaled_mm")
     s.add_argument("--config", help="tile config, e.g. 128x256x2x1 (default: the table's pick for M, N, K)")
-    s.add_argument("--m", type=int, default=4096)
-    s.add_argument("--n", type=int, default=4096)
-    s.add_argument("--k", type=int, default=4096)
+    _add_problem_size(s)
     s.add_argument("--granularity", help="FP8 scale granularity gM,gN,gK (prints the scale-factor layouts)")
     s.set_defaults(fn=cmd_layout)
 
