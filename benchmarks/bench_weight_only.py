@@ -3,8 +3,12 @@
 Columns, timed in the same run: ``ours`` = cute_kernels.quantized_mm on its default dispatch (bf16 x, per-tensor
 scale), ``bf16`` = torch.matmul(x, W_bf16.t()) on a pre-dequantized bf16 weight (what a user would otherwise run);
 speedup = bf16 / ours; ``GB/s`` = packed weight bytes / time (the decode path's figure of merit, compared with the
-device's copy bandwidth measured here: bytes read + written by a 1 GiB device-to-device copy). A second table times
-both paths forced at M in {8, 16} (the crossover the dispatcher's DECODE_MAX_M comes from).
+device's copy bandwidth measured here: bytes read + written by a 1 GiB device-to-device copy). For M >= 64 both
+large-M paths are also forced side by side - the tensor-core tiles of the kernel template and the dense path
+(dequantize + cuBLAS; the dispatcher's DENSE_MIN_M comes from this crossover) - and the dequantize alone
+(``dequantize_weights``: packed bytes read + dense bf16 bytes written / time). A second table times the decode and
+tensor-core paths forced at M in {8, 16} (the crossover the dispatcher's DECODE_MAX_M comes from).
+``--quick``: N = K = 8192, bits {4, 8}, M {64, 128, 256, 1024, 4096}, no second table (well under a minute).
 
 Method (../.library/device/METHOD.md): each timing is the median over CUDA-graph replays of a graph that runs every
 input set once; weights rotate over enough sets that each call streams them from HBM, not L2 (tensor-core rows with
@@ -28,6 +32,9 @@ from cute_kernels.bench import graph_time_us  # noqa: F401 - re-exported for ben
 SHAPES = [(8192, 8192), (14336, 4096), (4096, 14336)]
 BITS = [1, 2, 4, 8]
 MS = [1, 4, 16, 64, 256, 4096]
+QUICK_BITS = [4, 8]
+QUICK_MS = [64, 128, 256, 1024, 4096]
+LARGE_M = 64  # from here on both large-M paths are timed side by side
 L2_MARGIN_BYTES = 4 * 60 * 2**20  # 4x the largest Hopper L2
 
 
@@ -96,7 +103,7 @@ def _bench_one(quantized_mm, select_tile, arch, n, k, bits, m, w_sets, bf_sets, 
     packed_bytes = n * k * bits // 8
     scale = 0.01
     x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
-    path, tile = select_tile(bits, m, n, arch.sm_count(0))
+    path, tile = select_tile(bits, m, n, arch.sm_count(0), dense=True)  # bf16 x: the dense path is available
     out = quantized_mm(x, w_sets[0], scale, bits)
     err = _check(out, x, w_sets[0], scale, bits) if check else None
     ws = w_sets if m < 64 else w_sets[:2]
@@ -110,15 +117,27 @@ def _bench_one(quantized_mm, select_tile, arch, n, k, bits, m, w_sets, bf_sets, 
             e = _check(quantized_mm(x, w_sets[0], scale, bits, tile=tl), x, w_sets[0], scale, bits)
             variants["ring" if ring else "registers"] = (
                 graph_time_us([lambda w=w, tl=tl: quantized_mm(x, w, scale, bits, tile=tl) for w in ws])[0], e)
+    t_dequant = None
+    if m >= LARGE_M:  # the two large-M paths forced side by side, and the dense path's dequantize alone
+        from cute_kernels.weight_only import dequantize_weights
+
+        for p in ("tensor_core", "dense"):
+            e = _check(quantized_mm(x, w_sets[0], scale, bits, path=p), x, w_sets[0], scale, bits)
+            variants[p] = (graph_time_us([lambda w=w, p=p: quantized_mm(x, w, scale, bits, path=p) for w in ws])[0], e)
+        t_dequant, _ = graph_time_us([lambda w=w: dequantize_weights(w, bits, k) for w in ws])
     bs = bf_sets if m < 64 else bf_sets[:1]
     t_ref, _ = graph_time_us([lambda w=w: torch.matmul(x, w.t()) for w in bs])
     host = eager_time_us(lambda: quantized_mm(x, w_sets[0], scale, bits)) if m == 1 else None
-    row = dict(n=n, k=k, bits=bits, m=m, path=path, tile=list(tile.key), us=t_ours, bf16_us=t_ref,
+    row = dict(n=n, k=k, bits=bits, m=m, path=path, tile=list(tile.key) if tile else None, us=t_ours, bf16_us=t_ref,
                speedup=t_ref / t_ours, weight_gbs=packed_bytes / t_ours / 1e3,
                tflops=2 * m * n * k / t_ours / 1e6, bf16_tflops=2 * m * n * k / t_ref / 1e6,
                timing=how, host_us=host, max_err=err, sets=len(ws),
-               pipelines={name: dict(us=v[0], err=v[1]) for name, v in variants.items()})
+               pipelines={name: dict(us=v[0], err=v[1]) for name, v in variants.items()},
+               dequant_us=t_dequant,
+               dequant_gbs=None if t_dequant is None else (packed_bytes + n * k * 2) / t_dequant / 1e3)
     extra = "  ".join(f"{name} {v[0]:.2f}" for name, v in variants.items())
+    if t_dequant is not None:
+        extra += f"  dequantize {t_dequant:.2f} us ({row['dequant_gbs']:.0f} GB/s)"
     print(f"N={n} K={k} bits={bits} M={m:5d} {path:11s} {t_ours:9.2f} us  bf16 {t_ref:9.2f} us  "
           f"x{t_ref / t_ours:5.2f}  {row['weight_gbs']:7.0f} GB/s  {row['tflops']:6.1f} TF  [{how}]  {extra}",
           flush=True)
@@ -172,12 +191,20 @@ def bench_tc_tiles(n=8192, k=8192, bits=4):
 
 def markdown(rows, copy_gbs, device):
     lines = [f"Device: {device}; copy bandwidth {copy_gbs:.0f} GB/s (read + write); bf16 x, per-tensor scale.", "",
-             "| N | K | bits | M | path | ours µs | bf16 matmul µs | speedup | weight GB/s | % copy BW | TFLOPS |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| N | K | bits | M | path | ours µs | bf16 matmul µs | speedup | weight GB/s | % copy BW | TFLOPS | "
+             "tensor core µs | dense µs | dequantize µs (GB/s) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+
+    def forced(r, p):
+        v = r.get("pipelines", {}).get(p)
+        return f"{v['us']:.2f}" if v else ""
+
     for r in rows:
+        dq = f"{r['dequant_us']:.2f} ({r['dequant_gbs']:.0f})" if r.get("dequant_us") else ""
         lines.append(f"| {r['n']} | {r['k']} | {r['bits']} | {r['m']} | {r['path']} | {r['us']:.2f} | "
                      f"{r['bf16_us']:.2f} | {r['speedup']:.2f} | {r['weight_gbs']:.0f} | "
-                     f"{100 * r['weight_gbs'] / copy_gbs:.0f}% | {r['tflops']:.1f} |")
+                     f"{100 * r['weight_gbs'] / copy_gbs:.0f}% | {r['tflops']:.1f} | {forced(r, 'tensor_core')} | "
+                     f"{forced(r, 'dense')} | {dq} |")
     return "\n".join(lines)
 
 
@@ -211,14 +238,15 @@ def plot(json_path: str, png_path: str) -> None:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
-    ap.add_argument("--quick", action="store_true", help="one shape, M in {1, 16, 256}")
+    ap.add_argument("--quick", action="store_true",
+                    help=f"N = K = 8192, bits {QUICK_BITS}, M {QUICK_MS}: the large-M paths only")
     ap.add_argument("--plot", metavar="RESULTS_JSON", help="only draw the plot from a results.json")
     ap.add_argument("--png", default="weight_only_speedup.png")
     args = ap.parse_args()
     if args.plot:
         plot(args.plot, args.png)
         return
-    shapes, ms = (SHAPES[:1], [1, 16, 256]) if args.quick else (SHAPES, MS)
+    shapes, bits_list, ms = (SHAPES[:1], QUICK_BITS, QUICK_MS) if args.quick else (SHAPES, BITS, MS)
     device = torch.cuda.get_device_name()
     copy_gbs, read_gbs = copy_bandwidth_gbs()
     print(f"{device}: copy bandwidth {copy_gbs:.0f} GB/s (read + write), read-only {read_gbs:.0f} GB/s", flush=True)
@@ -230,13 +258,13 @@ def main():
         with open(os.path.join(args.out, "weight_only_results.json"), "w") as f:
             json.dump(data, f, indent=1)
 
-    data["paths"] = bench_paths(shapes[:1], BITS)
-    save()
     if not args.quick:
+        data["paths"] = bench_paths(shapes[:1], BITS)
+        save()
         data["tc_tiles"] = bench_tc_tiles()
         save()
-    rows = data["quantized_mm"] = bench_quantized_mm(shapes, BITS, ms, sink=lambda r: (data.update(quantized_mm=r),
-                                                                                       save()))
+    rows = data["quantized_mm"] = bench_quantized_mm(shapes, bits_list, ms,
+                                                     sink=lambda r: (data.update(quantized_mm=r), save()))
     save()
     md = markdown(rows, copy_gbs, device)
     with open(os.path.join(args.out, "weight_only_results.md"), "w") as f:

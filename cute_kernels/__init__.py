@@ -7,7 +7,7 @@ Public functions only; each lives in its own module under ``cute_kernels.ops`` (
 from .configs import TileConfig
 from .ops.fp8_blockwise_scaled_mm import fp8_blockwise_scaled_mm
 from .ops.int8_scaled_mm import int8_scaled_mm
-from .weight_only import awq_dequantize, awq_gemm, awq_linear, quantized_mm
+from .weight_only import awq_dequantize, awq_gemm, awq_linear, dequantize_weights, quantized_mm
 
 __version__ = "0.1.0"
 
@@ -16,6 +16,7 @@ __all__ = [
     "awq_dequantize",
     "awq_gemm",
     "awq_linear",
+    "dequantize_weights",
     "fp8_blockwise_scaled_mm",
     "int8_scaled_mm",
     "quantized_mm",

@@ -112,13 +112,15 @@ def select_sm90_int8(m: int, n: int, k: int, batch: int = 1, sm_count: int = 132
 
 
 def shipped_sm90_int8_configs() -> list[TileConfig]:
-    """Every config the table can return (CI compiles each one and checks its SASS)."""
+    """Every config the table can return (CI compiles each one and checks its SASS). A split row also ships its
+    unsplit sibling: the host runs that one when the wave model picks a single K slice (``ops.split_k``)."""
     seen: list[TileConfig] = []
     for _, cfg in SM90_INT8_TABLE:
         for tile_m in (SWAP_TILE_M if cfg.swap_ab else (cfg.tile_m,)):
-            c = replace(cfg, tile_m=tile_m)
-            if c not in seen:
-                seen.append(c)
+            for split_k in dict.fromkeys((cfg.split_k, 1)):
+                c = replace(cfg, tile_m=tile_m, split_k=split_k)
+                if c not in seen:
+                    seen.append(c)
     return seen
 
 

@@ -73,7 +73,8 @@ def test_granularity_names_and_table():
 @pytest.mark.parametrize("rank,out_dtype,gran,cfg", [
     (2, torch.bfloat16, (1, 128, 128), shipped_configs()[-1]),
     (3, torch.float16, (128, 128, 128), shipped_configs()[0]),
-], ids=["groupwise-bf16-128x128c2", "blockwise-fp16-batched-64x128"])
+    (2, torch.bfloat16, (128, 128, 128), shipped_configs()[1]),
+], ids=["groupwise-bf16-128x128c2", "blockwise-fp16-batched-64x128-split", "blockwise-bf16-128x128-split"])
 def test_sm90_compiles_to_qgmma_without_spills(rank, out_dtype, gran, cfg, tmp_path):
     from cute_kernels.sass import summarize_cubin
 

@@ -71,6 +71,28 @@ def test_every_shipped_config(cfg):
     _check(out, a, b, a_s, b_s, GROUPWISE, torch.bfloat16)
 
 
+def test_split_k_matches_unsplit_and_is_deterministic():
+    # Decode-size M splits K (fp32 partials through the workspace). Every split count must agree with the unsplit
+    # kernel to rounding, and one split count must give bit-identical results run after run (fixed reduction order).
+    from cute_kernels.configs import TileConfig
+
+    a, b, a_s, b_s = _operands(5, 2112, 7168, GROUPWISE, seed=3)
+    outs = {}
+    for split in (1, 3, 8):
+        cfg = TileConfig(tile_m=64, tile_n=128, split_k=split)
+        runs = []
+        for _ in range(3):
+            out = torch.full((5, 2112), float("nan"), dtype=torch.bfloat16, device="cuda")
+            fp8_blockwise_scaled_mm(a, b, a_s, b_s, out=out, config=cfg)
+            runs.append(out)
+        _check(runs[0], a, b, a_s, b_s, GROUPWISE, torch.bfloat16)
+        assert all(torch.equal(runs[0], r) for r in runs[1:]), f"split_k={split}: results differ between runs"
+        outs[split] = runs[0]
+    for split in (3, 8):
+        diff = (outs[split].float() - outs[1].float()).abs().max().item()
+        assert diff <= 2e-2 * outs[1].float().abs().max().item(), f"split_k={split} vs unsplit: {diff}"
+
+
 def test_fast_path_recomputes_and_rechecks():
     # The second call with the same shapes takes the cached path: it must compute on the new data and still
     # reject a bad tensor with a named error.

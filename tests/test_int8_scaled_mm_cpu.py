@@ -122,13 +122,25 @@ def test_batched_fp16_scalar_variant_compiles():
 
 
 def test_split_k_plan_fills_the_gpu_and_respects_limits():
-    from cute_kernels.ops.int8_scaled_mm import plan_split_k
+    from cute_kernels.ops.split_k import plan_split_k
 
     cfg = select_sm90_int8(1, 4096, 4096)  # 64-row weight tiles -> 64 tiles for N=4096
     slices, ws, sems = plan_split_k(cfg, 4096, 1, 4096, 1, 132)
     assert slices == 2 and sems == 64 and ws == 64 * 2 * cfg.tile_m * cfg.tile_n
     assert plan_split_k(cfg, 4096, 1, 16, 1, 132)[0] == 1  # one K-tile: nothing to split
     assert plan_split_k(cfg, 64, 1, 8192, 1, 132)[0] == cfg.split_k  # one tile: as many slices as allowed
+
+
+def test_single_slice_plans_run_the_unsplit_variant():
+    from cute_kernels.ops.split_k import resolve_split
+
+    cfg = select_sm90_int8(1, 14336, 4096)  # 112 weight tiles of 128 rows: one wave, no split
+    run_cfg, split = resolve_split(cfg, 14336, 1, 4096, 1, 132)
+    assert cfg.split_k > 1 and split is None and run_cfg.split_k == 1 and run_cfg.tile_m == cfg.tile_m
+    assert run_cfg in shipped_sm90_int8_configs()  # CI compiles the variant the host will run
+    cfg = select_sm90_int8(1, 4096, 4096)
+    run_cfg, split = resolve_split(cfg, 4096, 1, 4096, 1, 132)
+    assert run_cfg == cfg and split[0] == 2
 
 
 def test_k_beyond_int32_accumulation_is_refused():

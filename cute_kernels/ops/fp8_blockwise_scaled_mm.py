@@ -20,6 +20,7 @@ Host path: as ``int8_scaled_mm``, a call signature validated once goes straight 
 full Python checks, which name the argument at fault.
 """
 
+from dataclasses import replace
 from typing import Optional
 
 import torch
@@ -30,6 +31,7 @@ from ..configs import TileConfig
 from ..formats.scale_layouts import normalize_granularity
 from ..jit_cache import cached_compile
 from ..plan_cache import PlanCache
+from .split_k import resolve_split, split_workspace
 
 _OUT_DTYPES = (torch.float16, torch.bfloat16)
 _FP8_DTYPES = (torch.float8_e4m3fn,)
@@ -38,10 +40,12 @@ _validated = PlanCache()
 
 # (max_m, config), first match wins. tile_n is at most 128: the kernel holds a second (temporary) fp32 accumulator
 # for the two-level accumulation, and 128x256 tiles would spill. Decode-size M uses 64-row tiles (one consumer
-# warpgroup) to halve the wasted WGMMA rows.
+# warpgroup) to halve the wasted WGMMA rows. Small M has few output tiles (N=2112: 17 tiles of 128 columns for 132
+# SMs), so those rows may split K (in-kernel, fp32 partials reduced in a fixed order; the wave model of
+# ``configs.best_split`` picks the slice count per problem, up to ``split_k``).
 SM90_FP8_BLOCKWISE_TABLE: tuple[tuple[int, TileConfig], ...] = (
-    (64, TileConfig(tile_m=64, tile_n=128, cluster_m=1, cluster_n=1)),
-    (256, TileConfig(tile_m=128, tile_n=128, cluster_m=1, cluster_n=1)),
+    (64, TileConfig(tile_m=64, tile_n=128, cluster_m=1, cluster_n=1, split_k=8)),
+    (256, TileConfig(tile_m=128, tile_n=128, cluster_m=1, cluster_n=1, split_k=4)),
     (1 << 62, TileConfig(tile_m=128, tile_n=128, cluster_m=2, cluster_n=1)),
 )
 
@@ -54,7 +58,9 @@ def select_config(m: int, n: int, k: int) -> TileConfig:
 
 
 def shipped_configs() -> list[TileConfig]:
-    return list(dict.fromkeys(cfg for _, cfg in SM90_FP8_BLOCKWISE_TABLE))
+    """The table's configs, each split row followed by its unsplit sibling (run when one K slice is planned)."""
+    return list(dict.fromkeys(c for _, cfg in SM90_FP8_BLOCKWISE_TABLE
+                              for c in (cfg, replace(cfg, split_k=1))))
 
 
 def check_granularity(scale_granularity) -> tuple[int, int, int]:
@@ -116,7 +122,7 @@ def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], co
     import cutlass
     import cutlass.cute as cute
 
-    from ..compile_utils import fake_stream, fake_tensor, kernel_view
+    from ..compile_utils import fake_stream, fake_tensor, fake_vector, kernel_view
     from ..epilogues import Accumulator, EpilogueTree
     from ..sm90.fp8_blockwise import Fp8BlockwiseGemmSm90
 
@@ -133,13 +139,29 @@ def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], co
     # The mainloop already applied the scales; the epilogue only converts the fp32 accumulator.
     kernel = Fp8BlockwiseGemmSm90(config, EpilogueTree(Accumulator()), gran, sm_count=sm_count)
 
-    @cute.jit
-    def launch(a: cute.Tensor, b: cute.Tensor, d: cute.Tensor, a_scale: cute.Tensor, b_scale: cute.Tensor, stream):
-        kernel(kernel_view(a, 0, 1), kernel_view(b, 0, 1), kernel_view(d, 0, 1),
-               (kernel_view(a_scale, 0, 1), kernel_view(b_scale, 0, 1)), stream)
+    options = f"--enable-tvm-ffi --gpu-arch sm_90a {extra_options}".strip()
 
-    return cute.compile(launch, fa, fb, fd, f_sa, f_sb, fake_stream(),
-                        options=f"--enable-tvm-ffi --gpu-arch sm_90a {extra_options}".strip())
+    def views(a, b, d, a_scale, b_scale):
+        return (kernel_view(a, 0, 1), kernel_view(b, 0, 1), kernel_view(d, 0, 1),
+                (kernel_view(a_scale, 0, 1), kernel_view(b_scale, 0, 1)))
+
+    if config.split_k == 1:
+        @cute.jit
+        def launch(a: cute.Tensor, b: cute.Tensor, d: cute.Tensor, a_scale: cute.Tensor, b_scale: cute.Tensor,
+                   stream):
+            kernel(*views(a, b, d, a_scale, b_scale), stream)
+
+        return cute.compile(launch, fa, fb, fd, f_sa, f_sb, fake_stream(), options=options)
+
+    @cute.jit
+    def launch_split(a: cute.Tensor, b: cute.Tensor, d: cute.Tensor, a_scale: cute.Tensor, b_scale: cute.Tensor,
+                     workspace: cute.Tensor, semaphore: cute.Tensor, num_splits: cutlass.Int32, stream):
+        kernel(*views(a, b, d, a_scale, b_scale), stream, (workspace, semaphore, num_splits))
+
+    f_ws = fake_vector(cutlass.Float32, cute.sym_int32(), align=16)
+    f_sem = fake_vector(cutlass.Int32, cute.sym_int32())
+    return cute.compile(launch_split, fa, fb, fd, f_sa, f_sb, f_ws, f_sem, cutlass.Int32(1), fake_stream(),
+                        options=options)
 
 
 def _compile_sm90(rank, out_dtype, gran, config: TileConfig, sm_count):
@@ -158,11 +180,15 @@ def fp8_blockwise_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Ten
     sig = (a.shape, b.shape, a_scale.shape, b_scale.shape, out_dtype, scale_granularity, config)
     plan = _validated.get(sig)
     if plan is not None:
-        fn, out_shape = plan
+        fn, out_shape, split = plan
         if out is None:
             out = torch.empty(out_shape, dtype=out_dtype, device=a.device)
         try:
-            fn(a, b, out, a_scale, b_scale)
+            if split is None:
+                fn(a, b, out, a_scale, b_scale)
+            else:
+                fn(a, b, out, a_scale, b_scale, *split_workspace(a.device, split[1], split[2], torch.float32),
+                   split[0])
             return out
         except Exception:  # noqa: BLE001 - fall through to the checks, which name the argument at fault
             pass
@@ -174,9 +200,14 @@ def fp8_blockwise_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Ten
     if dev_arch != "sm_90a":
         raise _arch.unsupported(dev_arch, "fp8_blockwise_scaled_mm (SM90 only)")
     cfg = config if config is not None else select_config(m, n, k)
-    fn = _compile_sm90(a.dim(), out_dtype, gran, cfg, _arch.sm_count(device.index))
+    sms = _arch.sm_count(device.index)
+    cfg, split = resolve_split(cfg, m, n, k, a.shape[0] if a.dim() == 3 else 1, sms)
+    fn = _compile_sm90(a.dim(), out_dtype, gran, cfg, sms)
     if out is None:
         out = torch.empty(out_shape, dtype=out_dtype, device=device)
-    fn(a, b, out, a_scale, b_scale)
-    _validated[sig] = (fn, out_shape)
+    if split is not None:
+        fn(a, b, out, a_scale, b_scale, *split_workspace(device, split[1], split[2], torch.float32), split[0])
+    else:
+        fn(a, b, out, a_scale, b_scale)
+    _validated[sig] = (fn, out_shape, split)
     return out

@@ -19,9 +19,10 @@ import torch
 
 from .. import arch as _arch
 from .. import checks
-from ..configs import TileConfig, best_split, select_sm90_int8
+from ..configs import TileConfig, select_sm90_int8
 from ..jit_cache import cached_compile
 from ..plan_cache import PlanCache
+from .split_k import resolve_split, split_workspace
 
 # Largest K whose int32 sum cannot overflow: K * 128 * 128 < 2^31 (WGMMA saturates; split-K partials would wrap).
 MAX_K = 2**31 // 2**14 - 16
@@ -198,51 +199,16 @@ def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_sc
         sms = sm_count
     batch = a.shape[0] if a.dim() == 3 else 1
     cfg = config if config is not None else select_sm90_int8(m, n, k, batch, sms)
+    cfg, split = resolve_split(cfg, *((n, m) if cfg.swap_ab else (m, n)), k, batch, sms)
     fn = _compile_sm90(a.dim(), _scale_kind(a_scale), _scale_kind(b_scale), bias is not None, out_dtype, cfg, sms)
     if out is None:
         out = torch.empty(out_shape, dtype=out_dtype, device=device)
-    split = None
-    if cfg.split_k > 1:
-        split = plan_split_k(cfg, *((n, m) if cfg.swap_ab else (m, n)), k, batch, sms)
+    if split is not None:
         fn(a, b, out, a_scale, b_scale, bias, *split_workspace(device, split[1], split[2]), split[0])
     else:
         fn(a, b, out, a_scale, b_scale, bias)
     _validated[sig] = (fn, out_shape, split)
     return out
-
-
-def plan_split_k(cfg: TileConfig, km: int, kn: int, k: int, batch: int, sm_count: int):
-    """(K slices, workspace int32 elements, semaphore count) for the kernel's (M, N) = (km, kn) problem.
-
-    Enough K slices to give every SM about one work tile, never more than ``cfg.split_k`` or than the K-tiles.
-    """
-    tiles = -(-km // cfg.tile_m) * -(-kn // cfg.tile_n) * batch
-    k_tiles = -(-k // 128)  # int8: 128 bytes of K per K-tile
-    slices = best_split(tiles, cfg.tile_m, cfg.split_k, k_tiles, sm_count)  # the wave model of configs.py
-    return slices, tiles * slices * cfg.tile_m * cfg.tile_n, tiles
-
-
-_workspaces: dict[tuple, tuple] = {}
-_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # CUDA builds: ~20x cheaper than current_stream()
-
-
-def _current_raw_stream(device: torch.device) -> int:
-    if _raw_stream is not None:
-        return _raw_stream(device.index)
-    return torch.cuda.current_stream(device).cuda_stream
-
-
-def split_workspace(device: torch.device, ws_elems: int, sem_elems: int):
-    """Split-K scratch, owned by the library and reused: partial sums need no clearing (each K slice writes its own
-    stripe) and the kernel resets every semaphore it used, so only a new or larger buffer is zeroed. One buffer per
-    (device, stream): calls on different streams may run concurrently."""
-    key = (device, _current_raw_stream(device))
-    ws, sem = _workspaces.get(key, (None, None))
-    if ws is None or ws.numel() < ws_elems or sem.numel() < sem_elems:
-        ws = torch.empty(max(ws_elems, 1 << 16), dtype=torch.int32, device=device)
-        sem = torch.zeros(max(sem_elems, 1024), dtype=torch.int32, device=device)
-        _workspaces[key] = (ws, sem)
-    return ws, sem
 
 
 def _resolve_arch(arch: Optional[str], device: torch.device) -> str:

@@ -11,16 +11,20 @@ Computes, for every batch l:
 Everything but the mainloop is the base kernel: producer warp streaming A/B K-tiles with TMA into the smem ring,
 persistent static tile schedule, epilogue tree -> stmatrix -> TMA store.
 
-Mainloop (per consumer warpgroup, per K-tile = one scale block):
-  1. read this K-block's scales from global memory into registers: one SFB value for the tile and one SFA value for
-     each of the thread's accumulator rows (2 rows per 64-row WGMMA atom). The loads are issued before the WGMMA
-     wait so their latency hides behind the tensor-core work; the scales are tiny and stay in L1/L2.
-  2. WGMMA the K-tile's four k-blocks into a temporary fp32 accumulator, the first with ACCUMULATE off (a static
-     per-k-block flag: the four k-blocks are unrolled at trace time, so each WGMMA gets its own flag).
-  3. wait for it, release the smem buffer to the producer, and promote: acc += tmp * (sfa_row * sfb).
+Mainloop (per consumer warpgroup, per K-tile = one scale block; K-tiles [k_begin, k_begin + k_tiles) of a split-K
+slice):
+  1. wait for the K-tile in shared memory and WGMMA its four k-blocks into a temporary fp32 accumulator, the first
+     with ACCUMULATE off (a static per-k-block flag: the k-blocks are unrolled at trace time).
+  2. wait for it, release the smem buffer to the producer, and promote: acc += tmp * (sfa_row * sfb). The scales (one
+     SFB value for the tile, one SFA value per accumulator row the thread owns: 2 per 64-row WGMMA atom) were loaded
+     from global memory two K-tiles earlier, into registers the loop carries (measured: loading them in the same
+     K-tile left their L2 latency exposed on every promotion, 714 vs 928 TFLOPS at 8192^3).
 This promotion is also what keeps FP8 precise: Hopper's FP8 WGMMA accumulates with a reduced-precision adder, so
 each 128-deep partial sum goes into a true fp32 accumulator (DSL_PRIMER §11). While one consumer warpgroup
-promotes, the other one's WGMMAs keep the tensor cores busy.
+promotes, the other one's WGMMAs can keep the tensor cores busy.
+
+Split-K (decode-size M) is the base kernel's: the fp32 partials go through the workspace and the last slice sums
+them in slice order (deterministic).
 
 Registers: acc + tmp are 2 x (tile_n / 2) fp32 per thread, so tile_n <= 128 (128x256 would spill).
 """
@@ -56,14 +60,14 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
 
     @cute.jit
     def mainloop(self, tiled_mma: cute.TiledMma, ab_pipe, tCrA: cute.Tensor, tCrB: cute.Tensor, acc: cute.Tensor,
-                 read, release, k_tiles, tile, tCcD: cute.Tensor, tensors: dict):
+                 read, release, k_begin, k_tiles, tile, tCcD: cute.Tensor, tensors: dict):
         sfa, sfb = tensors["sfa"], tensors["sfb"]  # (ceil(M/gM), KB, L), (ceil(N/gN), KB, L)
-        k_blocks = cute.size(tCrA, mode=[2])
         tmp = cute.make_rmem_tensor(acc.layout, Float32)
         # acc is ((2, 2, tile_n / 8), MMA_M, MMA_N): mode 0's middle sub-mode steps 8 rows; everything else is
         # columns or whole 64-row atoms, so a thread owns 2 x MMA_M distinct rows.
         rows_per_atom = cute.size(acc.shape[0][1])
         mma_m = cute.size(acc, mode=[1])
+        n_rows = rows_per_atom * mma_m
         row_blocks = []
         last_row_block = cute.size(sfa, mode=[0]) - 1  # rows past M (ragged tiles) reuse the last scale
         for mm in cutlass.range_constexpr(mma_m):
@@ -72,30 +76,86 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
                 row_blocks.append(cutlass.min(row // self.g_m, last_row_block))
         col_block = cutlass.min(tile[1] * self.config.tile_n // self.g_n, cute.size(sfb, mode=[0]) - 1)
         batch = tile[2]
+        k_last = k_begin + k_tiles - 1
 
+        # A K-tile's scales are loaded two K-tiles before its promotion (slot r < n_rows: a_scale of the thread's
+        # row r; slot n_rows: the tile's b_scale): a scale read from L2 takes about as long as a K-tile of WGMMA, so
+        # loading it where it is used stalls every promotion. Two buffers, one per parity of the K-tile, each
+        # reloaded right after its products are taken: no buffer is ever copied (a register copy would wait for its
+        # load). Loads past the last K-tile re-read the last one.
+        even = cute.make_rmem_tensor((n_rows + 1,), Float32)
+        odd = cute.make_rmem_tensor((n_rows + 1,), Float32)
+        factors = cute.make_rmem_tensor((n_rows,), Float32)
+        self.load_scales(sfa, sfb, row_blocks, col_block, k_begin, batch, even)
+        self.load_scales(sfa, sfb, row_blocks, col_block, cutlass.min(k_begin + 1, k_last), batch, odd)
         read.reset_count()
         release.reset_count()
         acc.fill(0)
-        for k in range(k_tiles):
-            s_b = sfb[(col_block, k, batch)]
-            s_rows = [sfa[(rb, k, batch)] * s_b for rb in row_blocks]
-            ab_pipe.consumer_wait(read)
-            warpgroup.fence()
-            for kb in cutlass.range_constexpr(k_blocks):
-                tiled_mma.set(warpgroup.Field.ACCUMULATE, kb != 0)
-                cute.gemm(tiled_mma, tmp, tCrA[(None, None, kb, read.index)], tCrB[(None, None, kb, read.index)],
-                          tmp)
-            warpgroup.commit_group()
+        # Measured on the H200 and dropped: double-buffered temporaries (ptxas then serializes every WGMMA) and
+        # making the two warpgroups take turns issuing through named barriers (no gain: the tensor pipe stayed ~45%
+        # busy either way; docs/fp8_blockwise.md).
+        for k2 in range(k_tiles // 2):
+            k = k_begin + 2 * k2
+            tiled_mma, read = self.issue_k_tile(tiled_mma, ab_pipe, tCrA, tCrB, tmp, read)
             warpgroup.wait_group(0)
-            ab_pipe.consumer_release(read)
-            read.advance()
+            ab_pipe.consumer_release(release)
             release.advance()
-            for mm in cutlass.range_constexpr(mma_m):
-                for j in cutlass.range_constexpr(rows_per_atom):
-                    s = s_rows[mm * rows_per_atom + j]
-                    for i in cutlass.range_constexpr(cute.size(acc.shape[0][0])):
-                        for c in cutlass.range_constexpr(cute.size(acc.shape[0][2])):
-                            for nn in cutlass.range_constexpr(cute.size(acc, mode=[2])):
-                                idx = ((i, j, c), mm, nn)
-                                acc[idx] = acc[idx] + tmp[idx] * s
+            self.promote_k_tile(acc, tmp, even, factors, sfa, sfb, row_blocks, col_block,
+                                cutlass.min(k + 2, k_last), batch)
+            tiled_mma, read = self.issue_k_tile(tiled_mma, ab_pipe, tCrA, tCrB, tmp, read)
+            warpgroup.wait_group(0)
+            ab_pipe.consumer_release(release)
+            release.advance()
+            self.promote_k_tile(acc, tmp, odd, factors, sfa, sfb, row_blocks, col_block,
+                                cutlass.min(k + 3, k_last), batch)
+        for _ in range(k_tiles % 2):  # an odd count: the last K-tile's scales are in ``even``
+            tiled_mma, read = self.issue_k_tile(tiled_mma, ab_pipe, tCrA, tCrB, tmp, read)
+            warpgroup.wait_group(0)
+            ab_pipe.consumer_release(release)
+            release.advance()
+            self.promote_k_tile(acc, tmp, even, factors, sfa, sfb, row_blocks, col_block, k_last, batch)
         return read, release
+
+    @cute.jit
+    def issue_k_tile(self, tiled_mma: cute.TiledMma, ab_pipe, tCrA: cute.Tensor, tCrB: cute.Tensor,
+                     dst: cute.Tensor, read):
+        """Wait for the next K-tile in shared memory and issue its WGMMAs into ``dst`` (overwriting it)."""
+        ab_pipe.consumer_wait(read)
+        warpgroup.fence()
+        for kb in cutlass.range_constexpr(cute.size(tCrA, mode=[2])):
+            tiled_mma.set(warpgroup.Field.ACCUMULATE, kb != 0)
+            cute.gemm(tiled_mma, dst, tCrA[(None, None, kb, read.index)], tCrB[(None, None, kb, read.index)], dst)
+        warpgroup.commit_group()
+        read.advance()
+        return tiled_mma, read
+
+    @cute.jit
+    def promote_k_tile(self, acc: cute.Tensor, tmp: cute.Tensor, pending: cute.Tensor, factors: cute.Tensor,
+                       sfa: cute.Tensor, sfb: cute.Tensor, row_blocks, col_block, reload_k, batch):
+        """acc += tmp * (a_scale * b_scale) with the scales in ``pending``, then start loading K-tile
+        ``reload_k``'s scales into ``pending``. The products are taken first, so the reload writes the registers
+        the loop carries and no register copy (which would wait for the load) is needed."""
+        n_rows = len(row_blocks)
+        for r in cutlass.range_constexpr(n_rows):
+            factors[r] = pending[r] * pending[n_rows]
+        self.load_scales(sfa, sfb, row_blocks, col_block, reload_k, batch, pending)
+        self.promote(acc, tmp, factors, cute.size(acc.shape[0][1]), cute.size(acc, mode=[1]))
+
+    @cute.jit
+    def load_scales(self, sfa: cute.Tensor, sfb: cute.Tensor, row_blocks, col_block, kk, batch, dst: cute.Tensor):
+        n_rows = len(row_blocks)
+        for r in cutlass.range_constexpr(n_rows):
+            dst[r] = sfa[(row_blocks[r], kk, batch)]
+        dst[n_rows] = sfb[(col_block, kk, batch)]
+
+    @cute.jit
+    def promote(self, acc: cute.Tensor, tmp: cute.Tensor, factors: cute.Tensor, rows_per_atom, mma_m):
+        """acc += tmp * factor[row], with ``factors`` = a_scale * b_scale of each row the thread owns."""
+        for mm in cutlass.range_constexpr(mma_m):
+            for j in cutlass.range_constexpr(rows_per_atom):
+                s = factors[mm * rows_per_atom + j]
+                for i in cutlass.range_constexpr(cute.size(acc.shape[0][0])):
+                    for c in cutlass.range_constexpr(cute.size(acc.shape[0][2])):
+                        for nn in cutlass.range_constexpr(cute.size(acc, mode=[2])):
+                            idx = ((i, j, c), mm, nn)
+                            acc[idx] = acc[idx] + tmp[idx] * s

@@ -55,8 +55,10 @@ class Sm90GemmKernel:
     threads_per_wg = 128
     mainloop_operand_names: tuple[str, ...] = ()  # subclasses that read extra operands in ``mainloop`` name them
 
-    def __init__(self, config: TileConfig, epilogue: EpilogueTree, acc_dtype, sm_count: int = 132):
+    def __init__(self, config: TileConfig, epilogue: EpilogueTree, acc_dtype, sm_count: int = 132,
+                 use_pdl: bool = True):
         self.config = config
+        self.use_pdl = use_pdl
         self.epilogue = epilogue
         self.acc_dtype = acc_dtype
         self.cluster_shape_mn = (config.cluster_m, config.cluster_n)
@@ -105,8 +107,8 @@ class Sm90GemmKernel:
     def __call__(self, mA: cute.Tensor, mB: cute.Tensor, mD: cute.Tensor, epi_tensors: tuple, stream,
                  split: cutlass.Constexpr = None):
         """mA (M, K, L), mB (N, K, L), mD (M, N, L); epi_tensors in ``self.operand_names`` order (the epilogue's
-        operands, then a subclass's mainloop operands). ``split``: None, or (workspace Int32 tensor, semaphore
-        Int32 tensor, number of K slices as a run-time Int32) for split-K (see ``split_k_fixup``)."""
+        operands, then a subclass's mainloop operands). ``split``: None, or (workspace tensor of the accumulator
+        type, semaphore Int32 tensor, number of K slices as a run-time Int32) for split-K (see ``split_k_fixup``)."""
         self._setup(mA.element_type, mB.element_type, mD.element_type,
                     LayoutEnum.from_tensor(mA), LayoutEnum.from_tensor(mB), LayoutEnum.from_tensor(mD))
         sA1 = cute.slice_(self.sA_layout, (None, None, 0))
@@ -142,7 +144,7 @@ class Sm90GemmKernel:
             tma_a, tA, tma_b, tB, tma_d, tD, mD.shape, epi_tensors, self.tiled_mma, self.cta_layout_mnk,
             self.sA_layout, self.sB_layout, self.sD_layout, sched_params, split,
         ).launch(grid=grid, block=[self.num_threads, 1, 1], cluster=(*self.cluster_shape_mn, 1),
-                 min_blocks_per_mp=1, stream=stream)
+                 min_blocks_per_mp=1, stream=stream, use_pdl=self.use_pdl)
 
     # ------------------------------------------------------------------ device
     @cute.kernel
@@ -197,6 +199,13 @@ class Sm90GemmKernel:
 
         wg_idx = cute.arch.make_warp_uniform(tidx // self.threads_per_wg)
         pipeline_init_wait(cluster_shape_mn=self.cluster_shape_mn)
+        if cutlass.const_expr(self.use_pdl):
+            # Programmatic dependent launch: this grid may be scheduled while the previous kernel on the stream is
+            # finishing, so the setup above (barrier init, descriptor prefetch, layouts) overlaps that kernel's
+            # tail. Nothing in global memory is read or written before the previous grid has completed. Our own
+            # dependents may launch at once: their CTAs only get an SM when one of ours exits.
+            cute.arch.griddepcontrol_wait()
+            cute.arch.griddepcontrol_launch_dependents()
 
         if wg_idx == 0:
             cute.arch.setmaxregister_decrease(self.producer_regs)
@@ -265,14 +274,14 @@ class Sm90GemmKernel:
         read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stages)
         release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stages)
         while work.is_valid_tile:
-            l_idx, s_idx, _k_begin, k_count = self.split_range(work.tile_idx[2], k_tiles, split)
+            l_idx, s_idx, k_begin, k_count = self.split_range(work.tile_idx[2], k_tiles, split)
             tile = (work.tile_idx[0], work.tile_idx[1], l_idx)  # the output tile
             # Coordinates of this thread's accumulator registers. thr_mma is a warpgroup-wide slice (right for the
             # smem operand descriptors, but its C partition is thread 0's); the per-thread slice gives the real
             # coordinates. Element j of the retiled accumulator is register tRS_rAcc.layout(j) (a static index).
             tCcD = tiled_mma.get_slice(mma_tidx).partition_C(cD[(None, None, *tile)])
-            read, release = self.mainloop(tiled_mma, ab_pipe, tCrA, tCrB, acc, read, release, k_count, tile, tCcD,
-                                          tensors)
+            read, release = self.mainloop(tiled_mma, ab_pipe, tCrA, tCrB, acc, read, release, k_begin, k_count,
+                                          tile, tCcD, tensors)
             if cutlass.const_expr(split is None):
                 self.epilogue_tile(acc, tile, gD, sD, tCcD, tensors, tma_d, tiled_r2s, tRS_sD, tRS_rAcc, tRS_rFrag,
                                    tRS_rOut, frag_size, store_pipe, sched, warp_idx)
@@ -300,14 +309,15 @@ class Sm90GemmKernel:
 
     @cute.jit
     def split_k_fixup(self, acc: cute.Tensor, split, s_idx, tile_lin, mma_tidx, split_flag: cute.Tensor):
-        """Split-K without a second kernel and without waiting: every K slice writes its int32 partial to its own
-        workspace stripe and bumps the tile's semaphore; the slice that arrives last adds the others' stripes into
+        """Split-K without a second kernel and without waiting: every K slice writes its partial accumulator to its
+        own workspace stripe and bumps the tile's semaphore; the slice that arrives last reduces the stripes into
         its accumulator, resets the semaphore for the next launch and runs the epilogue. Nobody waits on another
-        CTA, so no schedule can deadlock; integer partial sums make the result independent of arrival order.
+        CTA, so no schedule can deadlock; the reduction order is fixed, so the result does not depend on arrival.
 
-        Workspace stripe of (tile, slice): [size(acc), num_mma_threads] int32, value-major, so that the threads of
-        a warp touch consecutive words for each register (coalesced; a thread-major stripe measured 2-5x slower
-        end to end). Returns True on the CTA that must run the epilogue."""
+        Workspace stripe of (tile, slice): [size(acc), num_mma_threads] words of the accumulator type (int32 or
+        float32), value-major, so that the threads of a warp touch consecutive words for each register (coalesced;
+        a thread-major stripe measured 2-5x slower end to end). Returns True on the CTA that must run the
+        epilogue."""
         ws, sem, num_splits = split
         frag = cute.size(acc)
         threads = self.num_mma_threads
@@ -324,17 +334,28 @@ class Sm90GemmKernel:
         is_last = split_flag[0] == num_splits - 1
         if is_last:
             cute.arch.fence_acq_rel_gpu()
-            for other in range(num_splits):
-                if other != s_idx:
-                    theirs = (tile_lin * num_splits + other) * per_slice + mma_tidx
-                    # Plain loads, so that all of a stripe's loads are in flight together (an explicit ld.cg is
-                    # inline asm that the compiler does not reorder: measured 5-8x slower). The acquire fence above
-                    # already keeps this SM's L1 from serving stale lines.
-                    for i in cutlass.range_constexpr(frag):
-                        acc[i] = acc[i] + ws[theirs + i * threads]
+            # Integer partials: add the other slices' stripes to ours (any order is exact). Floating-point partials:
+            # sum every stripe, ours included, in slice order, so that the rounding does not depend on which slice
+            # happened to finish last (run-to-run identical results).
+            if cutlass.const_expr(self.acc_dtype == cutlass.Int32):
+                for other in range(num_splits):
+                    if other != s_idx:
+                        self.add_stripe(acc, ws, (tile_lin * num_splits + other) * per_slice + mma_tidx, threads)
+            else:
+                acc.fill(0)
+                for other in range(num_splits):
+                    self.add_stripe(acc, ws, (tile_lin * num_splits + other) * per_slice + mma_tidx, threads)
             if mma_tidx == 0:
                 sem[tile_lin] = 0
         return is_last
+
+    @cute.jit
+    def add_stripe(self, acc: cute.Tensor, ws: cute.Tensor, start, threads):
+        # Plain loads, so that all of a stripe's loads are in flight together (an explicit ld.cg is inline asm that
+        # the compiler does not reorder: measured 5-8x slower). The acquire fence before the reduction already keeps
+        # this SM's L1 from serving stale lines.
+        for i in cutlass.range_constexpr(cute.size(acc)):
+            acc[i] = acc[i] + ws[start + i * threads]
 
     @cute.jit
     def epilogue_tile(self, acc: cute.Tensor, tile, gD: cute.Tensor, sD: cute.Tensor, tCcD: cute.Tensor,
@@ -366,11 +387,12 @@ class Sm90GemmKernel:
 
     @cute.jit
     def mainloop(self, tiled_mma: cute.TiledMma, ab_pipe, tCrA: cute.Tensor, tCrB: cute.Tensor, acc: cute.Tensor,
-                 read, release, k_tiles, tile, tCcD: cute.Tensor, tensors: dict):
-        """Accumulate one output tile into ``acc``; returns the advanced (read, release) pipeline states.
+                 read, release, k_begin, k_tiles, tile, tCcD: cute.Tensor, tensors: dict):
+        """Accumulate one output tile (K-tiles [k_begin, k_begin + k_tiles) of it) into ``acc``; returns the
+        advanced (read, release) pipeline states.
 
-        One K-tile of WGMMA stays in flight while the next is issued. ``tile``, ``tCcD`` (this thread's accumulator
-        coordinates) and ``tensors`` are unused here; subclasses that rescale per K-tile need them.
+        One K-tile of WGMMA stays in flight while the next is issued. ``k_begin``, ``tile``, ``tCcD`` (this thread's
+        accumulator coordinates) and ``tensors`` are unused here; subclasses that rescale per K-tile need them.
         """
         k_blocks = cute.size(tCrA, mode=[2])
         read.reset_count()

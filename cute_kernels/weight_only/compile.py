@@ -1,5 +1,7 @@
 """Compile one specialization of the weight-only template from fake tensors (dynamic M, N, K; TVM-FFI ABI).
 
+Also the two dequantize kernels (AWQ's, and the 1/2/4/8-bit one of quantized_mm's dense path), same machinery.
+
 The compiled function takes torch tensors directly: ``fn(x, w, out, scale, group_scales, zeros, group)`` (the
 stream is the caller's current one). TVM-FFI re-checks on every call what the fake tensors declare: dtypes, that
 x/out share M and w/out/scales share N, unit inner strides, 16-byte aligned x and w rows.
@@ -88,3 +90,33 @@ def _build_awq_dequantize(dtype: torch.dtype, arch: str, extra_options: str = ""
 def compile_awq_dequantize(dtype: torch.dtype, arch: str = "sm_90a"):
     """``fn(qweight, qzeros, scales, out, group)``, cached."""
     return cached_compile("awq_dequantize", (arch, str(dtype)), lambda: _build_awq_dequantize(dtype, arch))
+
+
+def _build_dequantize(bits: int, out_dtype: torch.dtype, scale_dtype, arch: str, extra_options: str = ""):
+    import cutlass
+    import cutlass.cute as cute
+
+    from .dequantize_kernel import WeightDequantize
+
+    od = cutlass_dtype(out_dtype)
+    sd = None if scale_dtype is None else cutlass_dtype(scale_dtype)
+    n, row_bytes, k = cute.sym_int32(), cute.sym_int32(divisibility=bits), cute.sym_int32(divisibility=8)
+    # The kernel addresses both tensors as flat runs and ignores their row strides: the host passes contiguous
+    # rows (quantized_mm.dense_weight copies anything else).
+    fw = cute.runtime.make_fake_tensor(cutlass.Uint8, (n, row_bytes), stride=(cute.sym_int64(divisibility=bits), 1),
+                                       assumed_align=bits)
+    fo = cute.runtime.make_fake_tensor(od, (n, k), stride=(cute.sym_int64(divisibility=8), 1), assumed_align=16)
+    f_gs = None
+    if sd is not None:
+        f_gs = cute.runtime.make_fake_tensor(sd, (cute.sym_int32(),), stride=(1,), assumed_align=sd.width // 8)
+    stream = cute.runtime.make_fake_stream(use_tvm_ffi_env_stream=True)
+    return cute.compile(WeightDequantize(bits, od, sd), fw, fo, f_gs, cutlass.Int32(32), stream,
+                        options=f"--enable-tvm-ffi --gpu-arch {arch} {extra_options}".strip())
+
+
+def compile_dequantize(bits: int, out_dtype: torch.dtype, scale_dtype, arch: str = "sm_90a"):
+    """``fn(w_packed, out, group_scales_flat, group)`` of the dense dequantize kernel (dequantize_kernel.py), cached.
+    w_packed [N, K * bits / 8] and out [N, K] contiguous; group_scales_flat the contiguous [N, K / group] viewed
+    as 1-D, or None."""
+    return cached_compile("weight_only_dequantize", (arch, bits, str(out_dtype), str(scale_dtype)),
+                          lambda: _build_dequantize(bits, out_dtype, scale_dtype, arch))

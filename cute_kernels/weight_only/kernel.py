@@ -113,8 +113,10 @@ class WeightOnlyGemm:
         tile = self.tile
         grid_n = (w.shape[0] + tile.rows_per_cta - 1) // tile.rows_per_cta
         grid_m = (x.shape[0] + tile.tokens_per_cta - 1) // tile.tokens_per_cta
+        # Programmatic dependent launch: the grid may be scheduled while the previous kernel on the stream drains
+        # (its launch latency hides behind that kernel's tail); the kernel waits for it before touching memory.
         self.kernel(x, w, out, scale, group_scales, zeros, group).launch(
-            grid=[grid_n, grid_m, 1], block=[tile.threads, 1, 1], stream=stream)
+            grid=[grid_n, grid_m, 1], block=[tile.threads, 1, 1], stream=stream, use_pdl=True)
 
     # ---------------------------------------------------------------------------------------------- device side
     @cute.kernel
@@ -133,6 +135,10 @@ class WeightOnlyGemm:
         n0 = bx * tile.rows_per_cta + wn * (16 * nt)
         m0 = by * tile.tokens_per_cta
         row_bytes = w.shape[1]
+        # Nothing in global memory is read before the previous grid on the stream has completed (any input, weights
+        # included, may be its output). Our dependents may launch at once: they wait the same way.
+        cute.arch.griddepcontrol_wait()
+        cute.arch.griddepcontrol_launch_dependents()
         th = self.thread_setup(x, w, n0, m0, g, t)
 
         acc = cute.make_rmem_tensor((nt * mt * 4,), Float32)

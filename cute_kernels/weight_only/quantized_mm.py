@@ -12,6 +12,16 @@ cores; fp32 x is split into two bf16 terms (~16 mantissa bits). Group scales are
 the compute dtype (one fp16/bf16 rounding per weight, like every fp16 weight-only kernel); the per-tensor scale is
 applied to the fp32 accumulator.
 
+The dense path (fp16/bf16 x, M >= ``config.DENSE_MIN_M``): ``dequantize_weights`` writes the dense [N, K] weight in
+x's dtype (dequantize_kernel.py, memory-bound), then one cuBLAS GEMM, ``out.addmm_(x, W^T, beta=0, alpha=scale)``:
+the per-tensor scale is cuBLAS's alpha, i.e. it multiplies the fp32 accumulator before the single rounding to the
+output, exactly as in the kernel template (folding it into W would add a rounding per weight); beta=0 means out's
+old contents are never read (documented for addmm: NaN/inf in it do not propagate). Group scales fold into W (one
+rounding of the fp32 product). The weight is dequantized on every call, never cached: a weight updated in place
+must give the new result, and a dense copy per layer would cost 2 bytes per weight of memory. fp32 x keeps the
+tensor-core path: cuBLAS would run an fp32 GEMM either on TF32 (10-bit mantissas, less accurate than the kernel's
+bf16 hi + lo split) or on fp32 FMA units (far slower), after writing a 4-byte-per-weight dense copy.
+
 Shapes the kernel does not take natively - K whose packed row is not a whole number of 16-byte vectors
 (K % (128 / bits) != 0), or x rows not 16-byte aligned - are zero-padded along K on the fly (a copy of w_packed per
 call: correct, not fast). Host path: a call whose (shapes, strides, dtypes, device, options) signature was seen
@@ -20,20 +30,25 @@ before goes straight to the compiled TVM-FFI function, which re-checks dtypes, e
 
 from __future__ import annotations
 
+import functools
 from typing import Optional
 
 import torch
 
 from .. import arch as _arch
 from .. import checks
+from ..formats import bitpack
 from ..formats.bitpack import check_bits
 from ..plan_cache import PlanCache
 from . import config
-from .compile import compile_weight_only
+from .compile import compile_dequantize, compile_weight_only
 from .kernel import TileShape
 
 X_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+DENSE_DTYPES = (torch.float16, torch.bfloat16)  # dense weights and the x dtypes of the dense path
 SCALE_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+DENSE_K_ALIGN = 8  # the dequantize kernel writes 16-byte chunks of 8 values; other K are padded
+_MAX_DENSE_CHUNKS = 2**31 - 2**12  # the kernel's int32 chunk index (with a CTA of headroom)
 
 _plans = PlanCache()  # call signature -> (compiled fn, n, group, pad)
 
@@ -118,14 +133,110 @@ def launch(fmt_key: str, x, w, out, scale: float, group_scales, zeros, group: in
     return fn
 
 
+def check_packed_k(w_packed: torch.Tensor, bits: int, k: int, k_name: str) -> None:
+    """K a positive multiple of 8 / bits, and w_packed [N, K * bits / 8]."""
+    vpb = 8 // bits
+    if k <= 0 or k % vpb != 0:
+        raise ValueError(f"{k_name} = {k} must be a positive multiple of 8 / bits = {vpb} ({bits}-bit weights "
+                         f"pack {vpb} values per byte)")
+    if w_packed.shape[1] != k * bits // 8:
+        raise ValueError(f"w_packed must have shape [N, K * bits / 8] = [N, {k * bits // 8}] for K = {k}, "
+                         f"bits = {bits}; got {tuple(w_packed.shape)}")
+
+
+# ------------------------------------------------------------------------------------------------ the dense path
+def dequantize_reference(w_packed: torch.Tensor, bits: int, k: int, group_scales, dtype: torch.dtype):
+    """CPU reference of the dequantize kernel: ``(decode * float32(group_scales)).to(dtype)`` (bitpack's float32
+    dequantization with scale 1.0, rounded once to ``dtype``); the kernel matches it bit for bit."""
+    gs = None if group_scales is None else group_scales.float()
+    return bitpack.dequantize_weights(w_packed, bits, k, 1.0, gs).to(dtype)
+
+
+def launch_dequantize(w: torch.Tensor, out: torch.Tensor, gs_flat, group: int, bits: int, device) -> None:
+    """Compile (cached) and run the dequantize kernel on tensors already in its layout (dequantize_kernel.py)."""
+    fn = compile_dequantize(bits, out.dtype, None if gs_flat is None else gs_flat.dtype, _arch.current_arch(device))
+    fn(w, out, gs_flat, group)
+
+
+def dense_weight(w_packed: torch.Tensor, bits: int, k: int, group_scales, group: int, dtype: torch.dtype,
+                 device) -> torch.Tensor:
+    """The dense [N, K8] weight (K8 = K rounded up to 8; columns past K hold junk) from checked CUDA tensors."""
+    n = w_packed.shape[0]
+    k8 = -(-k // DENSE_K_ALIGN) * DENSE_K_ALIGN
+    if n * (k8 // DENSE_K_ALIGN) > _MAX_DENSE_CHUNKS:
+        raise ValueError(f"the dense weight [N, K] = [{n}, {k}] is too large for the dequantize kernel "
+                         f"(N * K / 8 must be < 2^31)")
+    w = w_packed
+    if k8 != k:  # zero codes past K: their (junk) columns are never read
+        w = pad_w(w_packed, k, DENSE_K_ALIGN)
+    elif tuple(w.stride()) != (w.shape[1], 1) or w.data_ptr() % bits != 0:  # rows back to back, `bits`-aligned
+        w = aligned_copy(w)
+    gs_flat = None if group_scales is None else group_scales.contiguous().view(-1)
+    out = torch.empty((n, k8), dtype=dtype, device=device)
+    if n:
+        launch_dequantize(w, out, gs_flat, group, bits, device)
+    return out
+
+
+def dequantize_weights(w_packed: torch.Tensor, bits: int, k: int, group_scales: Optional[torch.Tensor] = None,
+                       dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
+    """Dense weight [N, K] = decode(w_packed) [* group_scales[n, k // group]] in ``dtype`` (fp16 / bf16).
+
+    Decode as ``cute_kernels.formats.bitpack``; with group scales (float32, fp16 or bf16 [N, K / group], group a
+    multiple of 32) each weight is the float32 product rounded once to ``dtype``. The per-tensor scale is not
+    applied (``quantized_mm``'s dense path applies it to the GEMM output). CUDA tensors: the dequantize kernel
+    (memory-bound; a fresh tensor each call); CPU tensors: the reference (``dequantize_reference``), bit-equal.
+    """
+    w_packed = checks.check_tensor("w_packed", w_packed)
+    bits = check_bits(bits)
+    checks.check_dtype("w_packed", w_packed, (torch.uint8,))
+    checks.check_ndim("w_packed", w_packed, (2,))
+    if isinstance(k, bool) or not isinstance(k, int):
+        raise TypeError(f"k must be an int (the number of weight values per row); got {type(k).__name__}")
+    check_packed_k(w_packed, bits, k, "k")
+    if dtype not in DENSE_DTYPES:
+        raise TypeError(f"dtype must be torch.float16 or torch.bfloat16; got {dtype}")
+    group = 32
+    if group_scales is not None:
+        group = check_group_scales(group_scales, w_packed.shape[0], k)
+    tensors = {"w_packed": w_packed, "group_scales": group_scales}
+    if all(t is None or t.device.type == "cpu" for t in tensors.values()):
+        return dequantize_reference(w_packed, bits, k, group_scales, dtype)
+    checks.check_inner_contiguous("w_packed", w_packed)
+    device = checks.check_cuda(tensors)
+    dense = dense_weight(w_packed, bits, k, group_scales, group, dtype, device)
+    return dense if dense.shape[1] == k else dense[:, :k].contiguous()
+
+
+def dense_mm(x: torch.Tensor, w_packed: torch.Tensor, out: torch.Tensor, scale: float, bits: int, k: int,
+             group_scales, group: int) -> torch.Tensor:
+    """out = (x @ W^T) * scale with W = dense_weight(...) in x's dtype: one cuBLAS GEMM, scale as alpha."""
+    wt = dense_weight(w_packed, bits, k, group_scales, group, x.dtype, x.device)[:, :k].t()  # [K, N] column-major
+    if out.dtype == x.dtype:
+        out.addmm_(x, wt, beta=0, alpha=scale)  # beta = 0: out's old contents are not read
+    else:  # fp32 accumulator out of cuBLAS, scaled in fp32, then (for the other 16-bit type) rounded once more
+        acc = torch.mm(x, wt, out_dtype=torch.float32)
+        if out.dtype == torch.float32:
+            torch.mul(acc, scale, out=out)
+        else:
+            out.copy_(acc.mul_(scale))
+    return out
+
+
+def _dense_plan(bits: int, k: int, x, w, out, scale, group_scales, zeros, group):
+    """The dense path behind the compiled-kernel call signature of the warm path (``fn(x, w, out, scale, ...)``)."""
+    return dense_mm(x, w, out, scale, bits, k, group_scales, group)
+
+
 def quantized_mm(x: torch.Tensor, w_packed: torch.Tensor, scale, bits: int,
                  group_scales: Optional[torch.Tensor] = None, out_dtype: Optional[torch.dtype] = None, *,
                  out: Optional[torch.Tensor] = None, path: Optional[str] = None,
                  tile: Optional[TileShape] = None) -> torch.Tensor:
     """Weight-only low-bit GEMM (module docstring).
 
-    out: optional [M, N] destination (contiguous, out_dtype). path: force "decode" or "tensor_core"; tile: override
-    the tile shape (benchmarks, tests)."""
+    out: optional [M, N] destination (contiguous, out_dtype). path: force "decode", "tensor_core" or "dense" (fp16 /
+    bf16 x only); tile: override the tile shape of the kernel template (benchmarks, tests; with a tile and no path
+    the dispatcher never picks the dense path)."""
     sig = (x.shape, x.stride(), x.dtype, x.device, w_packed.shape, w_packed.stride(), w_packed.dtype, bits,
            None if group_scales is None else (group_scales.shape, group_scales.stride(), group_scales.dtype),
            out_dtype, path, tile)
@@ -149,15 +260,12 @@ def quantized_mm(x: torch.Tensor, w_packed: torch.Tensor, scale, bits: int,
     checks.check_ndim("w_packed", w_packed, (2,))
     scale_f = _check_scale(scale)
     out_dtype = _check_out_dtype(out_dtype, x.dtype)
+    if path == "dense" and x.dtype not in DENSE_DTYPES:
+        raise ValueError(f"path='dense' needs fp16 or bf16 x; got {str(x.dtype).replace('torch.', '')} (fp32 x runs "
+                         f"on the tensor-core path: see the module docstring)")
     m, k = x.shape
     n = w_packed.shape[0]
-    vpb = 8 // bits
-    if k == 0 or k % vpb != 0:
-        raise ValueError(f"K = x.shape[1] = {k} must be a positive multiple of 8 / bits = {vpb} ({bits}-bit weights "
-                         f"pack {vpb} values per byte)")
-    if w_packed.shape[1] != k * bits // 8:
-        raise ValueError(f"w_packed must have shape [N, K * bits / 8] = [N, {k * bits // 8}] for K = {k}, "
-                         f"bits = {bits}; got {tuple(w_packed.shape)}")
+    check_packed_k(w_packed, bits, k, "K = x.shape[1]")
     group = 32
     if group_scales is not None:
         group = check_group_scales(group_scales, n, k)
@@ -168,7 +276,12 @@ def quantized_mm(x: torch.Tensor, w_packed: torch.Tensor, scale, bits: int,
         return out
 
     path_name, tl = config.select_tile(bits, m, n, _arch.sm_count(device.index), path,
-                                       scaled=group_scales is not None)
+                                       scaled=group_scales is not None,
+                                       dense=x.dtype in DENSE_DTYPES and (tile is None or path == "dense"))
+    if path_name == "dense":
+        dense_mm(x, w_packed, out, scale_f, bits, k, group_scales, group)
+        _plans[sig] = (functools.partial(_dense_plan, bits, k), n, group, None)
+        return out
     if tile is not None:
         tl = tile
     k_align = 128 // bits
