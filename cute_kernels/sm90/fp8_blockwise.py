@@ -94,40 +94,38 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
         # Measured on the H200 and dropped: double-buffered temporaries (ptxas then serializes every WGMMA) and
         # making the two warpgroups take turns issuing through named barriers (no gain: the tensor pipe stayed ~45%
         # busy either way; docs/fp8_blockwise.md).
+        scale_args = (sfa, sfb, row_blocks, col_block, batch)
         for k2 in range(k_tiles // 2):
             k = k_begin + 2 * k2
-            tiled_mma, read = self.issue_k_tile(tiled_mma, ab_pipe, tCrA, tCrB, tmp, read)
-            warpgroup.wait_group(0)
-            ab_pipe.consumer_release(release)
-            release.advance()
-            self.promote_k_tile(acc, tmp, even, factors, sfa, sfb, row_blocks, col_block,
-                                cutlass.min(k + 2, k_last), batch)
-            tiled_mma, read = self.issue_k_tile(tiled_mma, ab_pipe, tCrA, tCrB, tmp, read)
-            warpgroup.wait_group(0)
-            ab_pipe.consumer_release(release)
-            release.advance()
-            self.promote_k_tile(acc, tmp, odd, factors, sfa, sfb, row_blocks, col_block,
-                                cutlass.min(k + 3, k_last), batch)
+            tiled_mma, read, release = self.k_tile(tiled_mma, ab_pipe, tCrA, tCrB, acc, tmp, read, release, even,
+                                                   factors, scale_args, cutlass.min(k + 2, k_last))
+            tiled_mma, read, release = self.k_tile(tiled_mma, ab_pipe, tCrA, tCrB, acc, tmp, read, release, odd,
+                                                   factors, scale_args, cutlass.min(k + 3, k_last))
         for _ in range(k_tiles % 2):  # an odd count: the last K-tile's scales are in ``even``
-            tiled_mma, read = self.issue_k_tile(tiled_mma, ab_pipe, tCrA, tCrB, tmp, read)
-            warpgroup.wait_group(0)
-            ab_pipe.consumer_release(release)
-            release.advance()
-            self.promote_k_tile(acc, tmp, even, factors, sfa, sfb, row_blocks, col_block, k_last, batch)
+            tiled_mma, read, release = self.k_tile(tiled_mma, ab_pipe, tCrA, tCrB, acc, tmp, read, release, even,
+                                                   factors, scale_args, k_last)
         return read, release
 
     @cute.jit
-    def issue_k_tile(self, tiled_mma: cute.TiledMma, ab_pipe, tCrA: cute.Tensor, tCrB: cute.Tensor,
-                     dst: cute.Tensor, read):
-        """Wait for the next K-tile in shared memory and issue its WGMMAs into ``dst`` (overwriting it)."""
+    def k_tile(self, tiled_mma: cute.TiledMma, ab_pipe, tCrA: cute.Tensor, tCrB: cute.Tensor, acc: cute.Tensor,
+               tmp: cute.Tensor, read, release, scales: cute.Tensor, factors: cute.Tensor, scale_args, reload_k):
+        """One K-tile = one scale block: wait for it in shared memory, WGMMA it into ``tmp`` (overwriting it), release
+        its buffer, promote into ``acc`` with ``scales``, and start reloading ``scales`` for K-tile ``reload_k``.
+        Returns the MMA atom and pipeline states it changed: the DSL carries loop state through assignments made
+        in the loop body, not through mutations inside a call."""
         ab_pipe.consumer_wait(read)
         warpgroup.fence()
         for kb in cutlass.range_constexpr(cute.size(tCrA, mode=[2])):
             tiled_mma.set(warpgroup.Field.ACCUMULATE, kb != 0)
-            cute.gemm(tiled_mma, dst, tCrA[(None, None, kb, read.index)], tCrB[(None, None, kb, read.index)], dst)
+            cute.gemm(tiled_mma, tmp, tCrA[(None, None, kb, read.index)], tCrB[(None, None, kb, read.index)], tmp)
         warpgroup.commit_group()
         read.advance()
-        return tiled_mma, read
+        warpgroup.wait_group(0)
+        ab_pipe.consumer_release(release)
+        release.advance()
+        sfa, sfb, row_blocks, col_block, batch = scale_args
+        self.promote_k_tile(acc, tmp, scales, factors, sfa, sfb, row_blocks, col_block, reload_k, batch)
+        return tiled_mma, read, release
 
     @cute.jit
     def promote_k_tile(self, acc: cute.Tensor, tmp: cute.Tensor, pending: cute.Tensor, factors: cute.Tensor,
