@@ -62,7 +62,10 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
     def mainloop(self, tiled_mma: cute.TiledMma, ab_pipe, tCrA: cute.Tensor, tCrB: cute.Tensor, acc: cute.Tensor,
                  read, release, k_begin, k_tiles, tile, tCcD: cute.Tensor, tensors: dict):
         sfa, sfb = tensors["sfa"], tensors["sfb"]  # (ceil(M/gM), KB, L), (ceil(N/gN), KB, L)
-        tmp = cute.make_rmem_tensor(acc.layout, Float32)
+        # Temporaries for one 64-row WGMMA atom; ``k_tile`` runs a warpgroup's atoms one after the other. With the
+        # shipped tiles a warpgroup owns one atom; two per warpgroup (256-row tiles, acc 128 + tmp 64 registers)
+        # compiled without spills and ran correctly but 7-18% slower than 128x128 (docs/fp8_blockwise.md).
+        tmp = cute.make_rmem_tensor((acc.shape[0], 1, acc.shape[2]), Float32)
         # acc is ((2, 2, tile_n / 8), MMA_M, MMA_N): mode 0's middle sub-mode steps 8 rows; everything else is
         # columns or whole 64-row atoms, so a thread owns 2 x MMA_M distinct rows.
         rows_per_atom = cute.size(acc.shape[0][1])
@@ -109,35 +112,34 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
     @cute.jit
     def k_tile(self, tiled_mma: cute.TiledMma, ab_pipe, tCrA: cute.Tensor, tCrB: cute.Tensor, acc: cute.Tensor,
                tmp: cute.Tensor, read, release, scales: cute.Tensor, factors: cute.Tensor, scale_args, reload_k):
-        """One K-tile = one scale block: wait for it in shared memory, WGMMA it into ``tmp`` (overwriting it), release
-        its buffer, promote into ``acc`` with ``scales``, and start reloading ``scales`` for K-tile ``reload_k``.
+        """One K-tile = one scale block: take the products of ``scales`` and start reloading them for K-tile
+        ``reload_k`` (products first, so the reload writes the registers the loop carries: no register copy, which
+        would wait for the load); then per 64-row WGMMA atom: WGMMA the K-tile into ``tmp`` (overwriting it), wait,
+        promote into that atom's rows of ``acc``. The smem buffer is released after the last atom's WGMMAs.
         Returns the MMA atom and pipeline states it changed: the DSL carries loop state through assignments made
         in the loop body, not through mutations inside a call."""
-        ab_pipe.consumer_wait(read)
-        warpgroup.fence()
-        for kb in cutlass.range_constexpr(cute.size(tCrA, mode=[2])):
-            tiled_mma.set(warpgroup.Field.ACCUMULATE, kb != 0)
-            cute.gemm(tiled_mma, tmp, tCrA[(None, None, kb, read.index)], tCrB[(None, None, kb, read.index)], tmp)
-        warpgroup.commit_group()
-        read.advance()
-        warpgroup.wait_group(0)
-        ab_pipe.consumer_release(release)
-        release.advance()
         sfa, sfb, row_blocks, col_block, batch = scale_args
-        self.promote_k_tile(acc, tmp, scales, factors, sfa, sfb, row_blocks, col_block, reload_k, batch)
-        return tiled_mma, read, release
-
-    @cute.jit
-    def promote_k_tile(self, acc: cute.Tensor, tmp: cute.Tensor, pending: cute.Tensor, factors: cute.Tensor,
-                       sfa: cute.Tensor, sfb: cute.Tensor, row_blocks, col_block, reload_k, batch):
-        """acc += tmp * (a_scale * b_scale) with the scales in ``pending``, then start loading K-tile
-        ``reload_k``'s scales into ``pending``. The products are taken first, so the reload writes the registers
-        the loop carries and no register copy (which would wait for the load) is needed."""
         n_rows = len(row_blocks)
         for r in cutlass.range_constexpr(n_rows):
-            factors[r] = pending[r] * pending[n_rows]
-        self.load_scales(sfa, sfb, row_blocks, col_block, reload_k, batch, pending)
-        self.promote(acc, tmp, factors, cute.size(acc.shape[0][1]), cute.size(acc, mode=[1]))
+            factors[r] = scales[r] * scales[n_rows]
+        self.load_scales(sfa, sfb, row_blocks, col_block, reload_k, batch, scales)
+        ab_pipe.consumer_wait(read)
+        mma_m = cute.size(acc, mode=[1])
+        for mm in cutlass.range_constexpr(mma_m):
+            warpgroup.fence()
+            for kb in cutlass.range_constexpr(cute.size(tCrA, mode=[2])):
+                tiled_mma.set(warpgroup.Field.ACCUMULATE, kb != 0)
+                a_atom = tCrA[(None, mm, kb, read.index)]
+                a_atom = cute.make_tensor(a_atom.iterator, cute.append(a_atom.layout, cute.make_layout(1)))
+                cute.gemm(tiled_mma, tmp, a_atom, tCrB[(None, None, kb, read.index)], tmp)
+            warpgroup.commit_group()
+            warpgroup.wait_group(0)
+            if cutlass.const_expr(mm == mma_m - 1):
+                ab_pipe.consumer_release(release)
+            self.promote(acc, tmp, factors, mm)
+        read.advance()
+        release.advance()
+        return tiled_mma, read, release
 
     @cute.jit
     def load_scales(self, sfa: cute.Tensor, sfb: cute.Tensor, row_blocks, col_block, kk, batch, dst: cute.Tensor):
@@ -147,13 +149,12 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
         dst[n_rows] = sfb[(col_block, kk, batch)]
 
     @cute.jit
-    def promote(self, acc: cute.Tensor, tmp: cute.Tensor, factors: cute.Tensor, rows_per_atom, mma_m):
-        """acc += tmp * factor[row], with ``factors`` = a_scale * b_scale of each row the thread owns."""
-        for mm in cutlass.range_constexpr(mma_m):
-            for j in cutlass.range_constexpr(rows_per_atom):
-                s = factors[mm * rows_per_atom + j]
-                for i in cutlass.range_constexpr(cute.size(acc.shape[0][0])):
-                    for c in cutlass.range_constexpr(cute.size(acc.shape[0][2])):
-                        for nn in cutlass.range_constexpr(cute.size(acc, mode=[2])):
-                            idx = ((i, j, c), mm, nn)
-                            acc[idx] = acc[idx] + tmp[idx] * s
+    def promote(self, acc: cute.Tensor, tmp: cute.Tensor, factors: cute.Tensor, mm):
+        """acc[atom mm] += tmp * factor[row], with ``factors`` = a_scale * b_scale of each row the thread owns."""
+        rows_per_atom = cute.size(acc.shape[0][1])
+        for j in cutlass.range_constexpr(rows_per_atom):
+            s = factors[mm * rows_per_atom + j]
+            for i in cutlass.range_constexpr(cute.size(acc.shape[0][0])):
+                for c in cutlass.range_constexpr(cute.size(acc.shape[0][2])):
+                    for nn in cutlass.range_constexpr(cute.size(acc, mode=[2])):
+                        acc[((i, j, c), mm, nn)] = acc[((i, j, c), mm, nn)] + tmp[((i, j, c), 0, nn)] * s
