@@ -67,7 +67,12 @@ def _build_int8(spec: ExportSpec, extra_options: str):
         raise ValueError(f"int8_scaled_mm: no kernel for arch {spec.arch}; sm_90a, sm_80, sm_86, sm_87, sm_89 exist")
     from .ops.int8_scaled_mm import build_sm90
 
-    cfg = spec.config or select_sm90_int8(spec.m, spec.n, spec.k)
+    cfg = spec.config
+    if cfg is None:  # what the op runs for this problem: the table's row, unsplit when one K slice is planned
+        from .ops.split_k import resolve_split
+
+        cfg = select_sm90_int8(spec.m, spec.n, spec.k)
+        cfg, _ = resolve_split(cfg, *((spec.n, spec.m) if cfg.swap_ab else (spec.m, spec.n)), spec.k, 1, 132)
     fn = build_sm90(3 if spec.batched else 2, spec.a_scale, spec.b_scale, spec.bias, out_dtype, cfg,
                     extra_options=extra_options)
     return fn, {"config": cfg.describe(), "config_fields": dict(cfg.key), **fields}
@@ -79,7 +84,11 @@ def _build_fp8(spec: ExportSpec, extra_options: str):
     if spec.arch != "sm_90a":
         raise ValueError(f"fp8_blockwise_scaled_mm: only sm_90a has a kernel; got {spec.arch}")
     gran = check_granularity(tuple(spec.granularity))
-    cfg = spec.config or select_config(spec.m, spec.n, spec.k)
+    cfg = spec.config
+    if cfg is None:  # what the op runs for this problem (unsplit when one K slice is planned)
+        from .ops.split_k import resolve_split
+
+        cfg, _ = resolve_split(select_config(spec.m, spec.n, spec.k), spec.m, spec.n, spec.k, 1, 132)
     fn = build_sm90(3 if spec.batched else 2, _dtype(spec.out_dtype, "out_dtype"), gran, cfg, 132, extra_options)
     return fn, {"config": cfg.describe(), "granularity": list(gran), "out_dtype": spec.out_dtype}
 
@@ -105,6 +114,16 @@ def _build_quantized_mm(spec: ExportSpec, extra_options: str):
     return _build_weight_only(f"int{spec.bits}", spec.bits, False)(spec, extra_options)
 
 
+def _build_dequantize(spec: ExportSpec, extra_options: str):
+    from .weight_only.compile import _build_dequantize as build
+
+    if spec.bits not in (1, 2, 4, 8):
+        raise ValueError(f"bits must be 1, 2, 4 or 8; got {spec.bits}")
+    out_dtype = _dtype(spec.x_dtype, "x_dtype")
+    fn = build(spec.bits, out_dtype, None, spec.arch, extra_options)
+    return fn, {"bits": spec.bits, "out_dtype": spec.x_dtype, "group_scales": False}
+
+
 # name -> (builder(spec, extra_options) -> (compiled, manifest fields), one-line description)
 _REGISTRY: dict[str, tuple[Callable, str]] = {
     "int8_scaled_mm": (_build_int8, "int8 GEMM with per-token/per-channel scales and bias (sm_90a: TMA+WGMMA; "
@@ -112,6 +131,8 @@ _REGISTRY: dict[str, tuple[Callable, str]] = {
     "fp8_blockwise_scaled_mm": (_build_fp8, "FP8 GEMM with 1x128 / 128x128 block scales (sm_90a)"),
     "quantized_mm": (_build_quantized_mm, "1/2/4/8-bit weight-only GEMM (--bits; decode or tensor-core tile by --m)"),
     "awq_gemm": (_build_weight_only("awq", 4, True), "AWQ int4 GEMM with group scales and zero points"),
+    "dequantize_weights": (_build_dequantize, "1/2/4/8-bit packed weights -> dense fp16/bf16 (--bits, --x-dtype "
+                                              "picks the output dtype): quantized_mm's large-M dense path"),
 }
 
 

@@ -67,3 +67,11 @@ def test_export_every_family(tmp_path, args, mma):
     assert manifest["kernel"] == args[0]
     assert any(op.startswith(mma) for op in manifest["sass"]["tensor_core_ops"]), manifest["sass"]
     assert manifest["sass"]["local_memory_ops"] == 0
+
+
+def test_export_dequantize_weights(tmp_path):
+    _cli("export", "dequantize_weights", "--bits", "4", "--x-dtype", "fp16", "--out", str(tmp_path))
+    (manifest_path,) = tmp_path.glob("*.json")
+    manifest = json.loads(manifest_path.read_text())
+    assert manifest["kernel"] == "dequantize_weights" and manifest["bits"] == 4
+    assert manifest["sass"]["local_memory_ops"] == 0 and not manifest["sass"]["tensor_core_ops"]
