@@ -17,10 +17,10 @@ for (m, n, k) in [(8192, 8192, 8192), (16, 4096, 4096), (4096, 4096, 4096)]:
     else:
         ref = int8_scaled_mm_ref(a[:256], b, sa[:256], sb, bias)
         err = ((out[:256].double() - ref).abs() / (ref.abs() + 1)).max().item()
-    ms = do_bench(lambda: int8_scaled_mm(a, b, sa, sb, bias), warmup=50, rep=200)
+    ms = do_bench(lambda: int8_scaled_mm(a, b, sa, sb, bias), warmup=50, rep=200, return_mode="median")
     line = f"{m}x{n}x{k}: first call {t1-t0:.2f}s  ours {ms*1e3:.1f} us {2*m*n*k/ms/1e9:.0f} TOPS  maxrel {err:.2e}"
     if m > 16:
-        ms2 = do_bench(lambda: (torch._int_mm(a, b).float() * sa[:, None] * sb[None] + bias).bfloat16(), warmup=20, rep=100)
+        ms2 = do_bench(lambda: (torch._int_mm(a, b).float() * sa[:, None] * sb[None] + bias).bfloat16(), warmup=20, rep=100, return_mode="median")
         line += f" | torch._int_mm+epi {ms2*1e3:.1f} us {2*m*n*k/ms2/1e9:.0f} TOPS"
     print(line, flush=True)
 # host overhead: tiny problem, no sync inside the loop
