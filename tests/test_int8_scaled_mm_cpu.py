@@ -108,6 +108,8 @@ def test_shipped_config_sass(cfg):
     assert s.local_memory_ops == 0, f"{s.local_memory_ops} LDL/STL instructions (spills)"
     assert "USETMAXREG" in s.instructions, "setmaxnreg register reallocation missing"
     assert "UTMALDG" in s.instructions and "UTMASTG" in s.instructions, "TMA load/store missing"
+    # programmatic dependent launch: griddepcontrol.wait (ACQBULK) before any global access, launch_dependents
+    assert "ACQBULK" in s.instructions and "PREEXIT" in s.instructions, "griddepcontrol (PDL) missing"
 
 
 def test_batched_fp16_scalar_variant_compiles():

@@ -47,6 +47,7 @@ def test_every_width_compiles_from_the_one_template(bits):
     assert _SOURCE_NAME in name
     assert s.mma.get("HMMA.16816.F32.BF16", 0) > 0, s.mma
     assert not s.spills, f"{s.local_memory_ops} local-memory ops (register spills)"
+    assert "ACQBULK" in s.instructions, "griddepcontrol.wait (programmatic dependent launch) missing"
 
 
 def test_awq_and_fp32_variants_compile():
