@@ -102,15 +102,18 @@ def _emulated_launch(w, out, gs_flat, group, bits, device):
     chunks = out.shape[0] * out.shape[1] // 8
     res = np.full((chunks, 4), 0xFFFFFFFF, np.uint32)  # NaN patterns: a chunk the kernel skips stays NaN
     lane = np.arange(simt.LANES)
-    patched = dict(ld_global_narrow=_ld_global_narrow(mem),
-                   f16x2_to_f32=lambda v: tuple(h.astype(np.float32) for h in simt._halves(v, "f16x2")),
-                   Int64=lambda v: np.asarray(v, np.int64),
+    ptx_patched = dict(ld_global_narrow=_ld_global_narrow(mem),
+                       f16x2_to_f32=lambda v: tuple(h.astype(np.float32) for h in simt._halves(v, "f16x2")))
+    patched = dict(Int64=lambda v: np.asarray(v, np.int64),
                    Int32=lambda v: np.asarray(v, np.int64), Uint32=simt.u32, Float32=np.float32,
                    cutlass=types.SimpleNamespace(min=np.minimum))
     saved = {name: getattr(dq, name) for name in patched}
+    saved_ptx = {name: getattr(dq.ptx, name) for name in ptx_patched}
     try:
         for name, v in patched.items():
             setattr(dq, name, v)
+        for name, v in ptx_patched.items():
+            setattr(dq.ptx, name, v)
         with simt.emulated(mem):
             per_cta = dq.THREADS * dq.CHUNKS_PER_THREAD
             for bidx in range(-(-chunks // per_cta)):  # kernel(): the same loop, warp by warp
@@ -127,6 +130,8 @@ def _emulated_launch(w, out, gs_flat, group, bits, device):
     finally:
         for name, v in saved.items():
             setattr(dq, name, v)
+        for name, v in saved_ptx.items():
+            setattr(dq.ptx, name, v)
     out.copy_(torch.from_numpy(res.view(np.int16).reshape(out.shape).copy()).view(out.dtype))
 
 

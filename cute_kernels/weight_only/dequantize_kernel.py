@@ -39,9 +39,7 @@ from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import Boolean, Float32, Int32, Int64, Uint32, const_expr, range_constexpr
-from cutlass._mlir.dialects import llvm
-from cutlass.cutlass_dsl import T, dsl_user_op
+from cutlass import Float32, Int32, Int64, Uint32, const_expr, range_constexpr
 
 from . import ptx
 from .formats import BF16, F16, signed_format
@@ -51,26 +49,6 @@ CHUNKS_PER_THREAD = 4  # loads in flight per thread before the first store
 VALUES_PER_CHUNK = 8  # one 16-byte store of fp16 / bf16
 LUT_XOR_AND = 0x28  # lop3: (a ^ b) & c
 LUT_XOR = 0x3C  # lop3: a ^ b
-
-
-@dsl_user_op
-def ld_global_narrow(addr, pred, nbytes: int, loc=None, ip=None) -> Uint32:
-    """Predicated ``ld.global.nc`` of 1, 2 or 4 bytes, zero-extended into a 32-bit register (0 when ``pred`` is
-    false; no memory touched). Weights are read once: no L1 allocation. (``ptx.ld_global`` covers 8 and 16 bytes.)"""
-    ty = {1: "u8", 2: "u16", 4: "u32"}[nbytes]
-    asm = f"{{mov.b32 $0, 0;\n @$2 ld.global.nc.L1::no_allocate.{ty} $0, [$1];}}"
-    operands = [Int64(addr).ir_value(loc=loc, ip=ip), Boolean(pred).ir_value(loc=loc, ip=ip)]
-    return Uint32(llvm.inline_asm(T.i32(), operands, asm, "=r,l,b", has_side_effects=False, is_align_stack=False))
-
-
-@dsl_user_op
-def f16x2_to_f32(v, loc=None, ip=None) -> tuple:
-    """Packed fp16x2 -> (low, high) as f32 (exact)."""
-    res = llvm.inline_asm(llvm.StructType.get_literal([T.f32(), T.f32()]), [Uint32(v).ir_value(loc=loc, ip=ip)],
-                          "{.reg .b16 l, h; mov.b32 {l, h}, $2; cvt.f32.f16 $0, l; cvt.f32.f16 $1, h;}",
-                          "=f,=f,r", has_side_effects=False, is_align_stack=False)
-    return (Float32(llvm.extractvalue(T.f32(), res, [0], loc=loc, ip=ip)),
-            Float32(llvm.extractvalue(T.f32(), res, [1], loc=loc, ip=ip)))
 
 
 def unshuffle_fields(w, bits: int):
@@ -132,7 +110,7 @@ class WeightDequantize:
         addr = w_base + Int64(i) * self.bits
         if self.bits == 8:
             return ptx.ld_global(addr, live, 2, streaming=True)
-        return [ld_global_narrow(addr, live, self.bits)]
+        return [ptx.ld_global_narrow(addr, live, self.bits)]
 
     def group_scale(self, group_scales, i, group):
         """f32 scale of chunk ``i``. group_scales is the flat view of the contiguous [N, K / group]: a group is
@@ -162,4 +140,4 @@ class WeightDequantize:
     def unpack_f32(self, v) -> tuple:
         if self.ct is BF16:  # a bf16 is the high half of its f32
             return (ptx.f32_from_bits(ptx.shl(v, 16)), ptx.f32_from_bits(ptx.lop3(v, 0xFFFF0000, 0, ptx.LUT_AND_OR)))
-        return f16x2_to_f32(v)
+        return ptx.f16x2_to_f32(v)

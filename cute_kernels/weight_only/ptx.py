@@ -211,3 +211,23 @@ def ld_shared_v4(smem_addr, offset: int = 0, loc=None, ip=None) -> list:
                           f"ld.shared.v4.u32 {{$0,$1,$2,$3}}, [$4+{offset}];", "=r,=r,=r,=r,r",
                           has_side_effects=True, is_align_stack=False)
     return [Uint32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(4)]
+
+
+@dsl_user_op
+def ld_global_narrow(addr, pred, nbytes: int, loc=None, ip=None) -> Uint32:
+    """Predicated ``ld.global.nc`` of 1, 2 or 4 bytes, zero-extended into a 32-bit register (0 when ``pred`` is
+    false; no memory touched). Weights are read once: no L1 allocation. (``ld_global`` covers 8 and 16 bytes.)"""
+    ty = {1: "u8", 2: "u16", 4: "u32"}[nbytes]
+    asm = f"{{mov.b32 $0, 0;\n @$2 ld.global.nc.L1::no_allocate.{ty} $0, [$1];}}"
+    operands = [Int64(addr).ir_value(loc=loc, ip=ip), Boolean(pred).ir_value(loc=loc, ip=ip)]
+    return Uint32(llvm.inline_asm(T.i32(), operands, asm, "=r,l,b", has_side_effects=False, is_align_stack=False))
+
+
+@dsl_user_op
+def f16x2_to_f32(v, loc=None, ip=None) -> tuple:
+    """Packed fp16x2 -> (low, high) as f32 (exact)."""
+    res = llvm.inline_asm(llvm.StructType.get_literal([T.f32(), T.f32()]), [Uint32(v).ir_value(loc=loc, ip=ip)],
+                          "{.reg .b16 l, h; mov.b32 {l, h}, $2; cvt.f32.f16 $0, l; cvt.f32.f16 $1, h;}",
+                          "=f,=f,r", has_side_effects=False, is_align_stack=False)
+    return (Float32(llvm.extractvalue(T.f32(), res, [0], loc=loc, ip=ip)),
+            Float32(llvm.extractvalue(T.f32(), res, [1], loc=loc, ip=ip)))
