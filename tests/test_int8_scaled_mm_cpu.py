@@ -145,6 +145,17 @@ def test_single_slice_plans_run_the_unsplit_variant():
     assert run_cfg == cfg and split[0] == 2
 
 
+def test_launch_planned_appends_the_split_operands(monkeypatch):
+    from cute_kernels.ops import split_k
+
+    calls = []
+    fn = lambda *args: calls.append(args)  # noqa: E731 - a stand-in for a compiled launch
+    split_k.launch_planned(fn, ("a", "b"), None, "dev")
+    monkeypatch.setattr(split_k, "split_workspace", lambda dev, ws, sem, dtype: (("ws", ws, dtype), ("sem", sem)))
+    split_k.launch_planned(fn, ("a", "b"), (3, 100, 7), "dev", "f32")
+    assert calls == [("a", "b"), ("a", "b", ("ws", 100, "f32"), ("sem", 7), 3)]
+
+
 def test_k_beyond_int32_accumulation_is_refused():
     from cute_kernels.ops.int8_scaled_mm import MAX_K
 

@@ -31,7 +31,7 @@ from ..configs import TileConfig
 from ..formats.scale_layouts import normalize_granularity
 from ..jit_cache import cached_compile
 from ..plan_cache import PlanCache
-from .split_k import resolve_split, split_workspace
+from .split_k import launch_planned, resolve_split
 
 _OUT_DTYPES = (torch.float16, torch.bfloat16)
 _FP8_DTYPES = (torch.float8_e4m3fn,)
@@ -184,11 +184,7 @@ def fp8_blockwise_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Ten
         if out is None:
             out = torch.empty(out_shape, dtype=out_dtype, device=a.device)
         try:
-            if split is None:
-                fn(a, b, out, a_scale, b_scale)
-            else:
-                fn(a, b, out, a_scale, b_scale, *split_workspace(a.device, split[1], split[2], torch.float32),
-                   split[0])
+            launch_planned(fn, (a, b, out, a_scale, b_scale), split, a.device, torch.float32)
             return out
         except Exception:  # noqa: BLE001 - fall through to the checks, which name the argument at fault
             pass
@@ -205,9 +201,6 @@ def fp8_blockwise_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Ten
     fn = _compile_sm90(a.dim(), out_dtype, gran, cfg, sms)
     if out is None:
         out = torch.empty(out_shape, dtype=out_dtype, device=device)
-    if split is not None:
-        fn(a, b, out, a_scale, b_scale, *split_workspace(device, split[1], split[2], torch.float32), split[0])
-    else:
-        fn(a, b, out, a_scale, b_scale)
+    launch_planned(fn, (a, b, out, a_scale, b_scale), split, device, torch.float32)
     _validated[sig] = (fn, out_shape, split)
     return out

@@ -22,7 +22,7 @@ from .. import checks
 from ..configs import TileConfig, select_sm90_int8
 from ..jit_cache import cached_compile
 from ..plan_cache import PlanCache
-from .split_k import resolve_split, split_workspace
+from .split_k import launch_planned, resolve_split
 
 # Largest K whose int32 sum cannot overflow: K * 128 * 128 < 2^31 (WGMMA saturates; split-K partials would wrap).
 MAX_K = 2**31 // 2**14 - 16
@@ -164,12 +164,10 @@ def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_sc
         if out is None:
             out = torch.empty(out_shape, dtype=out_dtype, device=a.device)
         try:
-            if split is None:
-                fn(a, b, out, a_scale, b_scale, bias)
-            elif split == "sm80":  # the SM80 entry point keeps its own per-shape plan
+            if split == "sm80":  # the SM80 entry point keeps its own per-shape plan
                 fn(a, b, a_scale, b_scale, bias, out)
             else:
-                fn(a, b, out, a_scale, b_scale, bias, *split_workspace(a.device, split[1], split[2]), split[0])
+                launch_planned(fn, (a, b, out, a_scale, b_scale, bias), split, a.device)
             return out
         except Exception:  # noqa: BLE001 - fall through to the checks, which name the argument at fault
             pass
@@ -203,10 +201,7 @@ def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_sc
     fn = _compile_sm90(a.dim(), _scale_kind(a_scale), _scale_kind(b_scale), bias is not None, out_dtype, cfg, sms)
     if out is None:
         out = torch.empty(out_shape, dtype=out_dtype, device=device)
-    if split is not None:
-        fn(a, b, out, a_scale, b_scale, bias, *split_workspace(device, split[1], split[2]), split[0])
-    else:
-        fn(a, b, out, a_scale, b_scale, bias)
+    launch_planned(fn, (a, b, out, a_scale, b_scale, bias), split, device)
     _validated[sig] = (fn, out_shape, split)
     return out
 

@@ -61,3 +61,11 @@ def split_workspace(device: torch.device, ws_elems: int, sem_elems: int, dtype: 
         sem = torch.zeros(max(sem_elems, 1024), dtype=torch.int32, device=device)
         _workspaces[key] = (ws, sem)
     return (ws if dtype == torch.int32 else ws.view(dtype)), sem
+
+
+def launch_planned(fn, args: tuple, split, device: torch.device, dtype: torch.dtype = torch.int32):
+    """Call a compiled SM90 launch: ``fn(*args)`` for an unsplit plan, else with the plan's workspace (partials in
+    ``dtype``), semaphores and slice count appended - the launch signature of the split variants."""
+    if split is None:
+        return fn(*args)
+    return fn(*args, *split_workspace(device, split[1], split[2], dtype), split[0])
