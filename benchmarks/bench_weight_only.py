@@ -109,7 +109,7 @@ def _bench_one(quantized_mm, select_tile, arch, n, k, bits, m, w_sets, bf_sets, 
     ws = w_sets if m < 64 else w_sets[:2]
     t_ours, how = graph_time_us([lambda w=w: quantized_mm(x, w, scale, bits) for w in ws])
     variants = {}
-    if path == "decode":  # both weight pipelines of the decode tiles, same run (config.DECODE_RING picks one)
+    if path == "decode":  # both weight pipelines of the decode tiles, same run (config.DECODE_PLANS picks one)
         from cute_kernels.weight_only.config import decode_tile
 
         for ring in (True, False):

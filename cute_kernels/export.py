@@ -96,11 +96,11 @@ def _build_fp8(spec: ExportSpec, extra_options: str):
 def _build_weight_only(fmt_key: str, bits: int, scaled: bool):
     def build(spec: ExportSpec, extra_options: str):
         from .weight_only.compile import compile_with_cubin
-        from .weight_only.config import AWQ_DECODE_RING, select_tile
+        from .weight_only.config import select_tile
 
         x_dtype = _dtype(spec.x_dtype, "x_dtype")
         path, tile = select_tile(bits, spec.m, spec.n, 132, scaled=scaled,
-                                 ring=AWQ_DECODE_RING if fmt_key == "awq" else None)
+                                 awq=fmt_key == "awq")
         # compile_with_cubin keeps the artifacts itself, so extra_options is not needed here
         fn = compile_with_cubin(fmt_key, x_dtype, x_dtype, x_dtype if scaled else None, tile, spec.arch)
         return fn, {"format": fmt_key, "bits": bits, "path": path, "tile": str(tile), "x_dtype": spec.x_dtype,

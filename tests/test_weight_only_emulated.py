@@ -95,14 +95,14 @@ def test_quantized_mm_emulated(emulated_ops, bits, dtype, M, N, K, group):
 
 @pytest.mark.parametrize("bits,dtype,M,N,K,group", [CASES[0], CASES[3], CASES[6], CASES[8]])
 def test_quantized_mm_other_weight_pipeline_emulated(emulated_ops, bits, dtype, M, N, K, group):
-    """The decode tiles' weight pipeline that the dispatch does not pick for this width (ring <-> registers)."""
+    """The decode tiles' weight pipeline and x prefetch that the dispatch does not pick for this width and M."""
     torch.manual_seed(bits * 10 + M)
     x = torch.randn(M, K, dtype=dtype)
     w_packed, scale, gs = quantize_weights(torch.randn(N, K), bits, group)
     out = torch.full((M, N), float("nan"), dtype=dtype)
-    ring = not config.DECODE_RING[bits]
-    tile = config.decode_tile(bits, M, N, 132, ring=ring)
-    assert (tile.stages > 0) == ring
+    plan = config.decode_plan(bits, M)
+    tile = config.decode_tile(bits, M, N, 132, ring=not plan.ring, x_ahead=not plan.x_ahead)
+    assert (tile.stages > 0) != plan.ring and tile.x_ahead != plan.x_ahead
     qmm_ops.quantized_mm(x, w_packed, scale, bits, gs, out=out, tile=tile)
     ref = quantized_mm_ref(x, w_packed, scale, bits, gs)
     assert _rel_err(out, ref) < (_TOL[dtype] if not (dtype == torch.float32 and gs is not None) else 8e-3)

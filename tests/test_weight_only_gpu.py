@@ -57,9 +57,10 @@ def test_decode_path_group_scales_m16(bits):
 
 @pytest.mark.parametrize("bits", [8, 4, 2, 1])
 def test_decode_path_other_weight_pipeline(bits):
-    """The decode tiles' weight pipeline that the dispatch does not pick for this width (ring <-> registers)."""
+    """The decode tiles' weight pipeline and x prefetch that the dispatch does not pick for this width."""
     x, w, s, _ = _case(bits, 5, 200, 1024 + 128, torch.bfloat16, seed=5)
-    _check(x, w, s, bits, tile=config.decode_tile(bits, 5, 200, 132, ring=not config.DECODE_RING[bits]))
+    plan = config.decode_plan(bits, 5)
+    _check(x, w, s, bits, tile=config.decode_tile(bits, 5, 200, 132, ring=not plan.ring, x_ahead=not plan.x_ahead))
 
 
 @pytest.mark.parametrize("bits", [8, 4, 2, 1])

@@ -254,6 +254,23 @@ def emulated(memory: Memory):
         fmt_mod.Float32 = saved_f
 
 
+def _step_buffers(k) -> dict:
+    """``StepOperands.buffers()`` as emulator registers."""
+    ops = k.step_operands()
+    buf = {"x": Regs(ops.x_words, np.uint32)}
+    if ops.params:
+        buf["s"] = Regs(ops.params, np.float32)
+        if ops.zeros:
+            buf["z"] = Regs(ops.params, np.uint32)
+    return buf
+
+
+def _advance(cur: dict, nxt: dict) -> None:
+    if cur is not nxt:
+        for name, regs in cur.items():
+            regs.v = [v.copy() for v in nxt[name].v]
+
+
 def run_kernel(k: "kernel_mod.WeightOnlyGemm", x: torch.Tensor, w: torch.Tensor, out: torch.Tensor, scale: float,
                group_scales, zeros, group: int) -> None:
     """Emulate one launch of ``k`` on CPU tensors, writing ``out`` in place (same arguments as the compiled fn)."""
@@ -282,24 +299,34 @@ def run_kernel(k: "kernel_mod.WeightOnlyGemm", x: torch.Tensor, w: torch.Tensor,
                         th = k.thread_setup(X, W, n0, m0, g, t)
                         acc = Regs(n_acc, np.float32)
                         wbuf = Regs(tile.vectors * 4, np.uint32)
+                        cur = _step_buffers(k)
+                        nxt = _step_buffers(k) if tile.x_ahead else cur
+                        ahead_k = tile.warps_k if tile.x_ahead else 0  # x_ahead: operands of the next step
+                        if tile.x_ahead:
+                            k.load_step_operands(X, th, cur, wk, t, GS, Z, group)
                         if tile.stages == 0:
                             w_next = Regs(tile.vectors * 4, np.uint32)
                             k.load_weights(th, wbuf, wk, t, W.shape[1])
                             for step in range(wk, n_steps, tile.warps_k):
                                 k.load_weights(th, w_next, step + tile.warps_k, t, W.shape[1])
-                                k.mma_step(X, th, wbuf, acc, step, t, GS, Z, group)
+                                k.load_step_operands(X, th, nxt, step + ahead_k, t, GS, Z, group)
+                                k.mma_step(X, th, wbuf, cur, acc, step, t)
                                 wbuf.v = [v.copy() for v in w_next.v]
+                                _advance(cur, nxt)
                         else:
                             slot0 = (warp * 32 + lane) * 16
                             for i in range(tile.stages - 1):
                                 k.issue_weights(th, slot0, i, wk + i * tile.warps_k, t, W.shape[1])
                             n_iter = (n_steps - wk + tile.warps_k - 1) // tile.warps_k
                             for i in range(max(0, n_iter)):
+                                step = wk + i * tile.warps_k
+                                k.load_step_operands(X, th, nxt, step + ahead_k, t, GS, Z, group)
                                 k.read_ring(wbuf, slot0, i % tile.stages)
                                 ahead = i + tile.stages - 1
                                 k.issue_weights(th, slot0, ahead % tile.stages, wk + ahead * tile.warps_k, t,
                                                 W.shape[1])
-                                k.mma_step(X, th, wbuf, acc, wk + i * tile.warps_k, t, GS, Z, group)
+                                k.mma_step(X, th, wbuf, cur, acc, step, t)
+                                _advance(cur, nxt)
                         for e in range(n_acc):  # epilogue(): the split-K sum
                             total[e] = (total[e] + acc[e]).astype(np.float32)
                     for e in range(n_acc):  # store(): slot e -> (m, n)

@@ -5,8 +5,9 @@ M >= ``DENSE_MIN_M`` the dense path (dequantize_kernel.py writes the dense weigh
 
 * decode path (M <= ``DECODE_MAX_M``): 1 or 2 token tiles of 8, 8 warps of in-CTA split-K. Rows per warp (``nt``)
   trade activation reuse (each x register feeds ``nt`` tiles) against CTA count: the largest allowed ``nt`` that still
-  launches >= 1.5 CTAs per SM, so the weight stream has enough loads in flight on every SM. The weight stream runs
-  through a cp.async shared-memory ring (``DECODE_RING``) of up to 4 K steps.
+  launches >= 1.5 CTAs per SM, so the weight stream has enough loads in flight on every SM. Per format and M,
+  ``DECODE_PLANS`` picks the row cap, the weight pipeline (register double buffer or a cp.async shared-memory ring
+  of up to 4 K steps) and whether x is prefetched a step ahead.
 * tensor-core path (larger M): 32 tokens x 64 rows per warp, two warps along N; each decoded weight fragment feeds 4
   MMAs and each activation fragment 4. Up to ``TENSOR_CORE_SPLIT_K_MAX_M`` tokens 4 warps also split K. Formats with
   group scales use 32-row warps (registers).
@@ -17,6 +18,8 @@ crossovers measured on the device (docs/weight_only.md), as does ``DENSE_MIN_M``
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from .kernel import TileShape
 
@@ -31,14 +34,34 @@ DENSE_MIN_M = 128
 AWQ_DENSE_MIN_TOKENS = 256
 AWQ_NARROW_OC = 4096
 
-_MAX_NT = {8: 2, 4: 2, 2: 4, 1: 4}  # low widths: more x reuse per loaded activation (x bytes per weight byte = 8/bits)
-# Weight pipeline of the decode tiles per width: True = cp.async shared-memory ring, False = register double buffer.
-# Measured side by side on the H200 (docs/weight_only.md): the ring wins for 8-bit; registers for 4-bit (M = 1,
-# N = K = 8192: 13.8 vs 16.2 us, same call order with programmatic dependent launch), 2 and 1 bit. AWQ (4-bit with
-# zero points and group scales) measured the other way round: the ring wins at 10 of 12 (shape, M) points
-# (OC = IC = 8192, M = 1: 16.1 vs 17.2 us), so AWQ keeps the ring.
-DECODE_RING = {8: True, 4: False, 2: False, 1: False}
-AWQ_DECODE_RING = True
+
+@dataclass(frozen=True)
+class DecodePlan:
+    """How the decode tiles of one weight format run up to ``max_m`` tokens: at most ``nt`` 16-row tiles per warp
+    (fewer when the grid would not fill the GPU, see ``decode_tile``), the weight pipeline (``ring``: cp.async ring in
+    shared memory, else the register double buffer) and whether x and the group parameters are prefetched one K
+    step ahead (``x_ahead``; costs registers: 8-32 words of x per token tile)."""
+
+    max_m: int
+    nt: int
+    ring: bool
+    x_ahead: bool
+
+
+# Per format (bits, or "awq"), first plan whose max_m covers M. Measured on the H200 (N = K = 8192, 2026-11-22,
+# docs/weight_only.md): prefetching x one step ahead takes 4-bit M = 1 from 13.1-13.4 to 11.6-12.1 us (3.06-3.15x
+# bf16 matmul) and, with one tile per warp (twice the CTAs), 8-bit M = 1 from 23-25 to 20.2 us (3.33 TB/s); at
+# M = 16 the extra x registers cost more than they hide (4-bit: 18.2 -> 22.1 us), and 2-/1-bit widths, whose x
+# runs are 4-8x longer, lose at every M. Low widths keep up to 4 tiles per warp: more x reuse per loaded
+# activation (x bytes per weight byte = 8/bits). 16-byte vectors of two K steps per row (whole 128-byte lines per
+# warp) were measured too and lost everywhere (not kept).
+DECODE_PLANS = {
+    8: (DecodePlan(8, 1, False, True), DecodePlan(16, 2, False, True)),
+    4: (DecodePlan(8, 2, False, True), DecodePlan(16, 2, False, False)),
+    2: (DecodePlan(16, 4, False, False),),
+    1: (DecodePlan(16, 4, False, False),),
+    "awq": (DecodePlan(8, 1, False, True), DecodePlan(16, 2, True, False)),
+}
 RING_BYTES = 96 * 1024  # per CTA: 2 CTAs of 256 threads per SM still fit in 228 KB
 TENSOR_CORE_TILE = TileShape(nt=4, mt=4, warps_n=2, warps_k=1)
 # Up to this many tokens the tensor-core grid is too small to fill the GPU: split K over 4 warps of the CTA too
@@ -59,13 +82,25 @@ def ring_stages(nt: int, threads: int = 256) -> int:
     return max(2, min(4, RING_BYTES // (2 * nt * threads * 16)))
 
 
-def decode_tile(bits: int, m: int, n: int, sm_count: int, ring: bool | None = None) -> TileShape:
+def decode_plan(fmt: int | str, m: int) -> DecodePlan:
+    """``fmt``: the bit width of the signed formats, or "awq"."""
+    for plan in DECODE_PLANS[fmt]:
+        if m <= plan.max_m:
+            return plan
+    raise ValueError(f"the decode path handles M <= {DECODE_PLANS[fmt][-1].max_m} tokens; got M = {m}")
+
+
+def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None = None,
+                x_ahead: bool | None = None) -> TileShape:
+    """The decode tile of ``decode_plan(fmt, m)``; ``ring`` / ``x_ahead`` override the plan's choices."""
+    plan = decode_plan(fmt, m)
     mt = 1 if m <= 8 else 2
-    nt = _MAX_NT[bits]
-    while nt > 1 and -(-n // (16 * nt)) < 1.5 * sm_count:
+    nt = plan.nt
+    while nt > 1 and -(-n // (16 * nt)) < 1.5 * sm_count:  # keep >= 1.5 CTAs per SM streaming weights
         nt //= 2
-    ring = DECODE_RING[bits] if ring is None else ring
-    return TileShape(nt=nt, mt=mt, warps_n=1, warps_k=8, stages=ring_stages(nt) if ring else 0)
+    ring = plan.ring if ring is None else ring
+    x_ahead = plan.x_ahead if x_ahead is None else x_ahead
+    return TileShape(nt=nt, mt=mt, warps_n=1, warps_k=8, stages=ring_stages(nt) if ring else 0, x_ahead=x_ahead)
 
 
 def tensor_core_tile(m: int, scaled: bool = False) -> TileShape:
@@ -77,10 +112,10 @@ def tensor_core_tile(m: int, scaled: bool = False) -> TileShape:
 
 def select_tile(bits: int, m: int, n: int, sm_count: int, path: str | None = None,
                 decode_max_m: int | None = None, scaled: bool = False, dense: bool = False,
-                dense_min_m: int | None = None, ring: bool | None = None) -> tuple[str, TileShape | None]:
+                dense_min_m: int | None = None, awq: bool = False) -> tuple[str, TileShape | None]:
     """(path name, tile) for a problem; ``path`` forces "decode", "tensor_core" or "dense"; ``scaled``: group
     scales; ``dense``: the caller can run the dense path (fp16/bf16 activations). The dense path has no tile.
-    ``ring``: the decode tiles' weight pipeline (None = ``DECODE_RING[bits]``)."""
+    ``awq``: the AWQ format (its own decode plans)."""
     if path is None:
         if dense and m >= (DENSE_MIN_M if dense_min_m is None else dense_min_m):
             path = "dense"
@@ -89,7 +124,7 @@ def select_tile(bits: int, m: int, n: int, sm_count: int, path: str | None = Non
     if path == "decode":
         if m > 16:
             raise ValueError(f"the decode path handles M <= 16 tokens; got M = {m}")
-        return path, decode_tile(bits, m, n, sm_count, ring=ring)
+        return path, decode_tile("awq" if awq else bits, m, n, sm_count)
     if path == "tensor_core":
         return path, tensor_core_tile(m, scaled)
     if path == "dense":
@@ -102,7 +137,6 @@ def select_tile(bits: int, m: int, n: int, sm_count: int, path: str | None = Non
 
 def shipped_tiles() -> list[TileShape]:
     """Every tile the dispatch can return (the CPU tests compile them)."""
-    tiles = {decode_tile(b, m, n, 132) for b in _MAX_NT for m in (1, 16) for n in (64, 1 << 16)}
-    tiles |= {decode_tile(4, m, n, 132, ring=AWQ_DECODE_RING) for m in (1, 16) for n in (64, 1 << 16)}
+    tiles = {decode_tile(f, m, n, 132) for f in DECODE_PLANS for m in (1, 16) for n in (64, 1 << 16)}
     tiles |= {TENSOR_CORE_TILE, TENSOR_CORE_SPLIT_K_TILE, SCALED_TENSOR_CORE_TILE, SCALED_TENSOR_CORE_SPLIT_K_TILE}
     return sorted(tiles, key=lambda t: t.key)

@@ -26,8 +26,9 @@ Data path (per warp; g = lane / 4, t = lane % 4 - the mma.sync fragment coordina
       barrier, no registers held). Each packed byte is read once and decoded in registers straight into the A
       fragments (K is permuted inside each thread's chunk, which is legal because the activation fragment uses the
       same permutation - see formats.py); nothing else goes through shared memory.
-    * activations: per 32-bit weight word the thread loads x[m, K run of the word] (L1-cached, shared by all warps
-      of the SM) and builds the B fragments with prmt (activations.py).
+    * activations: the thread's x[m, K run] (L1-cached, shared by all warps of the SM), B fragments built with prmt
+      (activations.py). With ``tile.x_ahead`` the whole step's runs (and group scales / zero points) are loaded one
+      step ahead with the weights; otherwise each word's run is loaded right before its MMAs (fewer registers).
     * split-K inside the CTA: ``tile.warps_k`` warps take interleaved K steps of the same rows and add their
       accumulators through shared memory at the end (deterministic; no atomics, no workspace).
     * epilogue: fp32 accumulators * scale -> out dtype, predicated scalar stores (rows >= N, tokens >= M dropped).
@@ -57,6 +58,8 @@ class TileShape:
     stages: how the weight stream is kept in flight - 0: a register double buffer (the next K step's vectors load
     while this one decodes); >= 2: a ring of ``stages`` K steps in shared memory filled by ``cp.async`` (each
     thread owns its slots, so no barrier is needed: ``stages - 1`` steps in flight per warp without the registers).
+    x_ahead: the step's activations (and group scales / zero points) are loaded one step ahead into registers, like
+    the register double buffer of the weights, instead of at the top of the step that uses them.
     """
 
     nt: int
@@ -64,6 +67,7 @@ class TileShape:
     warps_n: int
     warps_k: int
     stages: int = 0
+    x_ahead: bool = False
 
     @property
     def rows_per_cta(self) -> int:
@@ -78,8 +82,13 @@ class TileShape:
         return 32 * self.warps_n * self.warps_k
 
     @property
+    def row_slots(self) -> int:
+        """Weight rows a thread reads: g and g + 8 of each of its tiles."""
+        return 2 * self.nt
+
+    @property
     def vectors(self) -> int:
-        """16-byte weight vectors a thread loads per K step (rows g and g + 8 of each tile)."""
+        """16-byte weight vectors a thread loads per K step (one of each of its rows)."""
         return 2 * self.nt
 
     @property
@@ -88,7 +97,31 @@ class TileShape:
 
     @property
     def key(self) -> tuple:
-        return (self.nt, self.mt, self.warps_n, self.warps_k, self.stages)
+        return (self.nt, self.mt, self.warps_n, self.warps_k, self.stages, self.x_ahead)
+
+
+@dataclass(frozen=True)
+class StepOperands:
+    """Register buffers of one K step's non-weight operands: x words, group scales (f32), zero points (u32)."""
+
+    x_words: int
+    params: int
+    zeros: bool
+
+    def buffers(self) -> dict:
+        buf = {}
+        if self.x_words:
+            buf["x"] = cute.make_rmem_tensor((self.x_words,), Uint32)
+        if self.params:
+            buf["s"] = cute.make_rmem_tensor((self.params,), Float32)
+            if self.zeros:
+                buf["z"] = cute.make_rmem_tensor((self.params,), Uint32)
+        return buf
+
+    @staticmethod
+    def advance(cur: dict, nxt: dict) -> None:
+        for name, t in cur.items():
+            t.store(nxt[name].load())
 
 
 class WeightOnlyGemm:
@@ -144,15 +177,24 @@ class WeightOnlyGemm:
         acc = cute.make_rmem_tensor((nt * mt * 4,), Float32)
         acc.fill(0.0)
         wbuf = cute.make_rmem_tensor((tile.vectors * 4,), Uint32)
+        ops = self.step_operands()
+        cur = ops.buffers()
+        nxt = ops.buffers() if const_expr(tile.x_ahead) else cur
         n_steps = (row_bytes + 63) // 64
+        if const_expr(tile.x_ahead):
+            self.load_step_operands(x, th, cur, wk, t, group_scales, zeros, group)
         if const_expr(tile.stages == 0):
             w_next = cute.make_rmem_tensor((tile.vectors * 4,), Uint32)
             self.load_weights(th, wbuf, wk, t, row_bytes)
             for step in cutlass.range(wk, n_steps, wk_count, unroll=1):
                 # The next step's vectors are in flight while this one decodes (register double buffer).
                 self.load_weights(th, w_next, step + wk_count, t, row_bytes)
-                self.mma_step(x, th, wbuf, acc, step, t, group_scales, zeros, group)
+                self.load_step_operands(x, th, nxt, step + wk_count if const_expr(tile.x_ahead) else step, t,
+                                        group_scales, zeros, group)
+                self.mma_step(x, th, wbuf, cur, acc, step, t)
                 wbuf.store(w_next.load())
+                if const_expr(tile.x_ahead):
+                    ops.advance(cur, nxt)
         else:
             smem = cutlass.memory.SmemAllocator()
             ring = smem.allocate_tensor(Uint32, cute.make_layout(tile.ring_bytes // 4), byte_alignment=16)
@@ -162,13 +204,18 @@ class WeightOnlyGemm:
                 ptx.cp_async_commit()
             n_iter = (n_steps - wk + wk_count - 1) // wk_count
             for i in cutlass.range(0, n_iter, 1, unroll=1):
+                step = wk + i * wk_count
+                self.load_step_operands(x, th, nxt, step + wk_count if const_expr(tile.x_ahead) else step, t,
+                                        group_scales, zeros, group)
                 ptx.cp_async_wait(tile.stages - 2)  # this thread's step i has landed
                 self.read_ring(wbuf, slot0, i % tile.stages)
                 # Refill the slot read one iteration ago with the step stages - 1 ahead.
                 ahead = i + tile.stages - 1
                 self.issue_weights(th, slot0, ahead % tile.stages, wk + ahead * wk_count, t, row_bytes)
                 ptx.cp_async_commit()
-                self.mma_step(x, th, wbuf, acc, wk + i * wk_count, t, group_scales, zeros, group)
+                self.mma_step(x, th, wbuf, cur, acc, step, t)
+                if const_expr(tile.x_ahead):
+                    ops.advance(cur, nxt)
             ptx.cp_async_wait(0)  # nothing may land in shared memory after the CTA's last use of it
 
         self.epilogue(acc, out, scale, n0, m0, g, t, lane, wn, wk)
@@ -199,18 +246,18 @@ class WeightOnlyGemm:
         """Registers <- this thread's 16-byte vectors of K step ``step`` (stale past K: see ptx.ld_global)."""
         in_k = step * 64 + t * 16 < row_bytes
         off = Int64(step * 64)
-        for v in range(self.tile.vectors):
-            words = ptx.ld_global(th["w_rows"][v] + off, in_k, 4, streaming=True, zero_fill=False)
+        for r in range(self.tile.row_slots):
+            words = ptx.ld_global(th["w_rows"][r] + off, in_k, 4, streaming=True, zero_fill=False)
             for i in range(4):
-                buf[v * 4 + i] = words[i]
+                buf[r * 4 + i] = words[i]
 
     def issue_weights(self, th, slot0, stage, step, t: Int32, row_bytes):
         """cp.async this thread's vectors of K step ``step`` into ring stage ``stage`` (zeros past K)."""
         in_k = step * 64 + t * 16 < row_bytes
         off = Int64(step * 64)
         stage_base = slot0 + stage * (self.tile.vectors * self.tile.threads * 16)
-        for v in range(self.tile.vectors):
-            ptx.cp_async_16(stage_base, th["w_rows"][v] + off, in_k, offset=v * self.tile.threads * 16)
+        for r in range(self.tile.row_slots):
+            ptx.cp_async_16(stage_base, th["w_rows"][r] + off, in_k, offset=r * self.tile.threads * 16)
 
     def read_ring(self, buf: cute.Tensor, slot0, stage):
         stage_base = slot0 + stage * (self.tile.vectors * self.tile.threads * 16)
@@ -219,62 +266,85 @@ class WeightOnlyGemm:
             for i in range(4):
                 buf[v * 4 + i] = words[i]
 
-    def load_x_run(self, x_row, k_off, pred, values: int, first_byte: int) -> list:
-        """x[m, k : k + values] as 32-bit words (zeros when ``pred`` is false); k = chunk start + first_byte."""
-        nbytes = values * self.act.bytes_per_value
-        if nbytes == 8:
-            return ptx.ld_global(x_row + k_off, pred, 2, streaming=False, offset=first_byte)
-        words = []
-        for v in range(nbytes // 16):
-            words += ptx.ld_global(x_row + k_off, pred, 4, streaming=False, offset=first_byte + 16 * v)
-        return words
+    def step_operands(self) -> "StepOperands":
+        fmt, act, tile = self.fmt, self.act, self.tile
+        return StepOperands(x_words=tile.mt * act.words_per_run(fmt.values_per_vector) if tile.x_ahead else 0,
+                            params=self.blocks * tile.row_slots if self.scale_dtype is not None else 0,
+                            zeros=fmt.has_zeros)
 
-    def group_contexts(self, th, group_scales, zeros, k: Int32, group: Int32) -> list:
-        """Decode contexts of this thread's 2 * nt rows for the 32-value block starting at K = k."""
-        fmt, ct = self.fmt, self.act.compute
-        ctx = [None] * self.tile.vectors
-        if self.scale_dtype is not None:
-            gi = cutlass.min(k // group, group_scales.shape[1] - 1)  # K past the end: x is zero there anyway
-            for v in range(self.tile.vectors):
-                row = th["rows"][v]
-                s = group_scales[row, gi].to(Float32)
-                z = None
-                if fmt.has_zeros:
-                    z = Uint32(zeros[row, gi])
-                ctx[v] = fmt.group_ctx(ct, s, z)
-        return ctx
+    @property
+    def blocks(self) -> int:
+        """32-value blocks of a 16-byte vector: one decode context (group scale, zero point) each."""
+        return max(1, self.fmt.values_per_vector // 32)
 
-    def mma_step(self, x: cute.Tensor, th, wbuf: cute.Tensor, acc: cute.Tensor, step: Int32, t: Int32,
-                 group_scales, zeros, group: Int32):
-        """Decode one K step of this thread's weight vectors and accumulate its MMAs."""
-        fmt, act = self.fmt, self.act
-        ct = act.compute
-        nt, mt = self.tile.nt, self.tile.mt
-        vpw = fmt.values_per_word
+    def load_step_operands(self, x: cute.Tensor, th, buf, step, t: Int32, group_scales, zeros, group: Int32):
+        """Registers <- what K step ``step`` needs besides the weights: with group scales, the (row, 32-value block)
+        scales and zero points; with ``x_ahead``, this thread's K run of x for each of its token tiles (zeros past K
+        or M). Without ``x_ahead`` the MMA loop loads each word's x run just before its MMAs instead (``x_run``):
+        fewer live registers, which the 32-token tensor-core tiles need."""
+        fmt, act, tile = self.fmt, self.act, self.tile
         vpv = fmt.values_per_vector
         k_chunk = step * (4 * vpv) + t * vpv  # this thread's K run of the step
-        in_k = k_chunk < x.shape[1]
-        x_pred = [in_k & live for live in th["x_live"]]
-        x_off = Int64(step * (4 * vpv * act.bytes_per_value))
-        # One decode context per 32 K values (groups are >= 32 and 32-aligned; a word holds <= 32 values).
-        blocks = max(1, vpv // 32)
-        words_per_block = 4 // blocks
-        for blk in range(blocks):
-            ctx = self.group_contexts(th, group_scales, zeros, k_chunk + 32 * blk, group)
+        if const_expr(tile.x_ahead):
+            run = act.words_per_run(vpv)  # a multiple of 4: 32 to 512 bytes
+            for i in range(tile.mt):
+                for v in range(0, run, 4):
+                    words = self.x_run(x, th, step, t, i, 4 * v, 4)
+                    for j in range(4):
+                        buf["x"][i * run + v + j] = words[j]
+        if self.scale_dtype is not None:
+            for blk in range(self.blocks):
+                # Groups are >= 32 values and 32-aligned, and a word holds <= 32 values: one context per block.
+                gi = cutlass.min((k_chunk + 32 * blk) // group, group_scales.shape[1] - 1)  # past K: x is 0
+                for r in range(tile.row_slots):
+                    row = th["rows"][r]
+                    buf["s"][blk * tile.row_slots + r] = group_scales[row, gi].to(Float32)
+                    if fmt.has_zeros:
+                        buf["z"][blk * tile.row_slots + r] = Uint32(zeros[row, gi])
+
+    def x_run(self, x: cute.Tensor, th, step, t: Int32, i: int, first_byte: int, nwords: int) -> list:
+        """``nwords`` words of token tile i's x run of K step ``step``, from byte ``first_byte`` of the run."""
+        vpv, bpv = self.fmt.values_per_vector, self.act.bytes_per_value
+        pred = (step * (4 * vpv) + t * vpv < x.shape[1]) & th["x_live"][i]
+        x_off = Int64(step * (4 * vpv * bpv))
+        return ptx.ld_global(th["x_rows"][i] + x_off, pred, nwords, streaming=False, offset=first_byte)
+
+    def group_contexts(self, buf, blk: int) -> list:
+        fmt, ct, tile = self.fmt, self.act.compute, self.tile
+        if self.scale_dtype is None:
+            return [None] * tile.row_slots
+        base = blk * tile.row_slots
+        return [fmt.group_ctx(ct, buf["s"][base + r], buf["z"][base + r] if fmt.has_zeros else None)
+                for r in range(tile.row_slots)]
+
+    def mma_step(self, x: cute.Tensor, th, wbuf: cute.Tensor, buf, acc: cute.Tensor, step, t: Int32):
+        """Decode one K step of this thread's weight vectors and accumulate its MMAs."""
+        fmt, act, tile = self.fmt, self.act, self.tile
+        ct = act.compute
+        nt, mt = tile.nt, tile.mt
+        vpw = fmt.values_per_word
+        run = act.words_per_run(fmt.values_per_vector)
+        wrun = act.words_per_run(vpw)
+        words_per_block = 4 // self.blocks
+        for blk in range(self.blocks):
+            ctx = self.group_contexts(buf, blk)
             for wb in range(words_per_block):
                 wi = blk * words_per_block + wb
-                first_byte = wi * vpw * act.bytes_per_value
-                xw = [self.load_x_run(th["x_rows"][i], x_off, x_pred[i], vpw, first_byte) for i in range(mt)]
-                wp = [fmt.prepare_word(wbuf[v * 4 + wi], ct) for v in range(self.tile.vectors)]
+                if const_expr(tile.x_ahead):
+                    xw = [[buf["x"][i * run + wi * wrun + j] for j in range(wrun)] for i in range(mt)]
+                else:
+                    xw = [sum((self.x_run(x, th, step, t, i, 4 * (wi * wrun + v), min(4, wrun))
+                               for v in range(0, wrun, 4)), []) for i in range(mt)]
+                wp = [fmt.prepare_word(wbuf[r * 4 + wi], ct) for r in range(tile.row_slots)]
                 for q2 in range(vpw // 4):  # one MMA per two pairs of the word
                     p0, p1 = fmt.pair_elems(2 * q2), fmt.pair_elems(2 * q2 + 1)
                     b = [(act.pair(xw[i], *p0), act.pair(xw[i], *p1)) for i in range(mt)]
                     for j in range(nt):
-                        v0, v1 = 2 * j, 2 * j + 1  # rows g and g + 8 of tile j
-                        a = [fmt.decode_pair(wp[v0], 2 * q2, ct, ctx[v0]),
-                             fmt.decode_pair(wp[v1], 2 * q2, ct, ctx[v1]),
-                             fmt.decode_pair(wp[v0], 2 * q2 + 1, ct, ctx[v0]),
-                             fmt.decode_pair(wp[v1], 2 * q2 + 1, ct, ctx[v1])]
+                        r0, r1 = 2 * j, 2 * j + 1  # rows g and g + 8 of tile j
+                        a = [fmt.decode_pair(wp[r0], 2 * q2, ct, ctx[r0]),
+                             fmt.decode_pair(wp[r1], 2 * q2, ct, ctx[r1]),
+                             fmt.decode_pair(wp[r0], 2 * q2 + 1, ct, ctx[r0]),
+                             fmt.decode_pair(wp[r1], 2 * q2 + 1, ct, ctx[r1])]
                         for i in range(mt):
                             base = (j * mt + i) * 4
                             for p in range(act.parts):
