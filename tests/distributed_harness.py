@@ -107,7 +107,7 @@ def _group_rows(tensor, rank, world):
 
 def _call_and_check(rank, world, device, group=None, seed=0, m_per_rank=8, n=24, ks=None, with_bias=True,
                     chunks=None, out_dtype=torch.bfloat16, reduce_dtype=torch.float32, gemm=None,
-                    column_major=False):
+                    column_major=False, transport="auto"):
     """One correct call on fresh inputs, checked against the reference; returns the output."""
     ks = ks or [16 + 8 * w for w in range(world)]
     ranks, bias = make_inputs(seed, world, m_per_rank * world, n, ks, with_bias, device, column_major)
@@ -115,9 +115,11 @@ def _call_and_check(rank, world, device, group=None, seed=0, m_per_rank=8, n=24,
     x1, x2, s1, s2 = ranks[rank]
     out = poisoned((m_per_rank, n), out_dtype, device)
     got = quantized_matmul_reduce_scatter(x1, x2, s1, s2, bias, group=group, out_dtype=out_dtype,
-                                          reduce_dtype=reduce_dtype, chunks=chunks, out=out, gemm=gemm)
+                                          reduce_dtype=reduce_dtype, chunks=chunks, out=out, gemm=gemm,
+                                          transport=transport)
     assert got is out
-    what = f"rank {rank}/{world} M/W={m_per_rank} N={n} chunks={chunks} reduce={reduce_dtype} out={out_dtype}"
+    what = (f"rank {rank}/{world} M/W={m_per_rank} N={n} chunks={chunks} reduce={reduce_dtype} out={out_dtype} "
+            f"transport={transport}")
     assert_matches(out, _group_rows(ref, rank, world), _group_rows(mag, rank, world), out_dtype, reduce_dtype,
                    world, what)
     return out
@@ -235,6 +237,14 @@ def errors(rank, world, device):
                   lambda: op(x1, x2, s1, s2, bias, chunks=1 + rank))
     check_still_in_step()
 
+    # An unknown transport, and p2p on CPU tensors: every rank raises (the last rank names the first case).
+    _expect_error(ValueError, "transport must be 'auto', 'nccl' or 'p2p'",
+                  lambda: op(x1, x2, s1, s2, bias, transport="nvshmem"))
+    check_still_in_step()
+    _expect_error(ValueError, "transport='p2p' needs CUDA tensors",
+                  lambda: op(x1, x2, s1, s2, bias, transport="p2p"))
+    check_still_in_step()
+
     # One rank passes a float x1: it raises its own TypeError, the others a TypeError naming that rank.
     bad_x1 = x1.float() if rank == last else x1
     fragment = "x1 must have dtype int8" if rank == last else f"rank {last} of the group rejected its arguments"
@@ -272,7 +282,8 @@ def subgroup(rank, world, device):
 
 
 def gpu_correctness(rank, world, device):
-    """The CUDA path (NCCL, the library's int8 GEMM and the torch._int_mm stand-in) against the float64 reference."""
+    """The CUDA paths (NCCL pipeline and p2p pulls; the library's int8 GEMM and the torch._int_mm stand-in) against
+    the float64 reference. ``chunks=None`` with the default transport runs p2p."""
     from cute_kernels.distributed import TorchIntMmChunkGemm
 
     ks = [256 + 128 * (w % 2) for w in range(world)]
@@ -286,6 +297,10 @@ def gpu_correctness(rank, world, device):
         dict(chunks=2, out_dtype=torch.float16),
         dict(chunks=3, gemm=TorchIntMmChunkGemm()),
         dict(chunks=3, m_per_rank=264, gemm=TorchIntMmChunkGemm()),  # last chunk 8 rows: padded for cuBLASLt
+        dict(transport="p2p"),  # copy-engine pulls over symmetric memory (p2p_transport.py)
+        dict(transport="p2p", reduce_dtype=torch.bfloat16, m_per_rank=200),  # a partial GEMM tile, reduce in bf16
+        dict(transport="p2p", out_dtype=torch.float16, with_bias=False),
+        dict(transport="p2p", gemm=TorchIntMmChunkGemm()),
     ]
     for seed, case in enumerate(cases):
         case = {"m_per_rank": 384, "n": 512, **case}

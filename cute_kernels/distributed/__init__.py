@@ -6,10 +6,11 @@ see docs/distributed.md for the decomposition, the bias rule and the measured ov
 
 from .chunk_gemm import Int8ScaledMmChunkGemm, ReferenceChunkGemm, TorchIntMmChunkGemm
 from .chunking import ChunkPlan, auto_num_chunks, plan_chunks
-from .matmul_reduce_scatter import quantized_matmul_reduce_scatter
+from .matmul_reduce_scatter import quantized_matmul_reduce_scatter, release_workspaces
 
 __all__ = [
     "quantized_matmul_reduce_scatter",
+    "release_workspaces",
     "ChunkPlan",
     "auto_num_chunks",
     "plan_chunks",

@@ -38,6 +38,7 @@ import torch.distributed as dist
 
 from .. import checks
 from .chunk_gemm import Int8ScaledMmChunkGemm, ReferenceChunkGemm
+from . import p2p_transport
 from .chunking import auto_num_chunks, plan_chunks
 from .rank_agreement import agree_across_ranks, dtype_code, reduce_scatter_single
 
@@ -71,6 +72,7 @@ def quantized_matmul_reduce_scatter(
     out: torch.Tensor | None = None,
     gemm=None,
     validate_across_ranks: bool = True,
+    transport: str = "auto",
 ) -> torch.Tensor:
     """Row-parallel int8 linear: int8 GEMM on this rank's K shard, summed over the group, rows scattered by rank.
 
@@ -91,6 +93,10 @@ def quantized_matmul_reduce_scatter(
         validate_across_ranks: gather every rank's shapes and check results before the first data collective, so
             disagreeing or rejected inputs raise on every rank instead of hanging (one small all-gather and a host
             sync per call).
+        transport: "nccl" (the chunked reduce-scatter pipeline), "p2p" (CUDA only: peer pulls over torch's
+            symmetric memory by copy engine, see p2p_transport.py; ``chunks`` does not apply) or "auto" (default:
+            "p2p" for CUDA tensors when ``chunks`` is None and torch's symmetric memory imports, else "nccl").
+            Must resolve the same on every rank (checked with the other shared values).
 
     Returns:
         [M / W, N] in ``out_dtype``: this rank's rows of the reduced result.
@@ -105,13 +111,15 @@ def quantized_matmul_reduce_scatter(
     local_error = None
     try:
         x1, x2, scale_x1, scale_x2, bias, out = _check_local(
-            x1, x2, scale_x1, scale_x2, bias, out, out_dtype, reduce_dtype, chunks, world)
+            x1, x2, scale_x1, scale_x2, bias, out, out_dtype, reduce_dtype, chunks, world, transport)
         if gemm is None:
             gemm = default_chunk_gemm(x1.device.type)
         gemm.check(x1, x2)
     except (TypeError, ValueError, ImportError) as error:
         local_error = error
 
+    use_p2p = local_error is None and (transport == "p2p" or (
+        transport == "auto" and chunks is None and x1.device.type == "cuda" and p2p_transport.available()))
     if validate_across_ranks:
         agree_across_ranks(group, _metadata_device(x1, group), local_error, {
             "M (x1.shape[0])": _dim(x1, 0),
@@ -120,6 +128,7 @@ def quantized_matmul_reduce_scatter(
             "out_dtype": dtype_code(out_dtype),
             "reduce_dtype": dtype_code(reduce_dtype),
             "chunks (0 = auto)": chunks if isinstance(chunks, int) else 0,
+            "transport (1 = p2p)": int(use_p2p),
             "device type (0 = cpu)": -1 if not isinstance(x1, torch.Tensor) else int(x1.device.type != "cpu"),
         })
     elif local_error is not None:
@@ -129,6 +138,10 @@ def quantized_matmul_reduce_scatter(
     if out is None:
         out = torch.empty(rows_per_rank, x2.shape[1], dtype=out_dtype, device=x1.device)
     if rows_per_rank == 0 or x2.shape[1] == 0:
+        return out
+    if use_p2p:
+        p2p_transport.run(x1, x2, scale_x1, scale_x2, bias if rank == BIAS_RANK else None, out, reduce_dtype, gemm,
+                          group or dist.group.WORLD, world, rank)
         return out
     if chunks is None:
         chunks = auto_num_chunks(rows_per_rank, x2.shape[1], world, gemm.row_align)
@@ -143,11 +156,10 @@ def _run_pipeline(x1, x2, scale_x1, scale_x2, bias, out, plan, reduce_dtype, gem
     a_blocks = x1.unflatten(0, (world, rows_per_rank))  # [W, Mr, K]: block w holds the rows rank w keeps
     scale_blocks = scale_x1.unflatten(0, (world, rows_per_rank))
     depth = min(PIPELINE_DEPTH, plan.num_chunks)
-    partials = [torch.empty(world * plan.max_rows * n, dtype=reduce_dtype, device=x1.device) for _ in range(depth)]
     # An fp32 reduction lands in staging buffers and is cast into `out`; a reduction in out's dtype lands in `out`.
     staged = reduce_dtype != out.dtype
-    reduced = [torch.empty(plan.max_rows * n, dtype=reduce_dtype, device=x1.device)
-               for _ in range(depth if staged else 0)]
+    partials, reduced = _workspace(x1.device, reduce_dtype, depth, world * plan.max_rows * n,
+                                   plan.max_rows * n if staged else 0)
 
     in_flight = deque()
     for c, (r0, r1) in enumerate(plan.bounds):
@@ -163,6 +175,34 @@ def _run_pipeline(x1, x2, scale_x1, scale_x2, bias, out, plan, reduce_dtype, gem
         _finish(in_flight.popleft(), out)
 
 
+# Partial and staging buffers, kept per (device, stream, dtype) and grown on demand. Fresh buffers on every call
+# would be handed to the collective on its own stream each time, so the caching allocator could not recycle them
+# until that stream's events had passed. Reuse is safe on one stream: before returning, the op makes the calling
+# stream wait for every reduce-scatter it issued, so the next call's GEMMs on that stream run after them.
+_workspaces: dict = {}
+
+
+def _workspace(device, dtype, depth: int, partial_numel: int, staging_numel: int):
+    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
+    key = (str(device), stream, dtype)
+    ws = _workspaces.get(key)
+    if ws is None or len(ws[0]) < depth or ws[0][0].numel() < partial_numel or (
+            staging_numel and (not ws[1] or ws[1][0].numel() < staging_numel)):
+        if ws is not None and device.type == "cuda":
+            torch.cuda.current_stream(device).synchronize()  # the old buffers may still be read by a collective
+        ws = ([torch.empty(partial_numel, dtype=dtype, device=device) for _ in range(depth)],
+              [torch.empty(staging_numel, dtype=dtype, device=device) for _ in range(depth if staging_numel else 0)])
+        _workspaces[key] = ws
+    return ws[0][:depth], ws[1][:depth] if staging_numel else []
+
+
+def release_workspaces() -> None:
+    """Free the partial/staging buffers the op keeps between calls (they are re-created on the next call)."""
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    _workspaces.clear()
+
+
 def _finish(chunk, out) -> None:
     work, dest, r0, r1 = chunk
     work.wait()
@@ -170,7 +210,7 @@ def _finish(chunk, out) -> None:
         out[r0:r1].copy_(dest)
 
 
-def _check_local(x1, x2, scale_x1, scale_x2, bias, out, out_dtype, reduce_dtype, chunks, world):
+def _check_local(x1, x2, scale_x1, scale_x2, bias, out, out_dtype, reduce_dtype, chunks, world, transport):
     x1 = checks.check_tensor("x1", x1)
     x2 = checks.check_tensor("x2", x2)
     scale_x1 = checks.check_tensor("scale_x1", scale_x1)
@@ -194,6 +234,10 @@ def _check_local(x1, x2, scale_x1, scale_x2, bias, out, out_dtype, reduce_dtype,
         raise TypeError(f"out_dtype must be bfloat16 or float16; got {out_dtype}")
     if reduce_dtype not in (torch.float32, out_dtype):
         raise TypeError(f"reduce_dtype must be float32 or out_dtype ({out_dtype}); got {reduce_dtype}")
+    if transport not in ("auto", "nccl", "p2p"):
+        raise ValueError(f"transport must be 'auto', 'nccl' or 'p2p'; got {transport!r}")
+    if transport == "p2p" and (x1.device.type != "cuda" or not p2p_transport.available()):
+        raise ValueError("transport='p2p' needs CUDA tensors and torch.distributed._symmetric_memory")
     if chunks is not None and (not isinstance(chunks, int) or isinstance(chunks, bool) or chunks < 1):
         raise ValueError(f"chunks must be None (automatic) or an int >= 1 (1 = no overlap); got {chunks!r}")
     if m % world != 0:
