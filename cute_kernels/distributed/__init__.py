@@ -4,6 +4,7 @@
 see docs/distributed.md for the decomposition, the bias rule and the measured overlap.
 """
 
+from . import p2p_transport
 from .chunk_gemm import Int8ScaledMmChunkGemm, ReferenceChunkGemm, TorchIntMmChunkGemm
 from .chunking import ChunkPlan, auto_num_chunks, plan_chunks
 from .matmul_reduce_scatter import quantized_matmul_reduce_scatter, release_workspaces
@@ -11,6 +12,7 @@ from .matmul_reduce_scatter import quantized_matmul_reduce_scatter, release_work
 __all__ = [
     "quantized_matmul_reduce_scatter",
     "release_workspaces",
+    "p2p_transport",
     "ChunkPlan",
     "auto_num_chunks",
     "plan_chunks",
