@@ -283,7 +283,7 @@ def subgroup(rank, world, device):
 
 def gpu_correctness(rank, world, device):
     """The CUDA paths (NCCL pipeline and p2p pulls; the library's int8 GEMM and the torch._int_mm stand-in) against
-    the float64 reference. ``chunks=None`` with the default transport runs p2p."""
+    the float64 reference. (At these sizes transport="auto" picks the NCCL path: below P2P_MIN_OUTPUTS.)"""
     from cute_kernels.distributed import TorchIntMmChunkGemm
 
     ks = [256 + 128 * (w % 2) for w in range(world)]

@@ -43,6 +43,12 @@ from .chunking import auto_num_chunks, plan_chunks
 from .rank_agreement import agree_across_ranks, dtype_code, reduce_scatter_single
 
 OUT_DTYPES = (torch.bfloat16, torch.float16)
+# transport="auto" picks p2p from this many outputs (M x N, all ranks' rows) on, and always inside CUDA graph
+# capture. Measured on 2 x H200 (N = K = 8192 per rank, docs/distributed.md): under CUDA graphs p2p wins at every M
+# (1.36-1.42x in bf16, 1.56-2.17x in fp32, M = 512..8192); called eagerly both paths are bound by host time up to
+# M = 1024 (~280-350 µs per call for 50-100 µs of GPU work), where the NCCL path's fewer launches win (bf16 280 vs
+# 335 µs at M = 512), and p2p wins from M = 2048 (1.40x).
+P2P_MIN_OUTPUTS = 2048 * 8192
 # Two chunks in flight: one being reduce-scattered while the next is computed. A third buffer would only absorb
 # jitter between ranks, at the price of another W x rows x N partial.
 PIPELINE_DEPTH = 2
@@ -95,7 +101,8 @@ def quantized_matmul_reduce_scatter(
             sync per call).
         transport: "nccl" (the chunked reduce-scatter pipeline), "p2p" (CUDA only: peer pulls over torch's
             symmetric memory by copy engine, see p2p_transport.py; ``chunks`` does not apply) or "auto" (default:
-            "p2p" for CUDA tensors when ``chunks`` is None and torch's symmetric memory imports, else "nccl").
+            "p2p" for CUDA tensors when ``chunks`` is None, torch's symmetric memory imports and either M x N >=
+            ``P2P_MIN_OUTPUTS`` or a CUDA graph is being captured; else "nccl").
             Must resolve the same on every rank (checked with the other shared values).
 
     Returns:
@@ -119,7 +126,8 @@ def quantized_matmul_reduce_scatter(
         local_error = error
 
     use_p2p = local_error is None and (transport == "p2p" or (
-        transport == "auto" and chunks is None and x1.device.type == "cuda" and p2p_transport.available()))
+        transport == "auto" and chunks is None and x1.device.type == "cuda" and p2p_transport.available()
+        and (x1.shape[0] * x2.shape[1] >= P2P_MIN_OUTPUTS or torch.cuda.is_current_stream_capturing())))
     if validate_across_ranks:
         agree_across_ranks(group, _metadata_device(x1, group), local_error, {
             "M (x1.shape[0])": _dim(x1, 0),
