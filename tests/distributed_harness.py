@@ -301,6 +301,8 @@ def gpu_correctness(rank, world, device):
         dict(transport="p2p", reduce_dtype=torch.bfloat16, m_per_rank=200),  # a partial GEMM tile, reduce in bf16
         dict(transport="p2p", out_dtype=torch.float16, with_bias=False),
         dict(transport="p2p", gemm=TorchIntMmChunkGemm()),
+        dict(transport="p2p", m_per_rank=1024, with_bias=False),  # two row parts, the sum fused into the epilogue
+        dict(transport="p2p", m_per_rank=1024),  # two parts; the bias rank (0) sums unfused, rank 1 fused
     ]
     for seed, case in enumerate(cases):
         case = {"m_per_rank": 384, "n": 512, **case}

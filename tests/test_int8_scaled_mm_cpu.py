@@ -185,3 +185,30 @@ def test_warm_path_memo_is_bounded():
     assert len(memo) == 1 + (6 % 3) and memo[("sig", 6)] == 60
     for cache in (int8_op._validated, fp8_op._validated, awq._plans, qmm._plans, launch._PLANS):
         assert isinstance(cache, PlanCache)
+
+
+@pytest.mark.parametrize("c_dtype", [torch.float32, torch.bfloat16])
+def test_added_operand_variant_compiles(c_dtype):
+    """The ``c`` variant (a full [M, N] operand added in the epilogue; the p2p reduce-scatter's own-block GEMM)."""
+    from cute_kernels.configs import select_sm90_int8
+    from cute_kernels.ops.int8_scaled_mm import build_sm90
+    from cute_kernels.sass import compile_with_artifacts, summarize_cubin
+
+    cfg = select_sm90_int8(4096, 8192, 8192, 1, 132)
+    fn = compile_with_artifacts(lambda opts: build_sm90(2, "vector", "vector", False, torch.bfloat16, cfg,
+                                                        extra_options=opts, c_dtype=c_dtype))
+    s = summarize_cubin(fn.artifacts.CUBIN)
+    assert any(op.startswith("IGMMA") for op in s.mma) and s.local_memory_ops == 0
+    assert any(op.startswith("LDG") for op in s.instructions), "the c operand is read from global memory"
+
+
+def test_added_operand_errors():
+    from cute_kernels.ops.int8_scaled_mm import int8_scaled_mm
+
+    a = torch.zeros(16, 32, dtype=torch.int8)
+    b = torch.zeros(16, 32, dtype=torch.int8).t()
+    s1, s2 = torch.ones(16), torch.ones(16)
+    with pytest.raises(ValueError, match="c must have shape"):
+        int8_scaled_mm(a, b, s1, s2, c=torch.zeros(16, 8))
+    with pytest.raises(TypeError, match="c must have dtype"):
+        int8_scaled_mm(a, b, s1, s2, c=torch.zeros(16, 16, dtype=torch.int32))

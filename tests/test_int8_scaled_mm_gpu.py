@@ -116,3 +116,17 @@ def test_sm_count_cap(sm_count):
     out = torch.full((700, 1024), float("nan"), dtype=torch.bfloat16, device="cuda")
     int8_scaled_mm(a, b, a_s, b_s, bias, out=out, sm_count=sm_count)
     _check(out, a, b, a_s, b_s, bias, torch.bfloat16)
+
+
+@pytest.mark.parametrize("m,n,k", [(5, 264, 512), (300, 1000, 2000), (1024, 8192, 1024)])  # swap_ab / plain tiles
+@pytest.mark.parametrize("c_dtype", [torch.float32, torch.bfloat16])
+def test_added_operand(m, n, k, c_dtype):
+    """out = acc * a_scale * b_scale + bias + c, c a full [M, N] operand (a split-K plan falls back to unsplit)."""
+    a, b, a_s, b_s, bias = int8_gemm_inputs(m, n, k)
+    c = (torch.randn(m, n, device="cuda") * 50).to(c_dtype)
+    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    int8_scaled_mm(a, b, a_s, b_s, bias, out=out, c=c)
+    ref = int8_scaled_mm_ref(a, b, a_s, b_s, bias) + c.double()
+    assert not torch.isnan(out).any()
+    err = (out.double() - ref).abs()
+    assert (err <= 2 ** -7 * ref.abs() + 1e-2).all(), f"max abs err {err.max().item():.4g}"

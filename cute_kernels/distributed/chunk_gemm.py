@@ -1,6 +1,6 @@
 """The per-chunk GEMMs the matmul + reduce-scatter pipeline can plug in.
 
-Contract of a chunk GEMM ``gemm(a, b, a_scale, b_scale, bias, out)``:
+Contract of a chunk GEMM ``gemm(a, b, a_scale, b_scale, bias, out, c=None)``:
     a        int8 [L, m, K]   this chunk's rows of the L = W row blocks of x1 (row stride K, block stride Mr * K)
     b        int8 [K, N]      this rank's weight shard, shared by all L blocks
     a_scale  fp32 [L, m]      the matching per-token scales
@@ -8,6 +8,9 @@ Contract of a chunk GEMM ``gemm(a, b, a_scale, b_scale, bias, out)``:
     bias     int32 [N] | None only passed on the rank that owns the bias (see matmul_reduce_scatter)
     out      [L, m, N]        contiguous, in the reduce dtype; fully overwritten with
                               out[l, i, j] = (sum_k a[l, i, k] * b[k, j] + bias[j]) * a_scale[l, i] * b_scale[j]
+                                             (+ c[l, i, j])
+    c        [L, m, N] | None another rank's partial to add (the p2p transport's own block): out is then the
+                              final output, in out's dtype
 and ``gemm.check(x1, x2)`` raises TypeError/ValueError for operands this GEMM cannot run. The op calls ``check`` on
 every rank before its first collective, so a shape the kernel would reject becomes an error on all ranks instead of an
 exception on one rank while the others wait in a collective. ``gemm.row_align`` is the row granularity chunk
@@ -29,13 +32,15 @@ class ReferenceChunkGemm:
     def check(self, x1: torch.Tensor, x2: torch.Tensor) -> None:
         pass
 
-    def __call__(self, a, b, a_scale, b_scale, bias, out) -> None:
+    def __call__(self, a, b, a_scale, b_scale, bias, out, c=None) -> None:
         # float64 holds every int8 x int8 dot product exactly for K < 2^38, and the int32 bias too.
         acc = torch.matmul(a.double(), b.double())
         if bias is not None:
             acc += bias.double()
         acc *= a_scale.double().unsqueeze(-1)
         acc *= b_scale.double()
+        if c is not None:
+            acc += c.double()
         out.copy_(acc)
 
 
@@ -80,11 +85,12 @@ class Int8ScaledMmChunkGemm:
         checks.check_aligned("x1", x1)
         checks.check_aligned("x2", x2)
 
-    def __call__(self, a, b, a_scale, b_scale, bias, out) -> None:
+    def __call__(self, a, b, a_scale, b_scale, bias, out, c=None) -> None:
         scaled_bias = None if bias is None else (bias.double() * b_scale.double()).float()
         for block in range(a.shape[0]):
+            extra = {} if c is None else {"c": c[block]}
             self._mm(a[block], b, a_scale[block], b_scale, out_dtype=out.dtype, out=out[block],
-                     **self._options)
+                     **self._options, **extra)
             if scaled_bias is not None:
                 out[block].addcmul_(a_scale[block].unsqueeze(-1), scaled_bias)
 
@@ -103,7 +109,7 @@ class TorchIntMmChunkGemm:
         checks.check_multiple("K (x1.shape[1], this rank's shard)", x1.shape[1], 8, "torch._int_mm needs K % 8 == 0")
         checks.check_multiple("N (x2.shape[1])", x2.shape[1], 8, "torch._int_mm needs N % 8 == 0")
 
-    def __call__(self, a, b, a_scale, b_scale, bias, out) -> None:
+    def __call__(self, a, b, a_scale, b_scale, bias, out, c=None) -> None:
         rows = a.shape[1]
         for block in range(a.shape[0]):
             if rows > 16:
@@ -114,4 +120,7 @@ class TorchIntMmChunkGemm:
                 acc = torch._int_mm(padded, b)[:rows]
             if bias is not None:
                 acc += bias
-            torch.mul(acc * a_scale[block].unsqueeze(-1), b_scale, out=out[block])
+            if c is None:
+                torch.mul(acc * a_scale[block].unsqueeze(-1), b_scale, out=out[block])
+            else:
+                torch.add(acc * a_scale[block].unsqueeze(-1) * b_scale, c[block], out=out[block])

@@ -4,22 +4,30 @@ Why. The NCCL pipeline (matmul_reduce_scatter._run_pipeline) overlaps nothing in
 holds every SM, so a reduce-scatter kernel issued beside it waits for the GEMM to drain, and reserving SMs for NCCL
 slows the GEMM by as much as the overlap saves (measured on 2 x H200, docs/distributed.md). Here the bytes move by
 copy-engine memcpy from a peer's buffer mapped into this GPU's address space (torch's symmetric memory), which needs
-no SMs, and the sum is one elementwise pass.
+no SMs.
 
-Per rank r of W (rows = M / W, all on the caller's stream unless noted):
-    GEMM   blocks w != r -> P_r[w]     P_r: this rank's symmetric buffer [W, rows, N] in the reduce dtype
-    barrier                            every rank's P[.][r] is written
-    side stream:  R[i] <- P_w[r]       pull block r from each peer w (copy engine), while
-    GEMM   block r -> own              this rank's own block is computed
-    join; out = own + sum_i R[i]       cast to out dtype
+Per rank r of W (rows = M / W; the rows are cut into H parts - H = 2 for an fp32 reduction at W = 2 with enough rows,
+else 1, see ``plan_parts``; all on the caller's stream unless noted):
+    for each part h:
+        GEMM   rows h of blocks w != r -> P_r[w]    P_r: this rank's symmetric buffer [W, rows, N], reduce dtype
+        barrier                                     every rank's P[.][r] rows h are written
+        side stream: R[., h] <- P_w[r] rows h       pull from each peer (copy engine); part h + 1's GEMMs overlap it
+    for each part h, after its pull:
+        fused (H = 2, no bias here): GEMM rows h of block r, epilogue + R[h] -> out rows h   (the sum is fused)
+        otherwise:                   GEMM rows h of block r -> own; then one pass out = own + sum R (cast once)
 
-The side stream waits for the barrier and the caller's stream waits for the pulls before the sum, so the only
-cross-GPU synchronization is one symmetric-memory barrier per call. P_r alternates between two halves of the
-symmetric buffer on successive calls: call i + 2 rewrites the half that peers pulled in call i, and it runs after
-this rank's barrier of call i + 1, which no rank passes before it has joined its pulls of call i. (Every rank calls
-the op the same number of times, so the halves agree.) Needs CUDA tensors, an NCCL group and torch's
-symmetric memory (``torch.distributed._symmetric_memory``, a private torch API: ``available()`` says whether it
-imports).
+So the pull of part 0 overlaps part 1's peer GEMMs and the pull of part 1 overlaps part 0's own GEMM; with the fused
+epilogue nothing but the last own GEMM follows the last pull. Measured (2 x H200, docs/distributed.md): fusing pays
+for fp32 partials (M = 8192: 826 vs 881 µs), whose separate sum pass moves 10 bytes per output, and loses for bf16
+(813 vs 774 µs): the epilogue gathers c element by element and the parts halve the GEMMs, which costs more than
+the 6-byte pass it saves. The bias rank (0) takes the unfused form (its int32
+bias enters as an fp32 rank-1 update after its own GEMM, chunk_gemm.py); the barriers are the same on every rank.
+
+P_r alternates between two halves of the symmetric buffer on successive calls: call i + 2 rewrites the half that
+peers pulled in call i, and it runs after this rank's first barrier of call i + 1, which no rank passes before it
+has joined its pulls of call i. (Every rank calls the op the same number of times, so the halves agree.) Needs CUDA
+tensors, an NCCL group and torch's symmetric memory (``torch.distributed._symmetric_memory``, a private torch API:
+``available()`` says whether it imports). CUDA-graph capturable.
 """
 
 from __future__ import annotations
@@ -83,6 +91,19 @@ def release() -> None:
     _symmetric.clear()
 
 
+MIN_PART_ROWS = 512  # parts of fewer rows cost more in launches and barriers than the overlap gains
+
+
+def plan_parts(rows: int, world: int, reduce_dtype) -> list[tuple[int, int]]:
+    """[r0, r1) row ranges of the parts; boundaries on multiples of 128 rows (GEMM tiles, aligned scale slices).
+    Two parts (and the fused sum) only for fp32 partials at W = 2: see the module docstring. Depends only on values
+    every rank shares, so all ranks issue the same barriers."""
+    if world != 2 or reduce_dtype != torch.float32 or rows < 2 * MIN_PART_ROWS:
+        return [(0, rows)]
+    mid = (rows // 2 + 127) // 128 * 128
+    return [(0, mid), (mid, rows)]
+
+
 def run(x1, x2, scale_x1, scale_x2, bias, out, reduce_dtype, gemm, group, world: int, rank: int) -> None:
     rows, n = x1.shape[0] // world, x2.shape[1]
     device = x1.device
@@ -92,21 +113,33 @@ def run(x1, x2, scale_x1, scale_x2, bias, out, reduce_dtype, gemm, group, world:
     handle, offset_bytes = _symmetric_handle(group, device, world * rows * n * elem)
     offset = offset_bytes // elem  # get_buffer's offset counts elements of the view's dtype
     mine = handle.get_buffer(rank, (world, rows, n), reduce_dtype, offset)
+    theirs = [handle.get_buffer(w, (world, rows, n), reduce_dtype, offset)[rank] for w in range(world)]
     peers = [(rank + s) % world for s in range(1, world)]
-
-    for w in peers:
-        gemm(a_blocks[w:w + 1], x2, s_blocks[w:w + 1], scale_x2, bias, mine[w:w + 1])
-    handle.barrier(channel=0)
+    parts = plan_parts(rows, world, reduce_dtype)
+    fused = len(parts) > 1 and bias is None
 
     caller = torch.cuda.current_stream(device)
     side = _side_stream(device)
-    side.wait_stream(caller)
     recv = _local(device, reduce_dtype, "recv", (world - 1) * rows * n).view(world - 1, rows, n)
-    with torch.cuda.stream(side):
-        for i, w in enumerate(peers):
-            recv[i].copy_(handle.get_buffer(w, (world, rows, n), reduce_dtype, offset)[rank])
-    own = _local(device, reduce_dtype, "own", rows * n).view(1, rows, n)
-    gemm(a_blocks[rank:rank + 1], x2, s_blocks[rank:rank + 1], scale_x2, bias, own)
-    caller.wait_stream(side)
-    # One pass: the sum runs in the reduce dtype and is cast once on the store into `out`.
-    torch.add(own[0], recv[0] if world == 2 else recv.sum(0), out=out)
+    pulled = []
+    for h, (r0, r1) in enumerate(parts):
+        for w in peers:
+            gemm(a_blocks[w:w + 1, r0:r1], x2, s_blocks[w:w + 1, r0:r1], scale_x2, bias, mine[w:w + 1, r0:r1])
+        handle.barrier(channel=h)
+        side.wait_stream(caller)
+        with torch.cuda.stream(side):
+            for i, w in enumerate(peers):
+                recv[i, r0:r1].copy_(theirs[w][r0:r1])
+            pulled.append(side.record_event())
+    own = None if fused else _local(device, reduce_dtype, "own", rows * n).view(1, rows, n)
+    for (r0, r1), event in zip(parts, pulled):
+        mine_rows = (a_blocks[rank:rank + 1, r0:r1], x2, s_blocks[rank:rank + 1, r0:r1], scale_x2, bias)
+        if fused:
+            caller.wait_event(event)
+            gemm(*mine_rows, out[None, r0:r1], c=recv[:, r0:r1])
+        else:
+            gemm(*mine_rows, own[:, r0:r1])
+    if not fused:
+        caller.wait_stream(side)
+        # One pass: the sum runs in the reduce dtype and is cast once on the store into `out`.
+        torch.add(own[0], recv[0] if world == 2 else recv.sum(0), out=out)

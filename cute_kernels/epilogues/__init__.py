@@ -12,6 +12,7 @@ from .nodes import (
     Compute,
     EpilogueContext,
     EpilogueNode,
+    Matrix,
     RowVector,
     Scalar,
 )
@@ -24,6 +25,7 @@ __all__ = [
     "EpilogueContext",
     "EpilogueNode",
     "EpilogueTree",
+    "Matrix",
     "RowVector",
     "Scalar",
     "scaled_mm_tree",

@@ -114,6 +114,29 @@ class Scalar(EpilogueNode):
         return frag.load()
 
 
+class Matrix(EpilogueNode):
+    """A full operand with the output's shape, read at each fragment element's coordinate: e.g. a partial sum C
+    added to the result (D = epilogue(acc) + C). The kernel passes it as a view in its own (m, n, l) coordinates;
+    indices are clamped like the vectors' (elements past the edge are dropped by the store)."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.operands = (name,)
+
+    @property
+    def key(self):
+        return ("matrix", self.name)
+
+    def visit(self, ctx):
+        src = ctx.tensors[self.name]
+        frag = cute.make_rmem_tensor(ctx.acc.shape, Float32)
+        last_m, last_n = cute.size(src, mode=[0]) - 1, cute.size(src, mode=[1]) - 1
+        for i in range(cute.size(frag)):
+            c = ctx.coord(i)
+            frag[i] = src[cutlass.min(c[0], last_m), cutlass.min(c[1], last_n), c[2]].to(Float32)
+        return frag.load()
+
+
 _OPS: dict[str, Callable] = {"mul": operator.mul, "add": operator.add, "sub": operator.sub}
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .nodes import Accumulator, ColVector, Compute, EpilogueNode, RowVector, Scalar
+from .nodes import Accumulator, ColVector, Compute, EpilogueNode, Matrix, RowVector, Scalar
 
 
 class EpilogueTree:
@@ -26,13 +26,15 @@ class EpilogueTree:
         return f"EpilogueTree({self.key})"
 
 
-def scaled_mm_tree(row_scale: str | None, col_scale: str | None, bias: bool, swap_ab: bool = False) -> EpilogueTree:
-    """The dequantizing epilogue of a scaled GEMM: ``acc * a_scale * b_scale (+ bias)``.
+def scaled_mm_tree(row_scale: str | None, col_scale: str | None, bias: bool, swap_ab: bool = False,
+                   source: bool = False) -> EpilogueTree:
+    """The dequantizing epilogue of a scaled GEMM: ``acc * a_scale * b_scale (+ bias) (+ c)``.
 
     row_scale: kind of the per-output-row scale ``a_scale`` ("vector" for [M], "scalar" for [1], None for absent);
     col_scale: same for the per-output-column ``b_scale``; bias: a per-column ``bias`` vector is added.
     swap_ab: the kernel computes the transposed problem (its m is the output's n), so the roles of the
     row and column broadcasts swap; the operand names stay the user's.
+    source: a full [M, N] operand ``c`` is added last (the kernel passes it in its own coordinates).
     """
     row_node, col_node = (RowVector, ColVector) if swap_ab else (ColVector, RowVector)
     node: EpilogueNode = Accumulator()
@@ -42,4 +44,6 @@ def scaled_mm_tree(row_scale: str | None, col_scale: str | None, bias: bool, swa
         node = Compute("mul", node, Scalar(name) if kind == "scalar" else vec_node(name))
     if bias:
         node = Compute("add", node, col_node("bias"))
+    if source:
+        node = Compute("add", node, Matrix("c"))
     return EpilogueTree(node)

@@ -1,10 +1,12 @@
 """``int8_scaled_mm``: int8 x int8 -> int32 GEMM with per-token / per-channel scales and bias (seed 000).
 
-    out[..., i, j] = cast( float(sum_k a[..., i, k] * b[..., k, j]) * a_scale[i] * b_scale[j] + bias[j] )
+    out[..., i, j] = cast( float(sum_k a[..., i, k] * b[..., k, j]) * a_scale[i] * b_scale[j] + bias[j] + c[..., i, j] )
 
 Layouts: a int8 [M, K] or [L, M, K], K contiguous; b int8 [K, N] or [L, K, N] stored column-major (``w.t()`` of a
 row-major [N, K] weight, so K is contiguous too); a_scale float32 [M] or [1]; b_scale float32 [N] or [1]; bias [N]
 in the output dtype or None; out [M, N] / [L, M, N] row-major fp16 or bf16. Scales and bias are shared by the batch.
+c: optional, out's shape, fp32 / fp16 / bf16, N contiguous - a full operand added in fp32 before the one rounding
+(e.g. another GPU's partial sum, see distributed/p2p_transport.py). SM90 only; runs the unsplit kernel.
 
 Host path (the warm call must cost less than a tiny torch op): a call whose shapes signature was validated before
 goes straight to the compiled TVM-FFI function, which re-checks dtypes, equal extents, unit strides, stride
@@ -13,6 +15,7 @@ the call falls back to the full Python checks, so bad input always gets an error
 signature always takes the checked path first.
 """
 
+import dataclasses
 from typing import Optional
 
 import torch
@@ -81,10 +84,12 @@ def _validate(a, b, a_scale, b_scale, bias, out_dtype, out):
     return device, m, n, k, out_shape
 
 
-def build_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm_count=132, extra_options=""):
+def build_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm_count=132, extra_options="",
+               c_dtype=None):
     """Compile the SM90 kernel for one variant from fake tensors (no GPU needed); returns the TVM-FFI function.
 
-    Call signature of the result: ``fn(a, b, out, a_scale, b_scale, bias_or_None)`` on CUDA torch tensors.
+    Call signature of the result: ``fn(a, b, out, a_scale, b_scale, bias_or_None)`` on CUDA torch tensors, with a
+    trailing ``c`` when ``c_dtype`` is given (unsplit configs only).
     """
     import cutlass
     import cutlass.cute as cute
@@ -102,7 +107,7 @@ def build_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm
     f_as = fake_vector(cutlass.Float32, m if a_kind == "vector" else 1)
     f_bs = fake_vector(cutlass.Float32, n if b_kind == "vector" else 1)
     f_bias = fake_vector(d_cute, n, align=d_cute.width // 8) if has_bias else None
-    tree = scaled_mm_tree(a_kind, b_kind, has_bias, swap_ab=config.swap_ab)
+    tree = scaled_mm_tree(a_kind, b_kind, has_bias, swap_ab=config.swap_ab, source=c_dtype is not None)
     kernel = Sm90GemmKernel(config, tree, cutlass.Int32, sm_count=sm_count)
     swap = config.swap_ab
     options = f"--enable-tvm-ffi --gpu-arch sm_90a {extra_options}".strip()
@@ -113,6 +118,22 @@ def build_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm
         if swap:  # D^T = B^T A^T: the weight is the kernel's A
             return mB, mA, kernel_view(d, 1, 0)
         return mA, mB, kernel_view(d, 0, 1)
+
+    if c_dtype is not None:
+        if config.split_k != 1:
+            raise ValueError("the c operand runs on unsplit configs only")
+        c_cute = getattr(cutlass, _CUTE_DTYPES[c_dtype])
+        fc = fake_tensor(c_cute, (*batch, m, n), stride_div=128 // c_cute.width, align=c_cute.width // 8)
+
+        @cute.jit
+        def launch_c(a: cute.Tensor, b: cute.Tensor, d: cute.Tensor, a_scale: cute.Tensor, b_scale: cute.Tensor,
+                     bias, c: cute.Tensor, stream):
+            mA, mB, mD = views(a, b, d)
+            mC = kernel_view(c, 1, 0) if swap else kernel_view(c, 0, 1)
+            epi = (a_scale, b_scale, bias, mC) if cutlass.const_expr(bias is not None) else (a_scale, b_scale, mC)
+            kernel(mA, mB, mD, epi, stream)
+
+        return cute.compile(launch_c, fa, fb, fd, f_as, f_bs, f_bias, fc, fake_stream(), options=options)
 
     if config.split_k == 1:
         @cute.jit
@@ -137,16 +158,20 @@ def build_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm
                         options=options)
 
 
-def _compile_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm_count):
+def _compile_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm_count, c_dtype=None):
     key = ("sm_90a", rank, a_kind, b_kind, has_bias, str(out_dtype), config.key, sm_count)
+    if c_dtype is not None:
+        key += ("c", str(c_dtype))
     return cached_compile("int8_scaled_mm", key,
-                          lambda: build_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config, sm_count))
+                          lambda: build_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config, sm_count,
+                                             c_dtype=c_dtype))
 
 
 def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,
                    bias: Optional[torch.Tensor] = None, out_dtype: torch.dtype = torch.bfloat16,
                    out: Optional[torch.Tensor] = None, config: Optional[TileConfig] = None,
-                   arch: Optional[str] = None, sm_count: Optional[int] = None) -> torch.Tensor:
+                   arch: Optional[str] = None, sm_count: Optional[int] = None,
+                   c: Optional[torch.Tensor] = None) -> torch.Tensor:
     """int8 GEMM with a dequantizing epilogue; see the module docstring for layouts and semantics.
 
     out_dtype: fp16 / bf16 (the op's outputs) or fp32 (e.g. partial sums that are reduced across GPUs later).
@@ -154,10 +179,12 @@ def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_sc
     arch: force a kernel family ("sm90" / "sm80"); default: the tensors' GPU.
     sm_count: run the persistent kernel on at most this many SMs (default all), e.g. to leave SMs to a
       concurrent communication kernel.
+    c: optional tensor of out's shape (fp32 / fp16 / bf16, N contiguous) added before the final rounding.
     """
     # Only what picks the compiled variant and what the Python checks depend on beyond TVM-FFI's own per-call
     # checks (dtypes, unit strides, stride divisibility, base alignment, equal extents, device type).
-    sig = (a.shape, b.shape, a_scale.shape, b_scale.shape, bias is None, out_dtype, config, arch, sm_count)
+    sig = (a.shape, b.shape, a_scale.shape, b_scale.shape, bias is None, out_dtype, config, arch, sm_count,
+           None if c is None else c.dtype)
     plan = _validated.get(sig)
     if plan is not None:
         fn, out_shape, split = plan
@@ -167,18 +194,30 @@ def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_sc
             if split == "sm80":  # the SM80 entry point keeps its own per-shape plan
                 fn(a, b, a_scale, b_scale, bias, out)
             else:
-                launch_planned(fn, (a, b, out, a_scale, b_scale, bias), split, a.device)
+                launch_planned(fn, (a, b, out, a_scale, b_scale, bias) + ((c,) if c is not None else ()), split,
+                               a.device)
             return out
         except Exception:  # noqa: BLE001 - fall through to the checks, which name the argument at fault
             pass
     a, b = checks.check_tensor("a", a), checks.check_tensor("b", b)
     a_scale, b_scale = checks.check_tensor("a_scale", a_scale), checks.check_tensor("b_scale", b_scale)
+    if c is not None:
+        c = checks.check_tensor("c", c)
+        checks.check_dtype("c", c, (torch.float32, torch.float16, torch.bfloat16))
+        checks.check_shape("c", c, (*a.shape[:-1], b.shape[-1]), "out's shape [.., M, N]")
+        checks.check_inner_contiguous("c", c)
     device, m, n, k, out_shape = _validate(a, b, a_scale, b_scale, bias, out_dtype, out)
+    if c is not None:
+        checks.check_aligned("c", c)
+        checks.check_cuda({"a": a, "c": c})
     if m == 0 or (a.dim() == 3 and a.shape[0] == 0):  # an empty batch of tokens: nothing to launch
         return out if out is not None else torch.empty(out_shape, dtype=out_dtype, device=device)
     target = _resolve_arch(arch, device)
     if target == "sm80":
         from ..sm80 import run_int8_scaled_mm_sm80
+
+        if c is not None:
+            raise ValueError("c (an added [M, N] operand) is supported by the SM90 kernel only")
 
         if out is None:
             out = torch.empty(out_shape, dtype=out_dtype, device=device)
@@ -197,11 +236,14 @@ def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_sc
         sms = sm_count
     batch = a.shape[0] if a.dim() == 3 else 1
     cfg = config if config is not None else select_sm90_int8(m, n, k, batch, sms)
+    if c is not None and cfg.split_k != 1:
+        cfg = dataclasses.replace(cfg, split_k=1)  # c is added by the one epilogue of an unsplit tile
     cfg, split = resolve_split(cfg, *((n, m) if cfg.swap_ab else (m, n)), k, batch, sms)
-    fn = _compile_sm90(a.dim(), _scale_kind(a_scale), _scale_kind(b_scale), bias is not None, out_dtype, cfg, sms)
+    fn = _compile_sm90(a.dim(), _scale_kind(a_scale), _scale_kind(b_scale), bias is not None, out_dtype, cfg, sms,
+                       None if c is None else c.dtype)
     if out is None:
         out = torch.empty(out_shape, dtype=out_dtype, device=device)
-    launch_planned(fn, (a, b, out, a_scale, b_scale, bias), split, device)
+    launch_planned(fn, (a, b, out, a_scale, b_scale, bias) + ((c,) if c is not None else ()), split, device)
     _validated[sig] = (fn, out_shape, split)
     return out
 
