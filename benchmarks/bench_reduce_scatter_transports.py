@@ -35,15 +35,7 @@ from cute_kernels.distributed import Int8ScaledMmChunkGemm, p2p_transport, relea
 from cute_kernels.distributed import quantized_matmul_reduce_scatter as op  # noqa: E402
 from cute_kernels.distributed.rank_agreement import reduce_scatter_single  # noqa: E402
 
-
-def operands(m, n, k, seed):
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    x1 = torch.randint(-128, 128, (m, k), dtype=torch.int8, device="cuda", generator=g)
-    w = torch.randint(-128, 128, (n, k), dtype=torch.int8, device="cuda", generator=g)
-    s1 = torch.rand(m, device="cuda", generator=g) * 1e-3 + 5e-4
-    s2 = torch.rand(n, device="cuda", generator=g) * 1e-3 + 5e-4
-    bias = torch.randint(-2**16, 2**16, (n,), dtype=torch.int32, device="cuda", generator=g)
-    return x1, w.t(), s1, s2, bias
+from bench_reduce_scatter import operands  # noqa: E402 - same operands as the NCCL-pipeline benchmark
 
 
 def timed(fn, iters, warmup):

@@ -64,6 +64,15 @@ def test_decode_path_other_weight_pipeline(bits):
 
 
 @pytest.mark.parametrize("bits", [8, 4, 2, 1])
+@pytest.mark.parametrize("m", [12, 16])
+def test_decode_path_token_major(bits, m):
+    """9-16 tokens as one token tile per CTA with token tiles fastest in the grid (the 1/2-bit plans; forced here for
+    every width), checked on all tokens."""
+    x, w, s, _ = _case(bits, m, 200, 1024 + 128, torch.bfloat16, seed=m)
+    _check(x, w, s, bits, tile=config.decode_tile(bits, m, 200, 132, token_major=True))
+
+
+@pytest.mark.parametrize("bits", [8, 4, 2, 1])
 def test_tensor_core_path(bits):
     x, w, s, _ = _case(bits, 77, 300, 1536, torch.bfloat16)  # M, N tails on 32 x 128 CTA tiles (split-K tile)
     _check(x, w, s, bits)

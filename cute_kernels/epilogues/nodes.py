@@ -62,9 +62,10 @@ class Accumulator(EpilogueNode):
         return ctx.acc.load().to(Float32)
 
 
-class _Broadcast(EpilogueNode):
-    # which coordinate indexes the operand: 0 = m (one value per row), 1 = n (one value per column)
-    axis: int
+class _Operand(EpilogueNode):
+    """A node that reads one named global operand; its key is (kind, name)."""
+
+    kind: str
 
     def __init__(self, name: str):
         self.name = name
@@ -72,7 +73,12 @@ class _Broadcast(EpilogueNode):
 
     @property
     def key(self):
-        return (type(self).__name__, self.name)
+        return (self.kind, self.name)
+
+
+class _Broadcast(_Operand):
+    # which coordinate indexes the operand: 0 = m (one value per row), 1 = n (one value per column)
+    axis: int
 
     def visit(self, ctx):
         src = ctx.tensors[self.name]
@@ -87,25 +93,19 @@ class _Broadcast(EpilogueNode):
 class ColVector(_Broadcast):
     """A per-row vector broadcast along N (a column of the output): e.g. the per-token scale a_scale[m]."""
 
-    axis = 0
+    kind, axis = "ColVector", 0
 
 
 class RowVector(_Broadcast):
     """A per-column vector broadcast along M (a row of the output): e.g. the per-channel scale b_scale[n], bias[n]."""
 
-    axis = 1
+    kind, axis = "RowVector", 1
 
 
-class Scalar(EpilogueNode):
+class Scalar(_Operand):
     """A one-element tensor broadcast to the whole output: e.g. a per-tensor scale."""
 
-    def __init__(self, name: str):
-        self.name = name
-        self.operands = (name,)
-
-    @property
-    def key(self):
-        return ("scalar", self.name)
+    kind = "scalar"
 
     def visit(self, ctx):
         value = ctx.tensors[self.name][0].to(Float32)
@@ -119,13 +119,7 @@ class Matrix(EpilogueNode):
     added to the result (D = epilogue(acc) + C). The kernel passes it as a view in its own (m, n, l) coordinates;
     indices are clamped like the vectors' (elements past the edge are dropped by the store)."""
 
-    def __init__(self, name: str):
-        self.name = name
-        self.operands = (name,)
-
-    @property
-    def key(self):
-        return ("matrix", self.name)
+    kind = "matrix"
 
     def visit(self, ctx):
         src = ctx.tensors[self.name]

@@ -46,6 +46,7 @@ class DecodePlan:
     nt: int
     ring: bool
     x_ahead: bool
+    token_major: bool = False  # M > 8: one token tile per CTA, token tiles adjacent in the grid (TileShape)
 
 
 # Per format (bits, or "awq"), first plan whose max_m covers M. Measured on the H200 (N = K = 8192, 2026-11-22,
@@ -54,12 +55,14 @@ class DecodePlan:
 # M = 16 the extra x registers cost more than they hide (4-bit: 18.2 -> 22.1 us), and 2-/1-bit widths, whose x
 # runs are 4-8x longer, lose at every M. Low widths keep up to 4 tiles per warp: more x reuse per loaded
 # activation (x bytes per weight byte = 8/bits). 16-byte vectors of two K steps per row (whole 128-byte lines per
-# warp) were measured too and lost everywhere (not kept).
+# warp) were measured too and lost everywhere (not kept). Token-major grids for 9-16 tokens (one token tile per CTA,
+# the two CTAs of a row block adjacent so the second reads the weights from L2) win for 2-bit (M = 16: 25.8 vs
+# 31.7 us) and 1-bit (26.2 vs 28.0) and lose for 8-bit, 4-bit and AWQ (22.4 vs 31-45, 17.8 vs 22-29, 23.6 vs 31-38).
 DECODE_PLANS = {
     8: (DecodePlan(8, 1, False, True), DecodePlan(16, 2, False, True)),
     4: (DecodePlan(8, 2, False, True), DecodePlan(16, 2, False, False)),
-    2: (DecodePlan(16, 4, False, False),),
-    1: (DecodePlan(16, 4, False, False),),
+    2: (DecodePlan(8, 4, False, False), DecodePlan(16, 4, False, False, token_major=True)),
+    1: (DecodePlan(8, 4, False, False), DecodePlan(16, 4, False, False, token_major=True)),
     "awq": (DecodePlan(8, 1, False, True), DecodePlan(16, 2, True, False)),
 }
 RING_BYTES = 96 * 1024  # per CTA: 2 CTAs of 256 threads per SM still fit in 228 KB
@@ -91,16 +94,18 @@ def decode_plan(fmt: int | str, m: int) -> DecodePlan:
 
 
 def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None = None,
-                x_ahead: bool | None = None) -> TileShape:
-    """The decode tile of ``decode_plan(fmt, m)``; ``ring`` / ``x_ahead`` override the plan's choices."""
+                x_ahead: bool | None = None, token_major: bool | None = None) -> TileShape:
+    """The decode tile of ``decode_plan(fmt, m)``; ``ring`` / ``x_ahead`` / ``token_major`` override the plan."""
     plan = decode_plan(fmt, m)
-    mt = 1 if m <= 8 else 2
+    token_major = (plan.token_major if token_major is None else token_major) and m > 8
+    mt = 1 if m <= 8 or token_major else 2
     nt = plan.nt
     while nt > 1 and -(-n // (16 * nt)) < 1.5 * sm_count:  # keep >= 1.5 CTAs per SM streaming weights
         nt //= 2
     ring = plan.ring if ring is None else ring
     x_ahead = plan.x_ahead if x_ahead is None else x_ahead
-    return TileShape(nt=nt, mt=mt, warps_n=1, warps_k=8, stages=ring_stages(nt) if ring else 0, x_ahead=x_ahead)
+    return TileShape(nt=nt, mt=mt, warps_n=1, warps_k=8, stages=ring_stages(nt) if ring else 0, x_ahead=x_ahead,
+                     token_major=token_major)
 
 
 def tensor_core_tile(m: int, scaled: bool = False) -> TileShape:

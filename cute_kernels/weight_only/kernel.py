@@ -60,6 +60,9 @@ class TileShape:
     thread owns its slots, so no barrier is needed: ``stages - 1`` steps in flight per warp without the registers).
     x_ahead: the step's activations (and group scales / zero points) are loaded one step ahead into registers, like
     the register double buffer of the weights, instead of at the top of the step that uses them.
+    token_major: the grid's fastest index runs over token tiles, so the CTAs of one row block that differ only in
+    their tokens are scheduled together and all but one read the weights from L2 (M > 8 with one token tile per
+    CTA: the weight stream stays one pass while each CTA keeps the registers of a single token tile).
     """
 
     nt: int
@@ -68,6 +71,7 @@ class TileShape:
     warps_k: int
     stages: int = 0
     x_ahead: bool = False
+    token_major: bool = False
 
     @property
     def rows_per_cta(self) -> int:
@@ -97,7 +101,7 @@ class TileShape:
 
     @property
     def key(self) -> tuple:
-        return (self.nt, self.mt, self.warps_n, self.warps_k, self.stages, self.x_ahead)
+        return (self.nt, self.mt, self.warps_n, self.warps_k, self.stages, self.x_ahead, self.token_major)
 
 
 @dataclass(frozen=True)
@@ -148,8 +152,9 @@ class WeightOnlyGemm:
         grid_m = (x.shape[0] + tile.tokens_per_cta - 1) // tile.tokens_per_cta
         # Programmatic dependent launch: the grid may be scheduled while the previous kernel on the stream drains
         # (its launch latency hides behind that kernel's tail); the kernel waits for it before touching memory.
+        grid = [grid_m, grid_n, 1] if const_expr(tile.token_major) else [grid_n, grid_m, 1]
         self.kernel(x, w, out, scale, group_scales, zeros, group).launch(
-            grid=[grid_n, grid_m, 1], block=[tile.threads, 1, 1], stream=stream, use_pdl=True)
+            grid=grid, block=[tile.threads, 1, 1], stream=stream, use_pdl=True)
 
     # ---------------------------------------------------------------------------------------------- device side
     @cute.kernel
@@ -161,6 +166,8 @@ class WeightOnlyGemm:
         lane = cute.arch.lane_idx()
         warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         bx, by, _ = cute.arch.block_idx()
+        if const_expr(tile.token_major):
+            bx, by = by, bx  # bx: row block, by: token tile, whatever the launch order
         g = lane // 4
         t = lane % 4
         wn = warp % tile.warps_n
