@@ -114,7 +114,7 @@ class Scalar(_Operand):
         return frag.load()
 
 
-class Matrix(EpilogueNode):
+class Matrix(_Operand):
     """A full operand with the output's shape, read at each fragment element's coordinate: e.g. a partial sum C
     added to the result (D = epilogue(acc) + C). The kernel passes it as a view in its own (m, n, l) coordinates;
     indices are clamped like the vectors' (elements past the edge are dropped by the store)."""
