@@ -50,6 +50,18 @@ def test_auto_chunks_crossover_and_cap():
     assert auto_num_chunks(16384, 1024, 2, 128) == 2 and auto_num_chunks(8192, 1024, 2, 128) == 1
 
 
+def test_p2p_row_parts():
+    """Two 128-aligned row parts (and the fused sum) only for fp32 partials at W = 2 with >= 1024 rows per rank."""
+    from cute_kernels.distributed.p2p_transport import plan_parts
+
+    assert plan_parts(1024, 2, torch.float32) == [(0, 512), (512, 1024)]
+    assert plan_parts(1500, 2, torch.float32) == [(0, 768), (768, 1500)]
+    assert plan_parts(4096, 2, torch.float32) == [(0, 2048), (2048, 4096)]
+    assert plan_parts(1000, 2, torch.float32) == [(0, 1000)]
+    assert plan_parts(4096, 2, torch.bfloat16) == [(0, 4096)]
+    assert plan_parts(4096, 4, torch.float32) == [(0, 4096)]
+
+
 def _chunk_operands(seed, blocks=2, rows=20, k=48, n=24):
     g = torch.Generator().manual_seed(seed)
     a = torch.randint(-128, 128, (blocks, rows, k), generator=g, dtype=torch.int8)

@@ -91,6 +91,9 @@ def test_epilogue_tree_variants_have_distinct_keys():
     assert len(keys) == 15  # scalar x scalar without bias is the same tree whether or not A/B are swapped
     assert scaled_mm_tree("vector", "vector", True).operand_names == ("a_scale", "b_scale", "bias")
     assert scaled_mm_tree("scalar", "vector", False).operand_names == ("a_scale", "b_scale")
+    with_c = scaled_mm_tree("vector", "vector", True, source=True)
+    assert with_c.operand_names == ("a_scale", "b_scale", "bias", "c")
+    assert with_c.key != scaled_mm_tree("vector", "vector", True).key and ("matrix", "c") in with_c.key
 
 
 @pytest.mark.parametrize("cfg", shipped_sm90_int8_configs(), ids=lambda c: c.describe().replace(" ", "_"))
