@@ -38,7 +38,7 @@ import torch.distributed as dist
 
 from .. import checks
 from .chunk_gemm import Int8ScaledMmChunkGemm, ReferenceChunkGemm
-from . import p2p_transport
+from . import p2p_transport, scratch
 from .chunking import auto_num_chunks, plan_chunks
 from .rank_agreement import agree_across_ranks, dtype_code, reduce_scatter_single
 
@@ -166,8 +166,10 @@ def _run_pipeline(x1, x2, scale_x1, scale_x2, bias, out, plan, reduce_dtype, gem
     depth = min(PIPELINE_DEPTH, plan.num_chunks)
     # An fp32 reduction lands in staging buffers and is cast into `out`; a reduction in out's dtype lands in `out`.
     staged = reduce_dtype != out.dtype
-    partials, reduced = _workspace(x1.device, reduce_dtype, depth, world * plan.max_rows * n,
-                                   plan.max_rows * n if staged else 0)
+    partials = [scratch.buffer(x1.device, reduce_dtype, f"partial{i}", world * plan.max_rows * n)
+                for i in range(depth)]
+    reduced = [scratch.buffer(x1.device, reduce_dtype, f"staging{i}", plan.max_rows * n)
+               for i in range(depth if staged else 0)]
 
     in_flight = deque()
     for c, (r0, r1) in enumerate(plan.bounds):
@@ -183,32 +185,9 @@ def _run_pipeline(x1, x2, scale_x1, scale_x2, bias, out, plan, reduce_dtype, gem
         _finish(in_flight.popleft(), out)
 
 
-# Partial and staging buffers, kept per (device, stream, dtype) and grown on demand. Fresh buffers on every call
-# would be handed to the collective on its own stream each time, so the caching allocator could not recycle them
-# until that stream's events had passed. Reuse is safe on one stream: before returning, the op makes the calling
-# stream wait for every reduce-scatter it issued, so the next call's GEMMs on that stream run after them.
-_workspaces: dict = {}
-
-
-def _workspace(device, dtype, depth: int, partial_numel: int, staging_numel: int):
-    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
-    key = (str(device), stream, dtype)
-    ws = _workspaces.get(key)
-    if ws is None or len(ws[0]) < depth or ws[0][0].numel() < partial_numel or (
-            staging_numel and (not ws[1] or ws[1][0].numel() < staging_numel)):
-        if ws is not None and device.type == "cuda":
-            torch.cuda.current_stream(device).synchronize()  # the old buffers may still be read by a collective
-        ws = ([torch.empty(partial_numel, dtype=dtype, device=device) for _ in range(depth)],
-              [torch.empty(staging_numel, dtype=dtype, device=device) for _ in range(depth if staging_numel else 0)])
-        _workspaces[key] = ws
-    return ws[0][:depth], ws[1][:depth] if staging_numel else []
-
-
 def release_workspaces() -> None:
-    """Free the partial/staging buffers the op keeps between calls (they are re-created on the next call)."""
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-    _workspaces.clear()
+    """Free the scratch buffers the op keeps between calls (they are re-created on the next call)."""
+    scratch.release()
 
 
 def _finish(chunk, out) -> None:

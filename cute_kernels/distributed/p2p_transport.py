@@ -32,13 +32,17 @@ tensors, an NCCL group and torch's symmetric memory (``torch.distributed._symmet
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
+from . import scratch
+
 _side_streams: dict = {}
-_buffers: dict = {}
 _symmetric: dict = {}  # (group name, device) -> [symmetric byte tensor, its rendezvous handle, calls so far]
 
 
+@functools.lru_cache(maxsize=None)
 def available() -> bool:
     import importlib.util
 
@@ -53,16 +57,6 @@ def _side_stream(device) -> torch.cuda.Stream:
     if device not in _side_streams:
         _side_streams[device] = torch.cuda.Stream(device)
     return _side_streams[device]
-
-
-def _local(device, dtype, name: str, numel: int) -> torch.Tensor:
-    key = (str(device), torch.cuda.current_stream(device).cuda_stream, dtype, name)
-    buf = _buffers.get(key)
-    if buf is None or buf.numel() < numel:
-        if buf is not None:
-            torch.cuda.current_stream(device).synchronize()
-        buf = _buffers[key] = torch.empty(numel, dtype=dtype, device=device)
-    return buf[:numel]
 
 
 def _symmetric_handle(group, device, nbytes: int):
@@ -85,9 +79,7 @@ def _symmetric_handle(group, device, nbytes: int):
 
 def release() -> None:
     """Drop the cached local buffers and symmetric buffers (call on every rank: they are re-created collectively)."""
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-    _buffers.clear()
+    scratch.release()
     _symmetric.clear()
 
 
@@ -109,18 +101,18 @@ def run(x1, x2, scale_x1, scale_x2, bias, out, reduce_dtype, gemm, group, world:
     device = x1.device
     a_blocks = x1.unflatten(0, (world, rows))
     s_blocks = scale_x1.unflatten(0, (world, rows))
-    elem = torch.empty((), dtype=reduce_dtype).element_size()
+    elem = reduce_dtype.itemsize
     handle, offset_bytes = _symmetric_handle(group, device, world * rows * n * elem)
     offset = offset_bytes // elem  # get_buffer's offset counts elements of the view's dtype
     mine = handle.get_buffer(rank, (world, rows, n), reduce_dtype, offset)
-    theirs = [handle.get_buffer(w, (world, rows, n), reduce_dtype, offset)[rank] for w in range(world)]
     peers = [(rank + s) % world for s in range(1, world)]
+    theirs = {w: handle.get_buffer(w, (world, rows, n), reduce_dtype, offset)[rank] for w in peers}
     parts = plan_parts(rows, world, reduce_dtype)
     fused = len(parts) > 1 and bias is None
 
     caller = torch.cuda.current_stream(device)
     side = _side_stream(device)
-    recv = _local(device, reduce_dtype, "recv", (world - 1) * rows * n).view(world - 1, rows, n)
+    recv = scratch.buffer(device, reduce_dtype, "p2p_recv", (world - 1) * rows * n).view(world - 1, rows, n)
     pulled = []
     for h, (r0, r1) in enumerate(parts):
         for w in peers:
@@ -131,7 +123,7 @@ def run(x1, x2, scale_x1, scale_x2, bias, out, reduce_dtype, gemm, group, world:
             for i, w in enumerate(peers):
                 recv[i, r0:r1].copy_(theirs[w][r0:r1])
             pulled.append(side.record_event())
-    own = None if fused else _local(device, reduce_dtype, "own", rows * n).view(1, rows, n)
+    own = None if fused else scratch.buffer(device, reduce_dtype, "p2p_own", rows * n).view(1, rows, n)
     for (r0, r1), event in zip(parts, pulled):
         mine_rows = (a_blocks[rank:rank + 1, r0:r1], x2, s_blocks[rank:rank + 1, r0:r1], scale_x2, bias)
         if fused:

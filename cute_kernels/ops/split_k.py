@@ -12,6 +12,7 @@ from dataclasses import replace
 import torch
 
 from ..configs import TileConfig, best_split
+from ..streams import current_stream_id
 
 K_TILE = 128  # elements of K per K-tile of the 8-bit kernels (128 bytes)
 
@@ -40,13 +41,6 @@ def resolve_split(cfg: TileConfig, km: int, kn: int, k: int, batch: int, sm_coun
 
 
 _workspaces: dict[tuple, tuple] = {}
-_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # CUDA builds: ~20x cheaper than current_stream()
-
-
-def _current_raw_stream(device: torch.device) -> int:
-    if _raw_stream is not None:
-        return _raw_stream(device.index)
-    return torch.cuda.current_stream(device).cuda_stream
 
 
 def split_workspace(device: torch.device, ws_elems: int, sem_elems: int, dtype: torch.dtype = torch.int32):
@@ -54,7 +48,7 @@ def split_workspace(device: torch.device, ws_elems: int, sem_elems: int, dtype: 
     stripe) and the kernel resets every semaphore it used, so only a new or larger buffer is zeroed. One buffer per
     (device, stream): calls on different streams may run concurrently, calls on one stream never do.
     ``dtype``: int32 or float32, a view of the same words."""
-    key = (device, _current_raw_stream(device))
+    key = (device, current_stream_id(device))
     ws, sem = _workspaces.get(key, (None, None))
     if ws is None or ws.numel() < ws_elems or sem.numel() < sem_elems:
         ws = torch.empty(max(ws_elems, 1 << 16), dtype=torch.int32, device=device)

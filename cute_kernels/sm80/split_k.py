@@ -26,6 +26,7 @@ import math
 import torch
 
 from cute_kernels.sm80.configs import Sm80TileConfig
+from cute_kernels.streams import current_stream_id
 
 MAX_SPLIT_K = 16
 MIN_K_TILES_PER_SPLIT = 4
@@ -58,8 +59,7 @@ class SplitKWorkspace:
         self._buffers: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def get(self, device: torch.device, num_tiles: int, tile_elems: int) -> tuple[torch.Tensor, torch.Tensor]:
-        stream = torch.cuda.current_stream(device).cuda_stream
-        key = (device.index, stream)
+        key = (device.index, current_stream_id(device))
         slots, counters = self._buffers.get(key, (None, None))
         if slots is None or slots.numel() < num_tiles * tile_elems or counters.numel() < num_tiles:
             grow = 2 if slots is not None else 1  # amortize a sequence of growing problems
