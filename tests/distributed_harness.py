@@ -307,5 +307,18 @@ def gpu_correctness(rank, world, device):
     for seed, case in enumerate(cases):
         case = {"m_per_rank": 384, "n": 512, **case}
         _call_and_check(rank, world, device, seed=seed, ks=ks, column_major=True, **case)
+    # The push schedule (peer blocks stored straight into the peers' symmetric buffers): fused sum (no bias), the
+    # bias rank's sum pass, a bf16 reduction with a partial tile, the torch._int_mm GEMM.
+    from cute_kernels.distributed import p2p_transport
+
+    push_cases = [dict(with_bias=False), dict(), dict(reduce_dtype=torch.bfloat16, m_per_rank=200),
+                  dict(gemm=TorchIntMmChunkGemm())]
+    p2p_transport.MODE = "push"
+    try:
+        for seed, case in enumerate(push_cases):
+            case = {"m_per_rank": 384, "n": 512, **case}
+            _call_and_check(rank, world, device, seed=100 + seed, ks=ks, column_major=True, transport="p2p", **case)
+    finally:
+        p2p_transport.MODE = "pull"
     _expect_error(ValueError, "x2 must be column-major",
                   lambda: _call_and_check(rank, world, device, m_per_rank=128, n=512, ks=ks, column_major=False))

@@ -18,7 +18,7 @@ from cute_kernels.formats.bitpack import quantize_weights, unpack_weights
 from cute_kernels.reference import awq_gemm_ref, quantized_mm_ref
 from cute_kernels.weight_only import config, formats
 from cute_kernels.weight_only.compile import cutlass_dtype
-from cute_kernels.weight_only.kernel import WeightOnlyGemm
+from cute_kernels.weight_only.kernel import WeightOnlyGemm, promotes_scales
 
 # modules, not the functions of the same name that the package exports
 qmm_ops = importlib.import_module("cute_kernels.weight_only.quantized_mm")
@@ -26,8 +26,10 @@ awq_ops = importlib.import_module("cute_kernels.weight_only.awq")
 
 
 def _emulated_launch(fmt_key, x, w, out, scale, group_scales, zeros, group, tile, device):
-    k = WeightOnlyGemm(formats.format_by_key(fmt_key), cutlass_dtype(x.dtype), cutlass_dtype(out.dtype),
-                       None if group_scales is None else cutlass_dtype(group_scales.dtype), tile)
+    fmt = formats.format_by_key(fmt_key)
+    k = WeightOnlyGemm(fmt, cutlass_dtype(x.dtype), cutlass_dtype(out.dtype),
+                       None if group_scales is None else cutlass_dtype(group_scales.dtype), tile,
+                       promotes_scales(fmt, group_scales is not None, group))
     simt.run_kernel(k, x, w, out, scale, group_scales, zeros, group)
     return None
 
@@ -78,6 +80,11 @@ CASES = [  # bits, x dtype, M, N, K, group
     (1, torch.bfloat16, 4, 24, 640, None),
     (1, torch.float32, 3, 17, 256, 128),
     (4, torch.bfloat16, 3, 20, 100, None),  # K % 32 != 0: padded path
+    # groups that hold whole K steps (512 / bits values): scales promoted onto the fp32 partial sums
+    (4, torch.float16, 3, 40, 384, 128),
+    (8, torch.bfloat16, 12, 24, 256, 64),
+    (2, torch.float16, 1, 24, 512, 256),
+    (4, torch.float32, 2, 17, 256, 128),
 ]
 
 
@@ -90,10 +97,29 @@ def test_quantized_mm_emulated(emulated_ops, bits, dtype, M, N, K, group):
     qmm_ops.quantized_mm(x, w_packed, scale, bits, gs, out=out)
     ref = quantized_mm_ref(x, w_packed, scale, bits, gs)
     assert not out.isnan().any()
-    assert _rel_err(out, ref) < (_TOL[dtype] if not (dtype == torch.float32 and gs is not None) else 8e-3)
+    assert _rel_err(out, ref) < _tolerance(dtype, bits, group)
 
 
-@pytest.mark.parametrize("bits,dtype,M,N,K,group", [CASES[0], CASES[3], CASES[6], CASES[8]])
+def _tolerance(dtype, bits, group):
+    """fp32 x with group scales folded into the weights carries the bf16 rounding of the scale; promoted scales
+    (groups of whole K steps) stay in fp32."""
+    folded = group is not None and not promotes_scales(formats.signed_format(bits), True, group)
+    return 8e-3 if dtype == torch.float32 and folded else _TOL[dtype]
+
+
+def test_scale_promotion_rule():
+    """Promotion needs every K step (four 16-byte vectors: 512 / bits values) inside one group."""
+    assert [promotes_scales(formats.signed_format(b), True, g) for b, g in ((4, 128), (4, 64), (8, 64), (2, 128),
+                                                                             (2, 256), (1, 512), (4, 4096))] == \
+        [True, False, True, False, True, True, True]
+    # AWQ could promote at G = 128 but measured slower, so it does not by default (formats.AwqInt4.promote_scales)
+    assert promotes_scales(formats.AWQ, True, 128, measured=False) and not promotes_scales(formats.AWQ, True, 32,
+                                                                                             measured=False)
+    assert not promotes_scales(formats.AWQ, True, 128)
+    assert not promotes_scales(formats.signed_format(4), False, 128)
+
+
+@pytest.mark.parametrize("bits,dtype,M,N,K,group", [CASES[0], CASES[3], CASES[6], CASES[8], CASES[10]])
 def test_quantized_mm_other_weight_pipeline_emulated(emulated_ops, bits, dtype, M, N, K, group):
     """The decode tiles' weight pipeline and x prefetch that the dispatch does not pick for this width and M."""
     torch.manual_seed(bits * 10 + M)
@@ -105,7 +131,7 @@ def test_quantized_mm_other_weight_pipeline_emulated(emulated_ops, bits, dtype, 
     assert (tile.stages > 0) != plan.ring and tile.x_ahead != plan.x_ahead
     qmm_ops.quantized_mm(x, w_packed, scale, bits, gs, out=out, tile=tile)
     ref = quantized_mm_ref(x, w_packed, scale, bits, gs)
-    assert _rel_err(out, ref) < (_TOL[dtype] if not (dtype == torch.float32 and gs is not None) else 8e-3)
+    assert _rel_err(out, ref) < _tolerance(dtype, bits, group)
 
 
 @pytest.mark.parametrize("M", [37, 300])  # split-K tensor-core tile, then the plain one
@@ -123,8 +149,16 @@ def test_quantized_mm_tensor_core_tile_emulated(emulated_ops, M):
     (torch.bfloat16, 1, 256, 40, 128),
     (torch.float16, 17, 192, 24, 64),  # tensor-core tiles
     (torch.bfloat16, 2, 80, 16, -1),  # G = IC, IC % 32 != 0: padded K
+    # G = 128 and G = IC = 256: whole K steps per group, the scales promoted onto the partial sums
+    (torch.float16, 5, 384, 40, 128),
+    (torch.bfloat16, 20, 256, 24, 128),  # tensor-core tiles
+    (torch.float16, 9, 256, 16, -1),
 ])
-def test_awq_gemm_emulated(emulated_ops, dtype, M, IC, OC, G):
+@pytest.mark.parametrize("promote", [False, True], ids=["default", "promoted"])
+def test_awq_gemm_emulated(emulated_ops, monkeypatch, dtype, M, IC, OC, G, promote):
+    """promoted: AWQ's scales on the partial sums where the group allows it (not AWQ's default: measured slower)."""
+    if promote:
+        monkeypatch.setattr(formats.AwqInt4, "promote_scales", True)
     torch.manual_seed(M + IC)
     qweight, qzeros, scales = awq_quantize(torch.randn(IC, OC), G, scale_dtype=dtype)
     x = torch.randn(M, IC, dtype=dtype)

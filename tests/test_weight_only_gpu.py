@@ -2,7 +2,8 @@
 
 Fresh random inputs per case; outputs poisoned with NaN before the call, so an element the kernel skips fails.
 Tolerance, relative to max|ref|: the output dtype's rounding plus fp32 accumulation (bf16 8e-3, fp16 1.5e-3,
-fp32 2e-5); fp32 x with group scales carries the bf16 rounding of the scale folded into the weight (8e-3).
+fp32 2e-5); fp32 x with group scales carries the bf16 rounding of the scale folded into the weight (8e-3), except
+where the scales are promoted onto the fp32 partial sums (groups of whole K steps: kernel.promotes_scales).
 """
 
 import pytest
@@ -11,6 +12,8 @@ import torch
 from cute_kernels.formats.bitpack import quantize_weights
 from cute_kernels.reference import quantized_mm_ref
 from cute_kernels.weight_only import config, quantized_mm
+from cute_kernels.weight_only.formats import signed_format
+from cute_kernels.weight_only.kernel import promotes_scales
 
 from .conftest import poisoned
 
@@ -29,7 +32,8 @@ def _check(x, w_packed, scale, bits, gs=None, out_dtype=None, **kw):
     ref = quantized_mm_ref(x.cpu(), w_packed.cpu(), scale, bits, None if gs is None else gs.float().cpu())
     assert not out.isnan().any(), "unwritten (NaN) outputs"
     err = ((out.double().cpu() - ref).abs().max() / ref.abs().max()).item()
-    tol = TOL[od] if not (x.dtype == torch.float32 and gs is not None) else 8e-3
+    folded = gs is not None and not promotes_scales(signed_format(bits), True, x.shape[1] // gs.shape[1])
+    tol = TOL[od] if not (x.dtype == torch.float32 and folded) else 8e-3
     if od == torch.float32 and x.dtype != torch.float32:
         tol = TOL[x.dtype]
     assert err < tol, f"max error {err:.3e} relative to max|ref| (tol {tol:.1e})"
@@ -87,6 +91,18 @@ def test_tensor_core_path_without_split_k():
 def test_tensor_core_path_dtypes_and_groups(dtype):
     x, w, s, gs = _case(4, 40, 256, 512, dtype, group=64)
     _check(x, w, s, 4, gs)
+
+
+@pytest.mark.parametrize("bits", [8, 4, 2, 1])
+@pytest.mark.parametrize("M", [3, 16, 40])  # decode tiles (one and two token tiles), split-K tensor-core tiles
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_promoted_group_scales(bits, M, dtype):
+    """Groups of exactly one K step (512 / bits values): the scales go onto the fp32 partial sums; fp32 x is then
+    held to the plain fp32 tolerance. N = 72 is a row tail of every decode and tensor-core tile."""
+    group = 512 // bits
+    x, w, s, gs = _case(bits, M, 72, 3 * group, dtype, group=group, seed=bits + M)
+    assert promotes_scales(signed_format(bits), True, group)
+    _check(x, w, s, bits, gs)
 
 
 def test_fp32_scale_dtypes_and_out_dtype():

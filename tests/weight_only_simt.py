@@ -165,7 +165,9 @@ def mma(ab_type, a, b, c):
         for reg, k in enumerate((2 * t, 2 * t + 8)):
             lo, hi = _halves(b[reg][lane], ty)
             B[k, g], B[k + 1, g] = lo, hi
-        C[g, 2 * t], C[g, 2 * t + 1], C[g + 8, 2 * t], C[g + 8, 2 * t + 1] = (np.float64(c[i][lane]) for i in range(4))
+        # a scalar C (promoted scales start each step from 0.0) is the same in every lane
+        C[g, 2 * t], C[g, 2 * t + 1], C[g + 8, 2 * t], C[g + 8, 2 * t + 1] = (
+            np.float64(np.broadcast_to(c[i], (LANES,))[lane]) for i in range(4))
     D = (A @ B + C).astype(np.float32)
     out = [np.zeros(LANES, np.float32) for _ in range(4)]
     for lane in range(LANES):
@@ -236,7 +238,7 @@ def emulated(memory: Memory):
         cp_async_commit=lambda: None, cp_async_wait=lambda n: None)
     fake_cutlass = types.SimpleNamespace(min=np.minimum)
     saved = {name: getattr(ptx_mod, name) for name in fake_ptx}
-    saved_k = {n: getattr(kernel_mod, n) for n in ("Int64", "Uint32", "cutlass")}
+    saved_k = {n: getattr(kernel_mod, n) for n in ("Int64", "Uint32", "Float32", "cutlass")}
     saved_f = fmt_mod.Float32
     try:
         for name, fn in fake_ptx.items():
@@ -244,6 +246,7 @@ def emulated(memory: Memory):
         kernel_mod.Int64 = lambda v: np.asarray(v, dtype=np.int64)
         kernel_mod.Uint32 = lambda v: u32(v.arr if isinstance(v, _Value) else v)
         kernel_mod.cutlass = fake_cutlass
+        kernel_mod.Float32 = np.float32
         fmt_mod.Float32 = np.float32
         yield
     finally:

@@ -96,7 +96,16 @@ def plan_parts(rows: int, world: int, reduce_dtype) -> list[tuple[int, int]]:
     return [(0, mid), (mid, rows)]
 
 
-def run(x1, x2, scale_x1, scale_x2, bias, out, reduce_dtype, gemm, group, world: int, rank: int) -> None:
+# "pull": the peer blocks are computed into this rank's own symmetric buffer and peers pull them by copy engine (the
+# schedule in the module docstring). "push": the peer-block GEMMs store their output straight into the peers'
+# buffers over NVLink (the epilogue's TMA stores write peer memory), so the transfer runs inside the GEMM and no copy
+# follows; one barrier, then the own block (fused with c at W = 2 without bias, else a sum pass). Measured side by
+# side in benchmarks/experiments/rs_push.py (docs/distributed.md, session 4).
+MODE = "pull"
+
+
+def run(x1, x2, scale_x1, scale_x2, bias, out, reduce_dtype, gemm, group, world: int, rank: int,
+        mode: str | None = None) -> None:
     rows, n = x1.shape[0] // world, x2.shape[1]
     device = x1.device
     a_blocks = x1.unflatten(0, (world, rows))
@@ -107,6 +116,9 @@ def run(x1, x2, scale_x1, scale_x2, bias, out, reduce_dtype, gemm, group, world:
     mine = handle.get_buffer(rank, (world, rows, n), reduce_dtype, offset)
     peers = [(rank + s) % world for s in range(1, world)]
     theirs = {w: handle.get_buffer(w, (world, rows, n), reduce_dtype, offset)[rank] for w in peers}
+    if (MODE if mode is None else mode) == "push":
+        _run_push(a_blocks, x2, s_blocks, scale_x2, bias, out, reduce_dtype, gemm, handle, mine, theirs, rank)
+        return
     parts = plan_parts(rows, world, reduce_dtype)
     fused = len(parts) > 1 and bias is None
 
@@ -135,3 +147,21 @@ def run(x1, x2, scale_x1, scale_x2, bias, out, reduce_dtype, gemm, group, world:
         caller.wait_stream(side)
         # One pass: the sum runs in the reduce dtype and is cast once on the store into `out`.
         torch.add(own[0], recv[0] if world == 2 else recv.sum(0), out=out)
+
+
+def _run_push(a_blocks, x2, s_blocks, scale_x2, bias, out, reduce_dtype, gemm, handle, mine, theirs, rank) -> None:
+    """The push schedule (``MODE``): peer w's block goes straight into slot ``rank`` of w's buffer; after the one
+    barrier, slot w of this rank's buffer holds w's partial of this rank's block."""
+    world = mine.shape[0]
+    peers = sorted(theirs)
+    for w in peers:
+        gemm(a_blocks[w:w + 1], x2, s_blocks[w:w + 1], scale_x2, bias, theirs[w][None])
+    handle.barrier(channel=0)
+    own = (a_blocks[rank:rank + 1], x2, s_blocks[rank:rank + 1], scale_x2, bias)
+    if world == 2 and bias is None:
+        gemm(*own, out[None], c=mine[peers[0]][None])  # the sum fused into the epilogue
+        return
+    own_buf = scratch.buffer(out.device, reduce_dtype, "p2p_own", out.numel()).view(1, *out.shape)
+    gemm(*own, own_buf)
+    received = mine[peers[0]] if world == 2 else mine[peers].sum(0)
+    torch.add(own_buf[0], received, out=out)

@@ -74,6 +74,9 @@ class WeightFormat:
     bits: int
     name: str
     has_zeros = False  # True: a per-(row, group) zero-point tensor is an operand
+    # Group scales go onto the fp32 partial sums where the group size allows (kernel.promotes_scales): measured on
+    # the H200 as fast or faster than folding them into the weights for int4 g128 (docs/weight_only.md, session 4).
+    promote_scales = True
 
     @property
     def values_per_word(self) -> int:
@@ -175,15 +178,20 @@ class AwqInt4(WeightFormat):
     """
 
     bits, name, has_zeros = 4, "awq", True
+    # Promoted scales were slower in AWQ's shipped decode tiles (H200, session 4: 18.2 vs 16.2 us at 8192 x 8192,
+    # M = 1; docs/weight_only.md), so AWQ keeps the fold; the promoted variant compiles and is tested all the same.
+    promote_scales = False
 
     def group_ctx(self, ct, scale, zero):
         neg_offset = ptx.splat_or(zero, ct.pair(ct.neg(ct.magic)))  # -(MAGIC + z) in both halves
-        return neg_offset, ptx.cvt_pair_f32(ct.x2, scale, scale)
+        return neg_offset, None if scale is None else ptx.cvt_pair_f32(ct.x2, scale, scale)
 
     def decode_pair(self, w, q, ct, ctx):
         neg_offset, scale2 = ctx
         h = ptx.lop3(ptx.shr(w, 4 * q), 0x000F000F, ct.pair(ct.magic), ptx.LUT_AND_OR)
         v = ptx.fma_x2_cr(ct.x2, h, ct.pair(ct.one), neg_offset)  # u - z, exact
+        if scale2 is None:  # promoted scale: the kernel applies it to the step's partial sums
+            return v
         return ptx.fma_x2_rc(ct.x2, v, scale2, NEG_ZERO2)  # (u - z) * s, rounded once
 
 

@@ -31,6 +31,11 @@ Data path (per warp; g = lane / 4, t = lane % 4 - the mma.sync fragment coordina
       step ahead with the weights; otherwise each word's run is loaded right before its MMAs (fewer registers).
     * split-K inside the CTA: ``tile.warps_k`` warps take interleaved K steps of the same rows and add their
       accumulators through shared memory at the end (deterministic; no atomics, no workspace).
+    * group scales: folded into each decoded weight (one fp16/bf16 rounding per weight), or - ``promote_scales``,
+      when every K step lies inside one group (group % (512 / bits) == 0, e.g. AWQ's G = 128 at 4 bits) - applied to
+      the fp32 partial sums instead: each step's MMAs accumulate unscaled codes (exact small integers; AWQ's
+      ``u - z`` too) into fresh registers, which one fma per accumulator then adds in at s[row, group]. That drops a
+      packed multiply per weight pair from the decode, and the scale is never rounded to 16 bits.
     * epilogue: fp32 accumulators * scale -> out dtype, predicated scalar stores (rows >= N, tokens >= M dropped).
 
 Two tile families use it (``config.py``): the decode path (M <= 16: 1-2 token tiles, 8 warps of split-K, meant to be
@@ -128,15 +133,29 @@ class StepOperands:
             t.store(nxt[name].load())
 
 
+def promotes_scales(fmt: WeightFormat, has_scales: bool, group: int, measured: bool = True) -> bool:
+    """Whether group scales can move from the decoded weights onto the fp32 partial sums: every K step of the kernel
+    (four 16-byte vectors of a row, ``4 * values_per_vector`` values, 128 at 4 bits) must lie inside one group,
+    because one MMA sums K positions of the four threads of a quad - four vectors of the step. ``measured``: also
+    require that the format gains by it (``WeightFormat.promote_scales``); False asks only whether it is valid."""
+    return has_scales and group % (4 * fmt.values_per_vector) == 0 and (fmt.promote_scales or not measured)
+
+
 class WeightOnlyGemm:
     """One specialization of the template: a weight format, an activation dtype, an output dtype, a tile shape.
 
     ``scale_dtype``: dtype of the per-(row, group) scale tensor, or None when there is none (per-tensor scale only).
+    ``promote_scales``: apply the group scales to each K step's fp32 partial sums rather than to the decoded weights
+    (valid only where ``promotes_scales`` says so; the host decides per call, as the group size is a runtime value).
     """
 
-    def __init__(self, fmt: WeightFormat, x_dtype, out_dtype, scale_dtype, tile: TileShape):
+    def __init__(self, fmt: WeightFormat, x_dtype, out_dtype, scale_dtype, tile: TileShape,
+                 promote_scales: bool = False):
         if fmt.has_zeros and scale_dtype is None:
             raise ValueError(f"format {fmt.name} needs group scales")
+        if promote_scales and scale_dtype is None:
+            raise ValueError("promote_scales needs group scales")
+        self.promote = promote_scales
         self.fmt = fmt
         self.act = activation_operand(x_dtype)
         self.out_dtype = out_dtype
@@ -281,8 +300,9 @@ class WeightOnlyGemm:
 
     @property
     def blocks(self) -> int:
-        """32-value blocks of a 16-byte vector: one decode context (group scale, zero point) each."""
-        return max(1, self.fmt.values_per_vector // 32)
+        """32-value blocks of a 16-byte vector: one decode context (group scale, zero point) each. With promoted
+        scales the whole step lies in one group: one context."""
+        return 1 if self.promote else max(1, self.fmt.values_per_vector // 32)
 
     def load_step_operands(self, x: cute.Tensor, th, buf, step, t: Int32, group_scales, zeros, group: Int32):
         """Registers <- what K step ``step`` needs besides the weights: with group scales, the (row, 32-value block)
@@ -321,7 +341,9 @@ class WeightOnlyGemm:
         if self.scale_dtype is None:
             return [None] * tile.row_slots
         base = blk * tile.row_slots
-        return [fmt.group_ctx(ct, buf["s"][base + r], buf["z"][base + r] if fmt.has_zeros else None)
+        # Promoted scales are applied to the partial sums (mma_step): the decode sees only the zero point.
+        return [fmt.group_ctx(ct, None if self.promote else buf["s"][base + r],
+                              buf["z"][base + r] if fmt.has_zeros else None)
                 for r in range(tile.row_slots)]
 
     def mma_step(self, x: cute.Tensor, th, wbuf: cute.Tensor, buf, acc: cute.Tensor, step, t: Int32):
@@ -333,6 +355,9 @@ class WeightOnlyGemm:
         run = act.words_per_run(fmt.values_per_vector)
         wrun = act.words_per_run(vpw)
         words_per_block = 4 // self.blocks
+        # Promoted scales: this step's MMAs of tile (j, i) accumulate into part[(j, i)] (from zero), added to acc
+        # at the row's scale once the step is done.
+        part = {}
         for blk in range(self.blocks):
             ctx = self.group_contexts(buf, blk)
             for wb in range(words_per_block):
@@ -355,10 +380,19 @@ class WeightOnlyGemm:
                         for i in range(mt):
                             base = (j * mt + i) * 4
                             for p in range(act.parts):
-                                c = [acc[base + e] for e in range(4)]
-                                d = ptx.mma_m16n8k16(ct.name, a, [b[i][0][p], b[i][1][p]], c)
-                                for e in range(4):
-                                    acc[base + e] = d[e]
+                                if const_expr(self.promote):
+                                    c = part.get((j, i), [Float32(0.0)] * 4)
+                                    part[(j, i)] = ptx.mma_m16n8k16(ct.name, a, [b[i][0][p], b[i][1][p]], c)
+                                else:
+                                    c = [acc[base + e] for e in range(4)]
+                                    d = ptx.mma_m16n8k16(ct.name, a, [b[i][0][p], b[i][1][p]], c)
+                                    for e in range(4):
+                                        acc[base + e] = d[e]
+        if const_expr(self.promote):
+            for (j, i), d in part.items():
+                base = (j * mt + i) * 4
+                for e in range(4):  # C slots 0, 1: row g of tile j; 2, 3: row g + 8
+                    acc[base + e] = acc[base + e] + d[e] * buf["s"][2 * j + e // 2]
 
     @cute.jit
     def epilogue(self, acc: cute.Tensor, out: cute.Tensor, scale: Float32, n0: Int32, m0: Int32, g: Int32,

@@ -42,7 +42,8 @@ from ..formats.bitpack import check_bits
 from ..plan_cache import PlanCache
 from . import config
 from .compile import compile_dequantize, compile_weight_only
-from .kernel import TileShape
+from .formats import format_by_key
+from .kernel import TileShape, promotes_scales
 
 X_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 DENSE_DTYPES = (torch.float16, torch.bfloat16)  # dense weights and the x dtypes of the dense path
@@ -128,7 +129,8 @@ def aligned_copy(x: torch.Tensor) -> torch.Tensor:
 def launch(fmt_key: str, x, w, out, scale: float, group_scales, zeros, group: int, tile: TileShape, device):
     """Compile (cached) and run one specialization; shapes already valid for the kernel."""
     scale_dtype = None if group_scales is None else group_scales.dtype
-    fn = compile_weight_only(fmt_key, x.dtype, out.dtype, scale_dtype, tile, _arch.current_arch(device))
+    promote = promotes_scales(format_by_key(fmt_key), group_scales is not None, group)
+    fn = compile_weight_only(fmt_key, x.dtype, out.dtype, scale_dtype, tile, _arch.current_arch(device), promote)
     fn(x, w, out, scale, group_scales, zeros, group)
     return fn
 
