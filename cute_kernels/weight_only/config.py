@@ -47,6 +47,7 @@ class DecodePlan:
     ring: bool
     x_ahead: bool
     token_major: bool = False  # M > 8: one token tile per CTA, token tiles adjacent in the grid (TileShape)
+    min_ctas_per_sm: float = 1.5  # nt is halved while the grid has fewer CTAs than this per SM (0: never)
 
 
 # Per format (bits, or "awq"), first plan whose max_m covers M. Measured on the H200 (N = K = 8192, 2026-11-22,
@@ -63,7 +64,17 @@ DECODE_PLANS = {
     4: (DecodePlan(8, 2, False, True), DecodePlan(16, 2, False, False)),
     2: (DecodePlan(8, 4, False, False), DecodePlan(16, 4, False, False, token_major=True)),
     1: (DecodePlan(8, 4, False, False), DecodePlan(16, 4, False, False, token_major=True)),
-    "awq": (DecodePlan(8, 1, False, True), DecodePlan(16, 2, True, False)),
+    # AWQ at 9-16 tokens keeps 2 tiles per warp on narrow layers too (N = 4096: 128 CTAs): halving to 1 tile was
+    # 10-17% slower there (H200, session 4: 4096 x 4096 10.3 vs 9.4 us, 4096 x 14336 27.5 vs 22.8).
+    "awq": (DecodePlan(8, 1, False, True), DecodePlan(16, 2, True, False, min_ctas_per_sm=0)),
+}
+# With group scales (promoted onto the partial sums, kernel.promotes_scales) the 4-bit decode runs best from the
+# cp.async ring with 2 tiles per warp (H200, session 4, N = K = 8192, group 128, bf16 x: M = 1 16.0 us vs 18.0 for
+# the unscaled plan; M = 16 21.2 vs 25.3). At 9-16 tokens the narrow long-K layer (4096 x 14336) lost to bf16 with
+# the tiles halved (35.2 us vs 34.2), so like AWQ that plan keeps 2 tiles per warp. Other widths with group scales
+# use their unscaled plans (not measured).
+SCALED_DECODE_PLANS = {
+    4: (DecodePlan(8, 2, True, False), DecodePlan(16, 2, True, False, min_ctas_per_sm=0)),
 }
 RING_BYTES = 96 * 1024  # per CTA: 2 CTAs of 256 threads per SM still fit in 228 KB
 TENSOR_CORE_TILE = TileShape(nt=4, mt=4, warps_n=2, warps_k=1)
@@ -85,22 +96,23 @@ def ring_stages(nt: int, threads: int = 256) -> int:
     return max(2, min(4, RING_BYTES // (2 * nt * threads * 16)))
 
 
-def decode_plan(fmt: int | str, m: int) -> DecodePlan:
-    """``fmt``: the bit width of the signed formats, or "awq"."""
-    for plan in DECODE_PLANS[fmt]:
+def decode_plan(fmt: int | str, m: int, scaled: bool = False) -> DecodePlan:
+    """``fmt``: the bit width of the signed formats, or "awq"; ``scaled``: the weights carry group scales."""
+    plans = SCALED_DECODE_PLANS.get(fmt, DECODE_PLANS[fmt]) if scaled else DECODE_PLANS[fmt]
+    for plan in plans:
         if m <= plan.max_m:
             return plan
-    raise ValueError(f"the decode path handles M <= {DECODE_PLANS[fmt][-1].max_m} tokens; got M = {m}")
+    raise ValueError(f"the decode path handles M <= {plans[-1].max_m} tokens; got M = {m}")
 
 
 def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None = None,
-                x_ahead: bool | None = None, token_major: bool | None = None) -> TileShape:
-    """The decode tile of ``decode_plan(fmt, m)``; ``ring`` / ``x_ahead`` / ``token_major`` override the plan."""
-    plan = decode_plan(fmt, m)
+                x_ahead: bool | None = None, token_major: bool | None = None, scaled: bool = False) -> TileShape:
+    """The decode tile of ``decode_plan(fmt, m, scaled)``; ``ring`` / ``x_ahead`` / ``token_major`` override it."""
+    plan = decode_plan(fmt, m, scaled)
     token_major = (plan.token_major if token_major is None else token_major) and m > 8
     mt = 1 if m <= 8 or token_major else 2
     nt = plan.nt
-    while nt > 1 and -(-n // (16 * nt)) < 1.5 * sm_count:  # keep >= 1.5 CTAs per SM streaming weights
+    while nt > 1 and -(-n // (16 * nt)) < plan.min_ctas_per_sm * sm_count:  # enough CTAs streaming weights
         nt //= 2
     ring = plan.ring if ring is None else ring
     x_ahead = plan.x_ahead if x_ahead is None else x_ahead
@@ -129,7 +141,7 @@ def select_tile(bits: int, m: int, n: int, sm_count: int, path: str | None = Non
     if path == "decode":
         if m > 16:
             raise ValueError(f"the decode path handles M <= 16 tokens; got M = {m}")
-        return path, decode_tile("awq" if awq else bits, m, n, sm_count)
+        return path, decode_tile("awq" if awq else bits, m, n, sm_count, scaled=scaled and not awq)
     if path == "tensor_core":
         return path, tensor_core_tile(m, scaled)
     if path == "dense":
@@ -142,6 +154,7 @@ def select_tile(bits: int, m: int, n: int, sm_count: int, path: str | None = Non
 
 def shipped_tiles() -> list[TileShape]:
     """Every tile the dispatch can return (the CPU tests compile them)."""
-    tiles = {decode_tile(f, m, n, 132) for f in DECODE_PLANS for m in (1, 16) for n in (64, 1 << 16)}
+    tiles = {decode_tile(f, m, n, 132, scaled=sc) for f in DECODE_PLANS for m in (1, 16) for n in (64, 1 << 16)
+             for sc in (False, True)}
     tiles |= {TENSOR_CORE_TILE, TENSOR_CORE_SPLIT_K_TILE, SCALED_TENSOR_CORE_TILE, SCALED_TENSOR_CORE_SPLIT_K_TILE}
     return sorted(tiles, key=lambda t: t.key)
