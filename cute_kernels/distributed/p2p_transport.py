@@ -8,10 +8,10 @@ no SMs.
 
 Per rank r of W (rows = M / W; the rows are cut into H parts - H = 2 for an fp32 reduction at W = 2 with enough rows,
 else 1, see ``plan_parts``; all on the caller's stream unless noted):
-    for each part h:
-        GEMM   rows h of blocks w != r -> P_r[w]    P_r: this rank's symmetric buffer [W, rows, N], reduce dtype
-        barrier                                     every rank's P[.][r] rows h are written
-        side stream: R[., h] <- P_w[r] rows h       pull from each peer (copy engine); part h + 1's GEMMs overlap it
+    for each part h, for each step s = 1 .. W - 1:
+        GEMM   rows h of block (r + s) % W -> P_r[(r + s) % W]   P_r: this rank's symmetric buffer [W, rows, N]
+        barrier                                     every rank has finished step s: P_{r-s}[r] rows h are written
+        side stream: R[., h] <- P_{r-s}[r] rows h   pull (copy engine) while the next step's GEMM runs
     for each part h, after its pull:
         fused (H = 2, no bias here): GEMM rows h of block r, epilogue + R[h] -> out rows h   (the sum is fused)
         otherwise:                   GEMM rows h of block r -> own; then one pass out = own + sum R (cast once)
@@ -126,15 +126,19 @@ def run(x1, x2, scale_x1, scale_x2, bias, out, reduce_dtype, gemm, group, world:
     side = _side_stream(device)
     recv = scratch.buffer(device, reduce_dtype, "p2p_recv", (world - 1) * rows * n).view(world - 1, rows, n)
     pulled = []
-    for h, (r0, r1) in enumerate(parts):
-        for w in peers:
+    barriers = 0
+    for r0, r1 in parts:
+        # Step s computes peer (rank + s)'s block, so after the step's barrier the block of this rank that peer
+        # (rank - s) computed in the same step is ready: pull it while the next step's GEMM runs.
+        for s, w in enumerate(peers, start=1):
             gemm(a_blocks[w:w + 1, r0:r1], x2, s_blocks[w:w + 1, r0:r1], scale_x2, bias, mine[w:w + 1, r0:r1])
-        handle.barrier(channel=h)
-        side.wait_stream(caller)
-        with torch.cuda.stream(side):
-            for i, w in enumerate(peers):
-                recv[i, r0:r1].copy_(theirs[w][r0:r1])
-            pulled.append(side.record_event())
+            handle.barrier(channel=barriers % 2)
+            barriers += 1
+            src = (rank - s) % world
+            side.wait_stream(caller)
+            with torch.cuda.stream(side):
+                recv[peers.index(src), r0:r1].copy_(theirs[src][r0:r1])
+        pulled.append(side.record_event())
     own = None if fused else scratch.buffer(device, reduce_dtype, "p2p_own", rows * n).view(1, rows, n)
     for (r0, r1), event in zip(parts, pulled):
         mine_rows = (a_blocks[rank:rank + 1, r0:r1], x2, s_blocks[rank:rank + 1, r0:r1], scale_x2, bias)
