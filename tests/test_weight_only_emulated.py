@@ -29,7 +29,7 @@ def _emulated_launch(fmt_key, x, w, out, scale, group_scales, zeros, group, tile
     fmt = formats.format_by_key(fmt_key)
     k = WeightOnlyGemm(fmt, cutlass_dtype(x.dtype), cutlass_dtype(out.dtype),
                        None if group_scales is None else cutlass_dtype(group_scales.dtype), tile,
-                       promotes_scales(fmt, group_scales is not None, group))
+                       qmm_ops.use_promoted_scales(fmt_key, group_scales is not None, group, x.dtype, tile))
     simt.run_kernel(k, x, w, out, scale, group_scales, zeros, group)
     return None
 
@@ -117,6 +117,11 @@ def test_scale_promotion_rule():
                                                                                              measured=False)
     assert not promotes_scales(formats.AWQ, True, 128)
     assert not promotes_scales(formats.signed_format(4), False, 128)
+    # Where it is used (measured): decode tiles always, the 32-token tensor-core tiles only for fp32 x.
+    decode, tc = config.decode_tile(4, 1, 4096, 132), config.tensor_core_tile(64, scaled=True)
+    use = qmm_ops.use_promoted_scales
+    assert use("int4", True, 128, torch.bfloat16, decode) and use("int4", True, 128, torch.float32, tc)
+    assert not use("int4", True, 128, torch.bfloat16, tc) and not use("int4", True, 64, torch.float32, decode)
 
 
 @pytest.mark.parametrize("bits,dtype,M,N,K,group", [CASES[0], CASES[3], CASES[6], CASES[8], CASES[10]])

@@ -97,7 +97,8 @@ def test_tensor_core_path_dtypes_and_groups(dtype):
 @pytest.mark.parametrize("M", [3, 16, 40])  # decode tiles (one and two token tiles), split-K tensor-core tiles
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_promoted_group_scales(bits, M, dtype):
-    """Groups of exactly one K step (512 / bits values): the scales go onto the fp32 partial sums; fp32 x is then
+    """Groups of exactly one K step (512 / bits values): the scales go onto the fp32 partial sums (decode tiles, and
+    fp32 x on the tensor-core tiles; bf16 x there keeps the fold, quantized_mm.use_promoted_scales); fp32 x is then
     held to the plain fp32 tolerance. N = 72 is a row tail of every decode and tensor-core tile."""
     group = 512 // bits
     x, w, s, gs = _case(bits, M, 72, 3 * group, dtype, group=group, seed=bits + M)
