@@ -112,16 +112,15 @@ def test_scale_promotion_rule():
     assert [promotes_scales(formats.signed_format(b), True, g) for b, g in ((4, 128), (4, 64), (8, 64), (2, 128),
                                                                              (2, 256), (1, 512), (4, 4096))] == \
         [True, False, True, False, True, True, True]
-    # AWQ could promote at G = 128 but measured slower, so it does not by default (formats.AwqInt4.promote_scales)
-    assert promotes_scales(formats.AWQ, True, 128, measured=False) and not promotes_scales(formats.AWQ, True, 32,
-                                                                                             measured=False)
-    assert not promotes_scales(formats.AWQ, True, 128)
+    # AWQ could promote at G = 128 but measured slower, so it does not by default (use_promoted_scales)
+    assert promotes_scales(formats.AWQ, True, 128) and not promotes_scales(formats.AWQ, True, 32)
     assert not promotes_scales(formats.signed_format(4), False, 128)
     # Where it is used (measured): decode tiles always, the 32-token tensor-core tiles only for fp32 x.
     decode, tc = config.decode_tile(4, 1, 4096, 132), config.tensor_core_tile(64, scaled=True)
     use = qmm_ops.use_promoted_scales
     assert use("int4", True, 128, torch.bfloat16, decode) and use("int4", True, 128, torch.float32, tc)
     assert not use("int4", True, 128, torch.bfloat16, tc) and not use("int4", True, 64, torch.float32, decode)
+    assert not use("awq", True, 128, torch.float16, decode)
 
 
 @pytest.mark.parametrize("bits,dtype,M,N,K,group", [CASES[0], CASES[3], CASES[6], CASES[8], CASES[10]])
@@ -163,7 +162,9 @@ def test_quantized_mm_tensor_core_tile_emulated(emulated_ops, M):
 def test_awq_gemm_emulated(emulated_ops, monkeypatch, dtype, M, IC, OC, G, promote):
     """promoted: AWQ's scales on the partial sums where the group allows it (not AWQ's default: measured slower)."""
     if promote:
-        monkeypatch.setattr(formats.AwqInt4, "promote_scales", True)
+        monkeypatch.setattr(qmm_ops, "use_promoted_scales",
+                            lambda fmt_key, has_scales, group, x_dtype, tile:
+                            promotes_scales(formats.format_by_key(fmt_key), has_scales, group))
     torch.manual_seed(M + IC)
     qweight, qzeros, scales = awq_quantize(torch.randn(IC, OC), G, scale_dtype=dtype)
     x = torch.randn(M, IC, dtype=dtype)

@@ -141,7 +141,7 @@ def select_tile(bits: int, m: int, n: int, sm_count: int, path: str | None = Non
     if path == "decode":
         if m > 16:
             raise ValueError(f"the decode path handles M <= 16 tokens; got M = {m}")
-        return path, decode_tile("awq" if awq else bits, m, n, sm_count, scaled=scaled and not awq)
+        return path, decode_tile("awq" if awq else bits, m, n, sm_count, scaled=scaled)
     if path == "tensor_core":
         return path, tensor_core_tile(m, scaled)
     if path == "dense":

@@ -74,9 +74,6 @@ class WeightFormat:
     bits: int
     name: str
     has_zeros = False  # True: a per-(row, group) zero-point tensor is an operand
-    # Group scales go onto the fp32 partial sums where the group size allows (kernel.promotes_scales): measured on
-    # the H200 as fast or faster than folding them into the weights for int4 g128 (docs/weight_only.md, session 4).
-    promote_scales = True
 
     @property
     def values_per_word(self) -> int:
@@ -178,9 +175,6 @@ class AwqInt4(WeightFormat):
     """
 
     bits, name, has_zeros = 4, "awq", True
-    # Promoted scales were slower in AWQ's shipped decode tiles (H200, session 4: 18.2 vs 16.2 us at 8192 x 8192,
-    # M = 1; docs/weight_only.md), so AWQ keeps the fold; the promoted variant compiles and is tested all the same.
-    promote_scales = False
 
     def group_ctx(self, ct, scale, zero):
         neg_offset = ptx.splat_or(zero, ct.pair(ct.neg(ct.magic)))  # -(MAGIC + z) in both halves

@@ -133,12 +133,12 @@ class StepOperands:
             t.store(nxt[name].load())
 
 
-def promotes_scales(fmt: WeightFormat, has_scales: bool, group: int, measured: bool = True) -> bool:
+def promotes_scales(fmt: WeightFormat, has_scales: bool, group: int) -> bool:
     """Whether group scales can move from the decoded weights onto the fp32 partial sums: every K step of the kernel
     (four 16-byte vectors of a row, ``4 * values_per_vector`` values, 128 at 4 bits) must lie inside one group,
-    because one MMA sums K positions of the four threads of a quad - four vectors of the step. ``measured``: also
-    require that the format gains by it (``WeightFormat.promote_scales``); False asks only whether it is valid."""
-    return has_scales and group % (4 * fmt.values_per_vector) == 0 and (fmt.promote_scales or not measured)
+    because one MMA sums K positions of the four threads of a quad - four vectors of the step. Where it is *used*
+    (a measured choice) is the host's: ``quantized_mm.use_promoted_scales``."""
+    return has_scales and group % (4 * fmt.values_per_vector) == 0
 
 
 class WeightOnlyGemm:

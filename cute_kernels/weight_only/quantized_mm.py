@@ -127,11 +127,12 @@ def aligned_copy(x: torch.Tensor) -> torch.Tensor:
 
 
 def use_promoted_scales(fmt_key: str, has_scales: bool, group: int, x_dtype: torch.dtype, tile: TileShape) -> bool:
-    """Promoted group scales (kernel.promotes_scales) on the decode tiles (<= 16 tokens per CTA) and for fp32 x; fp16 /
-    bf16 x on the 32-token tensor-core tiles keeps the fold: promoted was 3-5% slower there (H200, session 4, int4
-    g128 8192 x 8192: M = 32 62.7 vs 61.0 us, M = 64 62.0 vs 59.0), while fp32 x gained speed (M = 256 660 vs 690 us)
-    and precision (2.5e-6 vs 2.2e-3 relative error)."""
-    return promotes_scales(format_by_key(fmt_key), has_scales, group) and (
+    """Where the kernel applies group scales to its fp32 partial sums (valid where kernel.promotes_scales says so), as
+    measured on the H200 (session 4, docs/weight_only.md): the signed formats on the decode tiles (<= 16 tokens per
+    CTA; int4 g128 as fast or faster) and for fp32 x (faster, and 2.5e-6 vs 2.2e-3 relative error); fp16 / bf16 x on
+    the 32-token tensor-core tiles keeps the fold (promoted 3-5% slower: M = 32 62.7 vs 61.0 us, M = 64 62.0 vs 59.0),
+    and so does AWQ (promoted slower in its shipped decode tile: 18.2 vs 16.2 us at 8192 x 8192, M = 1)."""
+    return fmt_key != "awq" and promotes_scales(format_by_key(fmt_key), has_scales, group) and (
         tile.tokens_per_cta <= 16 or x_dtype == torch.float32)
 
 
