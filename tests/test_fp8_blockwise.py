@@ -9,6 +9,8 @@ from cute_kernels.formats.scale_layouts import to_mn_major
 from cute_kernels.ops.fp8_blockwise_scaled_mm import (build_sm90, check_granularity, fp8_blockwise_scaled_mm,
                                                       select_config, shipped_configs)
 from cute_kernels.reference import fp8_blockwise_scaled_mm_ref
+from dataclasses import replace
+
 from cute_kernels.configs import TileConfig
 
 F8 = torch.float8_e4m3fn
@@ -67,14 +69,28 @@ def test_granularity_names_and_table():
     assert check_granularity("blockwise") == (128, 128, 128)
     for m in (1, 64, 65, 300, 8192):
         cfg = select_config(m, 7168, 2048)
-        assert cfg.tile_n <= 128 and not cfg.swap_ab and (m > 64 or cfg.tile_m == 64)
+        assert cfg.tile_n <= 192 and not cfg.swap_ab and (m > 64 or cfg.tile_m == 64)
+        assert cfg in shipped_configs() or replace(cfg, split_k=1) in shipped_configs()
+
+
+@pytest.mark.parametrize("m,n,k,tile_n", [
+    (64, 24576, 1536, 192),   # 192 tiles of 128 columns = two waves on 132 SMs; 128 tiles of 192 = one
+    (1024, 2112, 7168, 160),  # 8 x 17 = 136 tiles of 128 (two waves) vs 8 x 14 = 112 of 160
+    (4096, 4096, 7168, 128),  # 1024 tiles of 128 = 7.8 waves; wider tiles leave more of their last wave idle
+    (128, 7168, 16384, 128),  # split-K evens the waves out at 128
+])
+def test_tile_width_follows_the_wave_model(m, n, k, tile_n):
+    assert select_config(m, n, k, 1, 132).tile_n == tile_n
 
 
 @pytest.mark.parametrize("rank,out_dtype,gran,cfg", [
     (2, torch.bfloat16, (1, 128, 128), shipped_configs()[-1]),
     (3, torch.float16, (128, 128, 128), shipped_configs()[0]),
     (2, torch.bfloat16, (128, 128, 128), shipped_configs()[1]),
-], ids=["groupwise-bf16-128x128c2", "blockwise-fp16-batched-64x128-split", "blockwise-bf16-128x128-split"])
+    (2, torch.bfloat16, (1, 128, 128), TileConfig(tile_m=128, tile_n=192, cluster_m=2)),
+    (2, torch.float16, (128, 128, 128), TileConfig(tile_m=64, tile_n=160, split_k=8)),
+], ids=["groupwise-bf16-128x128c2", "blockwise-fp16-batched-64x128-split", "blockwise-bf16-128x128-split",
+        "groupwise-bf16-128x192c2", "blockwise-fp16-64x160-split"])
 def test_sm90_compiles_to_qgmma_without_spills(rank, out_dtype, gran, cfg, tmp_path):
     from cute_kernels.sass import summarize_cubin
 
@@ -84,6 +100,9 @@ def test_sm90_compiles_to_qgmma_without_spills(rank, out_dtype, gran, cfg, tmp_p
     assert qgmma, f"no FP8 WGMMA in SASS: {dict(s.mma)}"
     assert sum(s.mma[op] for op in qgmma) >= 4  # one per k-block of a K-tile
     assert not s.spills, f"{s.local_memory_ops} local-memory ops (spills)"
+    if cfg.tile_m == 64 and cfg.tile_n <= 128:
+        # k_pair: the first K-tile's group is waited for while the second one's is still in flight
+        assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in s.text
 
 
 def test_rejects_tiles_wider_than_granule():

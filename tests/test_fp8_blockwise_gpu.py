@@ -17,9 +17,12 @@ def _operands(m, n, k, gran, batch=None, mn_major=True, seed=0):
     g = torch.Generator(device="cuda").manual_seed(seed)
     lead = () if batch is None else (batch,)
     x = torch.randn((*lead, m, k), device="cuda", generator=g) * 3
-    # Blocks of very different magnitude, so a scale applied to the wrong block shows up.
-    w = torch.randn((*lead, n, k), device="cuda", generator=g) * torch.exp2(
-        torch.randint(-6, 3, (*lead, n, 1), device="cuda", generator=g).float())
+    # 128-row blocks of very different magnitude (so each block's scale differs and one applied to the wrong block
+    # shows up), rows inside a block within a factor 4 of each other.
+    block_mag = torch.exp2(torch.randint(-6, 3, (*lead, -(-n // 128), 1), device="cuda", generator=g).float())
+    row_mag = torch.exp2(torch.randint(-2, 1, (*lead, n, 1), device="cuda", generator=g).float())
+    w = torch.randn((*lead, n, k), device="cuda", generator=g) * row_mag * block_mag.repeat_interleave(128, -2)[
+        ..., :n, :]
     a, a_s = quantize_fp8_per_token_group(x, 128) if gran[0] == 1 else quantize_fp8_blockwise(x, 128)
     b, b_s = quantize_fp8_blockwise(w, 128)
     if mn_major:
@@ -63,12 +66,15 @@ def test_batched_and_k_major_scales(gran):
         _check(out, a, b, a_s, b_s, gran, torch.bfloat16)
 
 
+@pytest.mark.parametrize("gran", [GROUPWISE, BLOCKWISE], ids=["groupwise", "blockwise"])
 @pytest.mark.parametrize("cfg", shipped_configs(), ids=lambda c: c.describe())
-def test_every_shipped_config(cfg):
-    a, b, a_s, b_s = _operands(333, 712, 768, GROUPWISE, seed=5)
+def test_every_shipped_config(cfg, gran):
+    # N = 712: 160- and 192-wide tiles straddle 128-column scale blocks at varying offsets (several SFB values per
+    # tile) and the last tile is ragged.
+    a, b, a_s, b_s = _operands(333, 712, 768, gran, seed=5)
     out = torch.full((333, 712), float("nan"), dtype=torch.bfloat16, device="cuda")
-    fp8_blockwise_scaled_mm(a, b, a_s, b_s, out=out, config=cfg)
-    _check(out, a, b, a_s, b_s, GROUPWISE, torch.bfloat16)
+    fp8_blockwise_scaled_mm(a, b, a_s, b_s, scale_granularity=gran, out=out, config=cfg)
+    _check(out, a, b, a_s, b_s, gran, torch.bfloat16)
 
 
 def test_split_k_matches_unsplit_and_is_deterministic():

@@ -27,7 +27,7 @@ import torch
 
 from .. import arch as _arch
 from .. import checks
-from ..configs import TileConfig
+from ..configs import TileConfig, best_split, split_cost
 from ..formats.scale_layouts import normalize_granularity
 from ..jit_cache import cached_compile
 from ..plan_cache import PlanCache
@@ -38,29 +38,44 @@ _FP8_DTYPES = (torch.float8_e4m3fn,)
 SUPPORTED_GRANULARITIES = ((1, 128, 128), (128, 128, 128))
 _validated = PlanCache()
 
-# (max_m, config), first match wins. tile_n is at most 128: the kernel holds a second (temporary) fp32 accumulator
-# for the two-level accumulation, and 128x256 tiles would spill. Decode-size M uses 64-row tiles (one consumer
-# warpgroup) to halve the wasted WGMMA rows. Small M has few output tiles (N=2112: 17 tiles of 128 columns for 132
-# SMs), so those rows may split K (in-kernel, fp32 partials reduced in a fixed order; the wave model of
-# ``configs.best_split`` picks the slice count per problem, up to ``split_k``).
+# (max_m, config), first match wins; ``select_config`` then picks the tile width. Decode-size M uses 64-row tiles
+# (one consumer warpgroup) to halve the wasted WGMMA rows. Small M has few output tiles (N=2112: 17 tiles of 128
+# columns for 132 SMs), so those rows may split K (in-kernel, fp32 partials reduced in a fixed order; the wave model
+# of ``configs.best_split`` picks the slice count per problem, up to ``split_k``).
 SM90_FP8_BLOCKWISE_TABLE: tuple[tuple[int, TileConfig], ...] = (
     (64, TileConfig(tile_m=64, tile_n=128, cluster_m=1, cluster_n=1, split_k=8)),
     (256, TileConfig(tile_m=128, tile_n=128, cluster_m=1, cluster_n=1, split_k=4)),
     (1 << 62, TileConfig(tile_m=128, tile_n=128, cluster_m=2, cluster_n=1)),
 )
 
+# Tile widths the host chooses among, with their measured cost per output column relative to 128 (H200,
+# 2026-11-22, benchmarks/experiments/fp8_tile_n.py: 21 shapes, each width's time / its wave count). tile_n is at
+# most 192: the kernel holds a second (temporary) fp32 accumulator for the two-level accumulation, and acc + tmp of
+# 64x256 per warpgroup would take every register. What the width buys is wave quantization: N = 24576 at M = 64 is
+# 192 tiles of 128 columns (two waves on 132 SMs) but 128 tiles of 192 (one wave, 23.7 -> 14.4 us); M = 1024,
+# N = 2112 is 136 tiles of 128 but 112 of 160 (49.2 -> 33.7 us). At equal wave counts 160 is ~8% slower per column.
+TILE_N_COST = {128: 1.0, 160: 1.08, 192: 1.0}
 
-def select_config(m: int, n: int, k: int) -> TileConfig:
-    for max_m, cfg in SM90_FP8_BLOCKWISE_TABLE:
-        if m <= max_m:
-            return cfg
-    raise AssertionError("unreachable: the last row covers every M")
+
+def select_config(m: int, n: int, k: int, batch: int = 1, sm_count: int = 132) -> TileConfig:
+    """The table's row for M, at the tile width that the wave model (``configs.split_cost``: persistent waves x
+    work per tile, K slices included) finds cheapest for this problem; ties keep 128."""
+    base = next(cfg for max_m, cfg in SM90_FP8_BLOCKWISE_TABLE if m <= max_m)
+    k_tiles = -(-k // 128)
+
+    def cost(tile_n):
+        tiles = -(-m // base.tile_m) * -(-n // tile_n) * batch
+        slices = best_split(tiles, tile_n, base.split_k, k_tiles, sm_count)
+        return split_cost(tiles, slices, tile_n, sm_count) * TILE_N_COST[tile_n]
+
+    return replace(base, tile_n=min(TILE_N_COST, key=cost))
 
 
 def shipped_configs() -> list[TileConfig]:
-    """The table's configs, each split row followed by its unsplit sibling (run when one K slice is planned)."""
-    return list(dict.fromkeys(c for _, cfg in SM90_FP8_BLOCKWISE_TABLE
-                              for c in (cfg, replace(cfg, split_k=1))))
+    """Every config ``select_config`` can return (the table's rows at each tile width), each split row followed by
+    its unsplit sibling (run when one K slice is planned)."""
+    return list(dict.fromkeys(c for _, cfg in SM90_FP8_BLOCKWISE_TABLE for tile_n in TILE_N_COST
+                              for c in (replace(cfg, tile_n=tile_n), replace(cfg, tile_n=tile_n, split_k=1))))
 
 
 def check_granularity(scale_granularity) -> tuple[int, int, int]:
@@ -175,7 +190,7 @@ def fp8_blockwise_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Ten
     """FP8 GEMM with per-block scales; see the module docstring for layouts and semantics.
 
     scale_granularity: (gM, gN, gK), "groupwise" = (1, 128, 128) or "blockwise" = (128, 128, 128).
-    config: a :class:`~cute_kernels.configs.TileConfig` (tile_n <= 128, no swap_ab) to override the table.
+    config: a :class:`~cute_kernels.configs.TileConfig` (tile_n <= 192, no swap_ab) to override the table.
     """
     sig = (a.shape, b.shape, a_scale.shape, b_scale.shape, out_dtype, scale_granularity, config)
     plan = _validated.get(sig)
@@ -195,9 +210,10 @@ def fp8_blockwise_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Ten
     dev_arch = _arch.current_arch(device)
     if dev_arch != "sm_90a":
         raise _arch.unsupported(dev_arch, "fp8_blockwise_scaled_mm (SM90 only)")
-    cfg = config if config is not None else select_config(m, n, k)
     sms = _arch.sm_count(device.index)
-    cfg, split = resolve_split(cfg, m, n, k, a.shape[0] if a.dim() == 3 else 1, sms)
+    batch = a.shape[0] if a.dim() == 3 else 1
+    cfg = config if config is not None else select_config(m, n, k, batch, sms)
+    cfg, split = resolve_split(cfg, m, n, k, batch, sms)
     fn = _compile_sm90(a.dim(), out_dtype, gran, cfg, sms)
     if out is None:
         out = torch.empty(out_shape, dtype=out_dtype, device=device)

@@ -5,8 +5,10 @@ Computes, for every batch l:
     D[m, n, l] = epilogue( sum_kb SFA[m // gM, kb, l] * SFB[n // gN, kb, l] * sum_{k in K-block kb} A[m, k, l] * B[n, k, l] )
   A: (M, K, L) and B: (N, K, L) float8_e4m3fn, K-major (as every 8-bit WGMMA operand); D: (M, N, L) fp16/bf16.
   SFA: (ceil(M/gM), K/gK, L) and SFB: (ceil(N/gN), K/gK, L) float32, any strides (read element by element).
-  Granularity: gK = 128 = the K-tile, gN a multiple of the CTA tile's N (so one SFB value per tile and K-tile),
-  gM any positive int (1 = per-token "groupwise", 128 = "blockwise").
+  Granularity: gK = 128 = the K-tile; gN a multiple of 8; gM any positive int (1 = per-token "groupwise", 128 =
+  "blockwise"). A CTA tile's columns fall into segments of gcd(tile_n, gN) columns, each inside one gN block (the
+  tile starts at a multiple of tile_n): one SFB value per segment and K-tile (one per tile when gN % tile_n == 0;
+  three for 192-wide tiles with gN = 128).
 
 Everything but the mainloop is the base kernel: producer warp streaming A/B K-tiles with TMA into the smem ring,
 persistent static tile schedule, epilogue tree -> stmatrix -> TMA store.
@@ -15,21 +17,26 @@ Mainloop (per consumer warpgroup, per K-tile = one scale block; K-tiles [k_begin
 slice):
   1. wait for the K-tile in shared memory and WGMMA its four k-blocks into a temporary fp32 accumulator, the first
      with ACCUMULATE off (a static per-k-block flag: the k-blocks are unrolled at trace time).
-  2. wait for it, release the smem buffer to the producer, and promote: acc += tmp * (sfa_row * sfb). The scales (one
-     SFB value for the tile, one SFA value per accumulator row the thread owns: 2 per 64-row WGMMA atom) were loaded
-     from global memory two K-tiles earlier, into registers the loop carries (measured: loading them in the same
-     K-tile left their L2 latency exposed on every promotion, 714 vs 928 TFLOPS at 8192^3).
+  2. wait for it, release the smem buffer to the producer, and promote: acc += tmp * (sfa_row * sfb_segment). The
+     scales (one SFB value per column segment, one SFA value per accumulator row the thread owns: 2 per 64-row WGMMA
+     atom) were loaded from global memory two K-tiles earlier, into registers the loop carries (measured: loading
+     them in the same K-tile left their L2 latency exposed on every promotion, 714 vs 928 TFLOPS at 8192^3).
 This promotion is also what keeps FP8 precise: Hopper's FP8 WGMMA accumulates with a reduced-precision adder, so
-each 128-deep partial sum goes into a true fp32 accumulator (DSL_PRIMER §11). While one consumer warpgroup
-promotes, the other one's WGMMAs can keep the tensor cores busy.
+each 128-deep partial sum goes into a true fp32 accumulator (DSL_PRIMER §11). With two consumer warpgroups, one
+promotes while the other's WGMMAs keep the tensor cores busy. A 64-row tile has one consumer warpgroup, so it takes
+K-tiles in pairs with two temporaries instead (``k_pair``): the first of a pair is promoted while the second one's
+WGMMAs run.
 
 Split-K (decode-size M) is the base kernel's: the fp32 partials go through the workspace and the last slice sums
 them in slice order (deterministic).
 
-Registers: acc + tmp are 2 x (tile_n / 2) fp32 per thread, so tile_n <= 128 (128x256 would spill).
+Registers: acc + tmp are 2 x (tile_n / 2) fp32 per thread, so tile_n <= 192 (128x256 would need all 256); k_pair's
+acc + 2 x tmp limit it to tile_n <= 128.
 """
 
 from __future__ import annotations
+
+import math
 
 import cutlass
 import cutlass.cute as cute
@@ -39,6 +46,9 @@ from cutlass.cute.nvgpu import warpgroup
 from ..configs import TileConfig
 from ..epilogues import EpilogueTree
 from .gemm import Sm90GemmKernel
+
+MAX_TILE_N = 192
+PAIR_MAX_TILE_N = 128
 
 
 class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
@@ -51,12 +61,23 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
         g_m, g_n, g_k = granularity
         if g_k != 128:
             raise ValueError(f"scale granularity along K must be 128 (the K-tile of an FP8 WGMMA tile); got {g_k}")
-        if config.tile_n > 128 or g_n % config.tile_n:
-            raise ValueError(f"tile_n={config.tile_n} must be <= 128 and divide the N granularity {g_n}")
+        if config.tile_n > MAX_TILE_N:
+            raise ValueError(f"tile_n={config.tile_n} must be <= {MAX_TILE_N} (acc + temporary accumulator registers)")
+        if g_n % 8:
+            raise ValueError(f"the N scale granularity must be a multiple of 8 (WGMMA column groups); got {g_n}")
         if config.swap_ab:
             raise ValueError("Fp8BlockwiseGemmSm90 does not support swap_ab")
         super().__init__(config, epilogue, Float32, sm_count=sm_count)
         self.g_m, self.g_n, self.g_k = g_m, g_n, g_k
+        # Column segments of a tile that share one SFB value (see the module docstring).
+        self.seg_n = math.gcd(config.tile_n, g_n)
+        self.n_segs = config.tile_n // self.seg_n
+        # Two temporaries (``k_pair``: one K-tile promoted under the next one's WGMMAs) for 64-row tiles, whose
+        # single consumer warpgroup has nobody else to keep the tensor cores busy while it promotes; acc + 2 x tmp
+        # (3 x tile_n / 2 registers per thread) must fit. Measured on the H200 (docs/fp8_blockwise.md): 64x128
+        # split rows 3-16% faster (M = 64, N = 2112, K = 7168: 16.0 -> 13.5 us); 128x128 tiles with two warpgroups,
+        # which already overlap each other's promotion, 10-27% slower at M >= 1024 (8192^3: 1165 -> 1411 us).
+        self.pair_k_tiles = config.tile_m == 64 and config.tile_n <= PAIR_MAX_TILE_N
 
     @cute.jit
     def mainloop(self, tiled_mma: cute.TiledMma, ab_pipe, tCrA: cute.Tensor, tCrB: cute.Tensor, acc: cute.Tensor,
@@ -77,37 +98,75 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
             for j in cutlass.range_constexpr(rows_per_atom):
                 row = tCcD[((0, j, 0), mm, 0)][0]
                 row_blocks.append(cutlass.min(row // self.g_m, last_row_block))
-        col_block = cutlass.min(tile[1] * self.config.tile_n // self.g_n, cute.size(sfb, mode=[0]) - 1)
+        last_col_block = cute.size(sfb, mode=[0]) - 1  # segments past N (ragged tiles) reuse the last scale
+        col_blocks = [cutlass.min((tile[1] * self.config.tile_n + s * self.seg_n) // self.g_n, last_col_block)
+                      for s in range(self.n_segs)]
         batch = tile[2]
         k_last = k_begin + k_tiles - 1
 
         # A K-tile's scales are loaded two K-tiles before its promotion (slot r < n_rows: a_scale of the thread's
-        # row r; slot n_rows: the tile's b_scale): a scale read from L2 takes about as long as a K-tile of WGMMA, so
-        # loading it where it is used stalls every promotion. Two buffers, one per parity of the K-tile, each
+        # row r; slot n_rows + s: b_scale of column segment s): a scale read from L2 takes about as long as a
+        # K-tile of WGMMA, so loading it where it is used stalls every promotion. Two buffers, one per parity of the K-tile, each
         # reloaded right after its products are taken: no buffer is ever copied (a register copy would wait for its
         # load). Loads past the last K-tile re-read the last one.
-        even = cute.make_rmem_tensor((n_rows + 1,), Float32)
-        odd = cute.make_rmem_tensor((n_rows + 1,), Float32)
-        factors = cute.make_rmem_tensor((n_rows,), Float32)
-        self.load_scales(sfa, sfb, row_blocks, col_block, k_begin, batch, even)
-        self.load_scales(sfa, sfb, row_blocks, col_block, cutlass.min(k_begin + 1, k_last), batch, odd)
+        even = cute.make_rmem_tensor((n_rows + self.n_segs,), Float32)
+        odd = cute.make_rmem_tensor((n_rows + self.n_segs,), Float32)
+        factors = cute.make_rmem_tensor((n_rows * self.n_segs,), Float32)  # [row r, segment s] at r * n_segs + s
+        self.load_scales(sfa, sfb, row_blocks, col_blocks, k_begin, batch, even)
+        self.load_scales(sfa, sfb, row_blocks, col_blocks, cutlass.min(k_begin + 1, k_last), batch, odd)
         read.reset_count()
         release.reset_count()
         acc.fill(0)
-        # Measured on the H200 and dropped: double-buffered temporaries (ptxas then serializes every WGMMA) and
-        # making the two warpgroups take turns issuing through named barriers (no gain: the tensor pipe stayed ~45%
-        # busy either way; docs/fp8_blockwise.md).
-        scale_args = (sfa, sfb, row_blocks, col_block, batch)
-        for k2 in range(k_tiles // 2):
-            k = k_begin + 2 * k2
-            tiled_mma, read, release = self.k_tile(tiled_mma, ab_pipe, tCrA, tCrB, acc, tmp, read, release, even,
-                                                   factors, scale_args, cutlass.min(k + 2, k_last))
-            tiled_mma, read, release = self.k_tile(tiled_mma, ab_pipe, tCrA, tCrB, acc, tmp, read, release, odd,
-                                                   factors, scale_args, cutlass.min(k + 3, k_last))
+        # Measured on the H200 and dropped: making the two warpgroups take turns issuing through named barriers (no
+        # gain: the tensor pipe stayed ~45% busy either way; docs/fp8_blockwise.md).
+        scale_args = (sfa, sfb, row_blocks, col_blocks, batch)
+        if cutlass.const_expr(self.pair_k_tiles):
+            assert mma_m == 1, "k_pair promotes one 64-row atom per warpgroup"
+            tmp2 = cute.make_rmem_tensor((acc.shape[0], 1, acc.shape[2]), Float32)
+            factors2 = cute.make_rmem_tensor((n_rows * self.n_segs,), Float32)
+            for k2 in range(k_tiles // 2):
+                k = k_begin + 2 * k2
+                tiled_mma, read, release = self.k_pair(
+                    tiled_mma, ab_pipe, tCrA, tCrB, acc, (tmp, tmp2), read, release, (even, odd),
+                    (factors, factors2), scale_args, (cutlass.min(k + 2, k_last), cutlass.min(k + 3, k_last)))
+        else:
+            for k2 in range(k_tiles // 2):
+                k = k_begin + 2 * k2
+                tiled_mma, read, release = self.k_tile(tiled_mma, ab_pipe, tCrA, tCrB, acc, tmp, read, release,
+                                                       even, factors, scale_args, cutlass.min(k + 2, k_last))
+                tiled_mma, read, release = self.k_tile(tiled_mma, ab_pipe, tCrA, tCrB, acc, tmp, read, release,
+                                                       odd, factors, scale_args, cutlass.min(k + 3, k_last))
         for _ in range(k_tiles % 2):  # an odd count: the last K-tile's scales are in ``even``
             tiled_mma, read, release = self.k_tile(tiled_mma, ab_pipe, tCrA, tCrB, acc, tmp, read, release, even,
                                                    factors, scale_args, k_last)
         return read, release
+
+    @cute.jit
+    def k_pair(self, tiled_mma: cute.TiledMma, ab_pipe, tCrA: cute.Tensor, tCrB: cute.Tensor, acc: cute.Tensor,
+               tmps, read, release, scales, factors, scale_args, reload_k):
+        """Two K-tiles with the first one's promotion under the second one's WGMMAs: WGMMA K-tile k into tmps[0]
+        and k + 1 into tmps[1] (two commit groups), wait for the first group only, promote it while the second
+        runs, then wait for the second and promote it. Nothing is in flight when the loop iterates again: a
+        temporary still being written across the loop's back edge made ptxas serialize every WGMMA (measured)."""
+        sfa, sfb, row_blocks, col_blocks, batch = scale_args
+        n_rows = len(row_blocks)
+        for h in cutlass.range_constexpr(2):
+            for r in cutlass.range_constexpr(n_rows):
+                for sg in cutlass.range_constexpr(self.n_segs):
+                    factors[h][r * self.n_segs + sg] = scales[h][r] * scales[h][n_rows + sg]
+            self.load_scales(sfa, sfb, row_blocks, col_blocks, reload_k[h], batch, scales[h])
+        warpgroup.fence()
+        for h in cutlass.range_constexpr(2):
+            ab_pipe.consumer_wait(read)
+            self.wgmma_k_tile(tiled_mma, tCrA, tCrB, tmps[h], read, 0)
+            warpgroup.commit_group()
+            read.advance()
+        for h in cutlass.range_constexpr(2):
+            warpgroup.wait_group(1 - h)
+            ab_pipe.consumer_release(release)
+            release.advance()
+            self.promote(acc, tmps[h], factors[h], 0)
+        return tiled_mma, read, release
 
     @cute.jit
     def k_tile(self, tiled_mma: cute.TiledMma, ab_pipe, tCrA: cute.Tensor, tCrB: cute.Tensor, acc: cute.Tensor,
@@ -118,20 +177,17 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
         promote into that atom's rows of ``acc``. The smem buffer is released after the last atom's WGMMAs.
         Returns the MMA atom and pipeline states it changed: the DSL carries loop state through assignments made
         in the loop body, not through mutations inside a call."""
-        sfa, sfb, row_blocks, col_block, batch = scale_args
+        sfa, sfb, row_blocks, col_blocks, batch = scale_args
         n_rows = len(row_blocks)
         for r in cutlass.range_constexpr(n_rows):
-            factors[r] = scales[r] * scales[n_rows]
-        self.load_scales(sfa, sfb, row_blocks, col_block, reload_k, batch, scales)
+            for sg in cutlass.range_constexpr(self.n_segs):
+                factors[r * self.n_segs + sg] = scales[r] * scales[n_rows + sg]
+        self.load_scales(sfa, sfb, row_blocks, col_blocks, reload_k, batch, scales)
         ab_pipe.consumer_wait(read)
         mma_m = cute.size(acc, mode=[1])
         for mm in cutlass.range_constexpr(mma_m):
             warpgroup.fence()
-            for kb in cutlass.range_constexpr(cute.size(tCrA, mode=[2])):
-                tiled_mma.set(warpgroup.Field.ACCUMULATE, kb != 0)
-                a_atom = tCrA[(None, mm, kb, read.index)]
-                a_atom = cute.make_tensor(a_atom.iterator, cute.append(a_atom.layout, cute.make_layout(1)))
-                cute.gemm(tiled_mma, tmp, a_atom, tCrB[(None, None, kb, read.index)], tmp)
+            self.wgmma_k_tile(tiled_mma, tCrA, tCrB, tmp, read, mm)
             warpgroup.commit_group()
             warpgroup.wait_group(0)
             if cutlass.const_expr(mm == mma_m - 1):
@@ -142,19 +198,35 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
         return tiled_mma, read, release
 
     @cute.jit
-    def load_scales(self, sfa: cute.Tensor, sfb: cute.Tensor, row_blocks, col_block, kk, batch, dst: cute.Tensor):
+    def wgmma_k_tile(self, tiled_mma: cute.TiledMma, tCrA: cute.Tensor, tCrB: cute.Tensor, tmp: cute.Tensor, read,
+                     mm):
+        """Issue the WGMMAs of one K-tile (its k-blocks) for 64-row atom ``mm`` into ``tmp``, overwriting it: the
+        first k-block with ACCUMULATE off (a static per-k-block flag: the k-blocks are unrolled at trace time)."""
+        for kb in cutlass.range_constexpr(cute.size(tCrA, mode=[2])):
+            tiled_mma.set(warpgroup.Field.ACCUMULATE, kb != 0)
+            a_atom = tCrA[(None, mm, kb, read.index)]
+            a_atom = cute.make_tensor(a_atom.iterator, cute.append(a_atom.layout, cute.make_layout(1)))
+            cute.gemm(tiled_mma, tmp, a_atom, tCrB[(None, None, kb, read.index)], tmp)
+
+    @cute.jit
+    def load_scales(self, sfa: cute.Tensor, sfb: cute.Tensor, row_blocks, col_blocks, kk, batch, dst: cute.Tensor):
         n_rows = len(row_blocks)
         for r in cutlass.range_constexpr(n_rows):
             dst[r] = sfa[(row_blocks[r], kk, batch)]
-        dst[n_rows] = sfb[(col_block, kk, batch)]
+        for sg in cutlass.range_constexpr(len(col_blocks)):
+            dst[n_rows + sg] = sfb[(col_blocks[sg], kk, batch)]
 
     @cute.jit
     def promote(self, acc: cute.Tensor, tmp: cute.Tensor, factors: cute.Tensor, mm):
-        """acc[atom mm] += tmp * factor[row], with ``factors`` = a_scale * b_scale of each row the thread owns."""
+        """acc[atom mm] += tmp * factor[row, segment], with ``factors`` = a_scale * b_scale of each (row the thread
+        owns, column segment of the tile)."""
         rows_per_atom = cute.size(acc.shape[0][1])
+        # WGMMA's accumulator fragment: sub-mode 2 of mode 0 steps 8 columns (a thread holds 2 adjacent columns of
+        # each 8-column group); one MMA along N covers the whole tile (tiler (64, tile_n)).
+        assert cute.size(acc, mode=[2]) == 1
         for j in cutlass.range_constexpr(rows_per_atom):
-            s = factors[mm * rows_per_atom + j]
-            for i in cutlass.range_constexpr(cute.size(acc.shape[0][0])):
-                for c in cutlass.range_constexpr(cute.size(acc.shape[0][2])):
-                    for nn in cutlass.range_constexpr(cute.size(acc, mode=[2])):
-                        acc[((i, j, c), mm, nn)] = acc[((i, j, c), mm, nn)] + tmp[((i, j, c), 0, nn)] * s
+            row = (mm * rows_per_atom + j) * self.n_segs
+            for c in cutlass.range_constexpr(cute.size(acc.shape[0][2])):
+                s = factors[row + c * 8 // self.seg_n]
+                for i in cutlass.range_constexpr(cute.size(acc.shape[0][0])):
+                    acc[((i, j, c), mm, 0)] = acc[((i, j, c), mm, 0)] + tmp[((i, j, c), 0, 0)] * s
