@@ -1,7 +1,7 @@
 """Session 5: FP8 mainloop with two temporaries per warpgroup (K-tile k promoted while k + 1's WGMMAs run,
 ``Fp8BlockwiseGemmSm90.k_pair``) against one temporary (``k_tile``: WGMMA, wait, promote), same configs.
 
-Builds both variants directly (``build_sm90`` with ``fp8_blockwise.PAIR_MAX_TILE_N`` set before each build), checks
+Builds both variants directly (``build_sm90`` with ``fp8_blockwise.PAIR_TILE_MS`` set before each build), checks
 each against the float64 reference on ragged problems with odd and even K-tile counts, then times them side by side
 per shape with torch._scaled_mm blockwise: CUDA-graph medians of 4 calls (weights rotated), three interleaved
 repeats. Writes fp8_pair.json to $OUT and prints a table.
@@ -35,7 +35,7 @@ def runner(cfg, pair, gran, m, n, k):
     cfg, split = resolve_split(cfg, m, n, k, 1, SMS)
     key = (cfg, pair, gran)
     if key not in _built:
-        fb.PAIR_MAX_TILE_N = 128 if pair else 0
+        fb.PAIR_TILE_MS = (64, 128) if pair else ()
         _built[key] = build_sm90(2, torch.bfloat16, gran, cfg, SMS)
     fn = _built[key]
     return lambda a, b, out, sa, sb: launch_planned(fn, (a, b, out, sa, sb), split, a.device, torch.float32)

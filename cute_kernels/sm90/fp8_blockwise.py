@@ -49,6 +49,7 @@ from .gemm import Sm90GemmKernel
 
 MAX_TILE_N = 192
 PAIR_MAX_TILE_N = 128
+PAIR_TILE_MS = (64,)  # tile heights that use k_pair (see __init__)
 
 
 class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
@@ -77,7 +78,7 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
         # (3 x tile_n / 2 registers per thread) must fit. Measured on the H200 (docs/fp8_blockwise.md): 64x128
         # split rows 3-16% faster (M = 64, N = 2112, K = 7168: 16.0 -> 13.5 us); 128x128 tiles with two warpgroups,
         # which already overlap each other's promotion, 10-27% slower at M >= 1024 (8192^3: 1165 -> 1411 us).
-        self.pair_k_tiles = config.tile_m == 64 and config.tile_n <= PAIR_MAX_TILE_N
+        self.pair_k_tiles = config.tile_m in PAIR_TILE_MS and config.tile_n <= PAIR_MAX_TILE_N
 
     @cute.jit
     def mainloop(self, tiled_mma: cute.TiledMma, ab_pipe, tCrA: cute.Tensor, tCrB: cute.Tensor, acc: cute.Tensor,
