@@ -111,3 +111,15 @@ def test_rejects_tiles_wider_than_granule():
 
     with pytest.raises(ValueError, match="tile_n"):
         Fp8BlockwiseGemmSm90(TileConfig(tile_m=128, tile_n=256), EpilogueTree(Accumulator()), (1, 128, 128))
+
+
+def test_alternating_warpgroups_option_compiles(monkeypatch):
+    # Off by default (measured slower, see fp8_blockwise.ALTERNATE_WARPGROUPS); kept compiling so it can be re-measured.
+    import cute_kernels.sm90.fp8_blockwise as fb
+    from cute_kernels.sass import compile_with_artifacts, summarize_cubin
+
+    monkeypatch.setattr(fb, "ALTERNATE_WARPGROUPS", True)
+    cfg = TileConfig(tile_m=128, tile_n=128, cluster_m=2)
+    s = summarize_cubin(compile_with_artifacts(
+        lambda o: build_sm90(2, torch.bfloat16, (1, 128, 128), cfg, 132, o)).artifacts.CUBIN)
+    assert "BAR.ARV" in s.text and not s.spills

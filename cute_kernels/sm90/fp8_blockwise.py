@@ -40,6 +40,7 @@ import math
 
 import cutlass
 import cutlass.cute as cute
+import cutlass.pipeline as pipeline
 from cutlass import Float32
 from cutlass.cute.nvgpu import warpgroup
 
@@ -50,6 +51,11 @@ from .gemm import Sm90GemmKernel
 MAX_TILE_N = 192
 PAIR_MAX_TILE_N = 128
 PAIR_TILE_MS = (64,)  # tile heights that use k_pair (see __init__)
+# Off: taking turns (``mainloop``) measured 6-19% slower than both warpgroups issuing freely at every M >= 1024 and
+# -5% to +6% on the 128-row split rows (H200, session 5, benchmarks/experiments/fp8_alternate.py; 8192^3 1037 ->
+# 1178 us, ncu tensor pipe 69% -> 60%): the hand-over (WGMMA drain, barrier, issue, pipe fill) costs more than the overlap gains. Kept as an
+# option for the record and for other parts.
+ALTERNATE_WARPGROUPS = False
 
 
 class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
@@ -79,6 +85,8 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
         # split rows 3-16% faster (M = 64, N = 2112, K = 7168: 16.0 -> 13.5 us); 128x128 tiles with two warpgroups,
         # which already overlap each other's promotion, 10-27% slower at M >= 1024 (8192^3: 1165 -> 1411 us).
         self.pair_k_tiles = config.tile_m in PAIR_TILE_MS and config.tile_n <= PAIR_MAX_TILE_N
+        # Two consumer warpgroups (128-row tiles) taking the tensor cores in turns (``mainloop``): off by default.
+        self.alternate_warpgroups = ALTERNATE_WARPGROUPS and self.num_mma_wg == 2 and not self.pair_k_tiles
 
     @cute.jit
     def mainloop(self, tiled_mma: cute.TiledMma, ab_pipe, tCrA: cute.Tensor, tCrB: cute.Tensor, acc: cute.Tensor,
@@ -118,9 +126,18 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
         read.reset_count()
         release.reset_count()
         acc.fill(0)
-        # Measured on the H200 and dropped: making the two warpgroups take turns issuing through named barriers (no
-        # gain: the tensor pipe stayed ~45% busy either way; docs/fp8_blockwise.md).
         scale_args = (sfa, sfb, row_blocks, col_blocks, batch)
+        turns = None
+        if cutlass.const_expr(self.alternate_warpgroups):
+            # The two consumer warpgroups take the tensor cores in turns, K-tile by K-tile: each waits for its turn
+            # (named barrier 2 + wg, 256 threads: its own sync + the other's arrive), issues, waits for its WGMMAs
+            # and only then hands the turn over, so that one promotes while the other's WGMMAs run. Meant to stop
+            # both from promoting at once with the tensor cores idle; measured slower (ALTERNATE_WARPGROUPS).
+            wg = cute.arch.make_warp_uniform(cute.arch.warp_idx()) // 4 - 1
+            turns = (pipeline.NamedBarrier(barrier_id=2 + wg, num_threads=2 * self.threads_per_wg),
+                     pipeline.NamedBarrier(barrier_id=3 - wg, num_threads=2 * self.threads_per_wg))
+            if wg == 1:
+                turns[1].arrive()  # warpgroup 0 goes first
         if cutlass.const_expr(self.pair_k_tiles):
             assert mma_m == 1, "k_pair promotes one 64-row atom per warpgroup"
             tmp2 = cute.make_rmem_tensor((acc.shape[0], 1, acc.shape[2]), Float32)
@@ -134,12 +151,15 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
             for k2 in range(k_tiles // 2):
                 k = k_begin + 2 * k2
                 tiled_mma, read, release = self.k_tile(tiled_mma, ab_pipe, tCrA, tCrB, acc, tmp, read, release,
-                                                       even, factors, scale_args, cutlass.min(k + 2, k_last))
+                                                       even, factors, scale_args, cutlass.min(k + 2, k_last), turns)
                 tiled_mma, read, release = self.k_tile(tiled_mma, ab_pipe, tCrA, tCrB, acc, tmp, read, release,
-                                                       odd, factors, scale_args, cutlass.min(k + 3, k_last))
+                                                       odd, factors, scale_args, cutlass.min(k + 3, k_last), turns)
         for _ in range(k_tiles % 2):  # an odd count: the last K-tile's scales are in ``even``
             tiled_mma, read, release = self.k_tile(tiled_mma, ab_pipe, tCrA, tCrB, acc, tmp, read, release, even,
-                                                   factors, scale_args, k_last)
+                                                   factors, scale_args, k_last, turns)
+        if cutlass.const_expr(self.alternate_warpgroups):
+            if wg == 0:
+                turns[0].arrive_and_wait()  # warpgroup 1's last hand-over: every tile leaves the barriers even
         return read, release
 
     @cute.jit
@@ -171,11 +191,14 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
 
     @cute.jit
     def k_tile(self, tiled_mma: cute.TiledMma, ab_pipe, tCrA: cute.Tensor, tCrB: cute.Tensor, acc: cute.Tensor,
-               tmp: cute.Tensor, read, release, scales: cute.Tensor, factors: cute.Tensor, scale_args, reload_k):
+               tmp: cute.Tensor, read, release, scales: cute.Tensor, factors: cute.Tensor, scale_args, reload_k,
+               turns=None):
         """One K-tile = one scale block: take the products of ``scales`` and start reloading them for K-tile
         ``reload_k`` (products first, so the reload writes the registers the loop carries: no register copy, which
         would wait for the load); then per 64-row WGMMA atom: WGMMA the K-tile into ``tmp`` (overwriting it), wait,
         promote into that atom's rows of ``acc``. The smem buffer is released after the last atom's WGMMAs.
+        ``turns`` = (mine, other's) named barriers when the two warpgroups alternate (see ``mainloop``): wait for
+        this warpgroup's turn before issuing, hand the turn over once its WGMMAs have completed.
         Returns the MMA atom and pipeline states it changed: the DSL carries loop state through assignments made
         in the loop body, not through mutations inside a call."""
         sfa, sfb, row_blocks, col_blocks, batch = scale_args
@@ -187,10 +210,14 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
         ab_pipe.consumer_wait(read)
         mma_m = cute.size(acc, mode=[1])
         for mm in cutlass.range_constexpr(mma_m):
+            if cutlass.const_expr(turns is not None):
+                turns[0].arrive_and_wait()
             warpgroup.fence()
             self.wgmma_k_tile(tiled_mma, tCrA, tCrB, tmp, read, mm)
             warpgroup.commit_group()
             warpgroup.wait_group(0)
+            if cutlass.const_expr(turns is not None):
+                turns[1].arrive()
             if cutlass.const_expr(mm == mma_m - 1):
                 ab_pipe.consumer_release(release)
             self.promote(acc, tmp, factors, mm)
