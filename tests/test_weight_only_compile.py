@@ -81,3 +81,10 @@ def test_awq_dequantize_compiles():
     compiled = compile_with_artifacts(lambda opts: _build_awq_dequantize(torch.bfloat16, "sm_90a", opts))
     s = summarize_cubin(compiled.artifacts.CUBIN)
     assert s.instructions["STG"] >= 1 and not s.spills
+
+
+def test_swapping_register_pipeline_compiles():
+    # TileShape.swap_registers is off in the shipped plans (measured, docs/weight_only.md); it must keep compiling.
+    tile = config.decode_tile(4, m=1, n=8192, sm_count=132, ring=False, swap_registers=True)
+    s = _sass("int4", torch.bfloat16, None, tile)
+    assert s.mma.get("HMMA.16816.F32.BF16", 0) > 0 and not s.spills

@@ -85,6 +85,9 @@ CASES = [  # bits, x dtype, M, N, K, group
     (8, torch.bfloat16, 12, 24, 256, 64),
     (2, torch.float16, 1, 24, 512, 256),
     (4, torch.float32, 2, 17, 256, 128),
+    # 19 K steps over 8 warps: 2-3 steps per warp (with and without x prefetch); also run with swapping registers
+    (4, torch.bfloat16, 1, 24, 19 * 128, None),
+    (2, torch.float16, 3, 17, 19 * 256, 64),
 ]
 
 
@@ -133,6 +136,20 @@ def test_quantized_mm_other_weight_pipeline_emulated(emulated_ops, bits, dtype, 
     plan = config.decode_plan(bits, M)
     tile = config.decode_tile(bits, M, N, 132, ring=not plan.ring, x_ahead=not plan.x_ahead)
     assert (tile.stages > 0) != plan.ring and tile.x_ahead != plan.x_ahead
+    qmm_ops.quantized_mm(x, w_packed, scale, bits, gs, out=out, tile=tile)
+    ref = quantized_mm_ref(x, w_packed, scale, bits, gs)
+    assert _rel_err(out, ref) < _tolerance(dtype, bits, group)
+
+
+@pytest.mark.parametrize("bits,dtype,M,N,K,group", CASES[-2:])
+def test_quantized_mm_swapping_registers_emulated(emulated_ops, bits, dtype, M, N, K, group):
+    """``TileShape.swap_registers`` (off in the shipped plans): the unrolled pairs and the odd last step."""
+    torch.manual_seed(bits * 7 + M)
+    x = torch.randn(M, K, dtype=dtype)
+    w_packed, scale, gs = quantize_weights(torch.randn(N, K), bits, group)
+    out = torch.full((M, N), float("nan"), dtype=dtype)
+    tile = config.decode_tile(bits, M, N, 132, ring=False, swap_registers=True)
+    assert tile.swap_registers and tile.stages == 0
     qmm_ops.quantized_mm(x, w_packed, scale, bits, gs, out=out, tile=tile)
     ref = quantized_mm_ref(x, w_packed, scale, bits, gs)
     assert _rel_err(out, ref) < _tolerance(dtype, bits, group)

@@ -307,7 +307,28 @@ def run_kernel(k: "kernel_mod.WeightOnlyGemm", x: torch.Tensor, w: torch.Tensor,
                         ahead_k = tile.warps_k if tile.x_ahead else 0  # x_ahead: operands of the next step
                         if tile.x_ahead:
                             k.load_step_operands(X, th, cur, wk, t, GS, Z, group)
-                        if tile.stages == 0:
+                        if tile.stages == 0 and tile.swap_registers:
+                            # unrolled by two: the buffers swap roles (no copy)
+                            w_next = Regs(tile.vectors * 4, np.uint32)
+                            k.load_weights(th, wbuf, wk, t, W.shape[1])
+                            n_mine = (n_steps - wk + tile.warps_k - 1) // tile.warps_k
+                            for i in range(max(0, n_mine) // 2):
+                                step = wk + 2 * i * tile.warps_k
+                                k.load_weights(th, w_next, step + tile.warps_k, t, W.shape[1])
+                                k.load_step_operands(X, th, nxt, step + ahead_k, t, GS, Z, group)
+                                k.mma_step(X, th, wbuf, cur, acc, step, t)
+                                k.load_weights(th, wbuf, step + 2 * tile.warps_k, t, W.shape[1])
+                                if tile.x_ahead:
+                                    k.load_step_operands(X, th, cur, step + 2 * tile.warps_k, t, GS, Z, group)
+                                else:
+                                    k.load_step_operands(X, th, cur, step + tile.warps_k, t, GS, Z, group)
+                                k.mma_step(X, th, w_next, nxt, acc, step + tile.warps_k, t)
+                            if max(0, n_mine) % 2:
+                                step = wk + (n_mine - 1) * tile.warps_k
+                                if not tile.x_ahead:
+                                    k.load_step_operands(X, th, cur, step, t, GS, Z, group)
+                                k.mma_step(X, th, wbuf, cur, acc, step, t)
+                        elif tile.stages == 0:
                             w_next = Regs(tile.vectors * 4, np.uint32)
                             k.load_weights(th, wbuf, wk, t, W.shape[1])
                             for step in range(wk, n_steps, tile.warps_k):

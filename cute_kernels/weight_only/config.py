@@ -48,6 +48,11 @@ class DecodePlan:
     x_ahead: bool
     token_major: bool = False  # M > 8: one token tile per CTA, token tiles adjacent in the grid (TileShape)
     min_ctas_per_sm: float = 1.5  # nt is halved while the grid has fewer CTAs than this per SM (0: never)
+    # register pipeline: the buffers swap roles instead of the next step's being copied (TileShape). Off for every
+    # plan: measured on the H200 (session 5, benchmarks/experiments/wo_swap.py) it was 5-29% slower for the x_ahead
+    # plans (AWQ M = 1: 5.3 -> 7.2 us at 4096^2; int4 M = 16: 18.1 -> 24.1 us at 8192^2) and within -9% / +16% for
+    # the others (int8 at 4096 x 14336 +16%, int1 / int2 mostly +-5%), with no width consistently ahead.
+    swap_registers: bool = False
 
 
 # Per format (bits, or "awq"), first plan whose max_m covers M. Measured on the H200 (N = K = 8192, 2026-11-22,
@@ -106,8 +111,10 @@ def decode_plan(fmt: int | str, m: int, scaled: bool = False) -> DecodePlan:
 
 
 def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None = None,
-                x_ahead: bool | None = None, token_major: bool | None = None, scaled: bool = False) -> TileShape:
-    """The decode tile of ``decode_plan(fmt, m, scaled)``; ``ring`` / ``x_ahead`` / ``token_major`` override it."""
+                x_ahead: bool | None = None, token_major: bool | None = None, scaled: bool = False,
+                swap_registers: bool | None = None) -> TileShape:
+    """The decode tile of ``decode_plan(fmt, m, scaled)``; ``ring`` / ``x_ahead`` / ``token_major`` /
+    ``swap_registers`` override it."""
     plan = decode_plan(fmt, m, scaled)
     token_major = (plan.token_major if token_major is None else token_major) and m > 8
     mt = 1 if m <= 8 or token_major else 2
@@ -116,8 +123,9 @@ def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None
         nt //= 2
     ring = plan.ring if ring is None else ring
     x_ahead = plan.x_ahead if x_ahead is None else x_ahead
+    swap = plan.swap_registers if swap_registers is None else swap_registers
     return TileShape(nt=nt, mt=mt, warps_n=1, warps_k=8, stages=ring_stages(nt) if ring else 0, x_ahead=x_ahead,
-                     token_major=token_major)
+                     token_major=token_major, swap_registers=swap and not ring)
 
 
 def tensor_core_tile(m: int, scaled: bool = False) -> TileShape:
