@@ -1,126 +1,31 @@
 """Session 5: FP8 mainloop with two temporaries per warpgroup (K-tile k promoted while k + 1's WGMMAs run,
-``Fp8BlockwiseGemmSm90.k_pair``) against one temporary (``k_tile``: WGMMA, wait, promote), same configs.
-
-Builds both variants directly (``build_sm90`` with ``fp8_blockwise.PAIR_TILE_MS`` set before each build), checks
-each against the float64 reference on ragged problems with odd and even K-tile counts, then times them side by side
-per shape with torch._scaled_mm blockwise: CUDA-graph medians of 4 calls (weights rotated), three interleaved
-repeats. Writes fp8_pair.json to $OUT and prints a table.
+``Fp8BlockwiseGemmSm90.k_pair``) against one temporary (``k_tile``: WGMMA, wait, promote), on the 128-wide version
+of each shape's config (and the chosen wider one, one temporary). Switch: ``fp8_blockwise.PAIR_TILE_MS``.
+Checked against float64 (odd and even K-tile counts), timed by ``fp8_sweep.sweep``. Writes fp8_pair.json to $OUT.
 """
 
-import json
-import math
 import os
-import statistics
 import sys
 from dataclasses import replace
 
-import torch
+sys.path.insert(0, os.path.dirname(__file__))
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+from fp8_sweep import SMS, run  # noqa: E402
 
-import cute_kernels.sm90.fp8_blockwise as fb  # noqa: E402
-from cute_kernels.bench import graph_time_us  # noqa: E402
-from cute_kernels.formats.fp8 import quantize_fp8_blockwise, quantize_fp8_per_token_group  # noqa: E402
-from cute_kernels.formats.scale_layouts import to_mn_major  # noqa: E402
-from cute_kernels.ops.fp8_blockwise_scaled_mm import build_sm90, select_config  # noqa: E402
-from cute_kernels.ops.split_k import launch_planned, resolve_split  # noqa: E402
-from cute_kernels.reference import fp8_blockwise_scaled_mm_ref  # noqa: E402
+from cute_kernels.ops.fp8_blockwise_scaled_mm import select_config  # noqa: E402
 
-GW, BW = (1, 128, 128), (128, 128, 128)
-SMS = torch.cuda.get_device_properties(0).multi_processor_count
-_built = {}
+ONE, TWO = {"PAIR_TILE_MS": ()}, {"PAIR_TILE_MS": (64, 128)}
 
 
-def runner(cfg, pair, gran, m, n, k):
-    cfg, split = resolve_split(cfg, m, n, k, 1, SMS)
-    key = (cfg, pair, gran)
-    if key not in _built:
-        fb.PAIR_TILE_MS = (64, 128) if pair else ()
-        _built[key] = build_sm90(2, torch.bfloat16, gran, cfg, SMS)
-    fn = _built[key]
-    return lambda a, b, out, sa, sb: launch_planned(fn, (a, b, out, sa, sb), split, a.device, torch.float32)
-
-
-def operands(m, n, k, seed=0, gran=GW):
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    x = torch.randn(m, k, device="cuda", generator=g)
-    w = torch.randn(n, k, device="cuda", generator=g) * torch.exp2(
-        torch.randint(-5, 3, (n // 8 + 1, 1), device="cuda", generator=g).float()).repeat_interleave(8, 0)[:n]
-    a, a_s = quantize_fp8_per_token_group(x, 128) if gran == GW else quantize_fp8_blockwise(x, 128)
-    b, b_s = quantize_fp8_blockwise(w, 128)
-    return a, b, to_mn_major(a_s), to_mn_major(b_s), b_s
-
-
-def rel_err(out, ref):
-    return ((out.double() - ref).norm() / ref.norm()).item()
-
-
-def check(log):
-    for m, n, k in ((1, 584, 1152), (77, 2112, 1024), (333, 712, 1152), (1000, 1000, 2048)):
-        for gran in (GW, BW):
-            a, b, sa, sb, _ = operands(m, n, k, seed=m + n + k, gran=gran)
-            ref = fp8_blockwise_scaled_mm_ref(a, b, sa, sb, gran)
-            cfg = replace(select_config(m, n, k, 1, SMS), tile_n=128)
-            for pair in (False, True):
-                out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-                runner(cfg, pair, gran, m, n, k)(a, b, out, sa, sb)
-                e = rel_err(out, ref)
-                ok = e < 1e-2 and not out.isnan().any().item()
-                log.append(f"check pair={pair} {cfg.describe()} M={m} N={n} K={k} {gran}: rel err {e:.3g} "
-                           f"{'ok' if ok else 'FAIL'}")
-                assert ok, log[-1]
-
-
-def main():
-    out_dir = os.environ.get("OUT", "bench_out")
-    os.makedirs(out_dir, exist_ok=True)
-    log = [f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}"]
-    check(log)
-    print("\n".join(log), flush=True)
-    shapes = [(8192, 8192, 8192)]
-    for n, k in [(2112, 7168), (24576, 1536), (7168, 16384), (4096, 7168), (7168, 2048)]:
-        for m in (64, 128, 1024, 4096):
-            shapes.append((m, n, k))
-    rows = []
-    for m, n, k in shapes:
-        a, b, sa, sb, b_s = operands(m, n, k)
-        copies = max(1, min(8, math.ceil(200e6 / b.numel())))
-        bs = [b] + [b.clone() for _ in range(copies - 1)]
-        outs = [torch.empty(m, n, device="cuda", dtype=torch.bfloat16) for _ in range(copies)]
-        sel = select_config(m, n, k, 1, SMS)
-        c128 = replace(sel, tile_n=128)
-        variants = {f"{c128.describe()} 1tmp": (c128, False), f"{c128.describe()} 2tmp": (c128, True)}
-        if sel.tile_n != 128:
-            variants[f"{sel.describe()} 1tmp"] = (sel, False)
-        fns = {}
-        for name, (cfg, pair) in variants.items():
-            f = runner(cfg, pair, GW, m, n, k)
-            fns[name] = [lambda j=j, f=f: f(a, bs[j], outs[j], sa, sb) for j in range(copies)]
-        sbt = b_s.t()
-        try:
-            torch._scaled_mm(a, b.t(), sa, sbt, out_dtype=torch.bfloat16)
-            fns["torch blockwise"] = [lambda j=j: torch._scaled_mm(a, bs[j].t(), sa, sbt, out_dtype=torch.bfloat16)
-                                      for j in range(copies)]
-        except Exception as exc:  # noqa: BLE001
-            log.append(f"torch blockwise M={m} N={n} K={k}: {type(exc).__name__}")
-        reps = {name: [] for name in fns}
-        for _ in range(3):
-            for name, calls in fns.items():
-                reps[name].append(graph_time_us(calls * max(1, 4 // copies))[0])
-        row = {"M": m, "N": n, "K": k}
-        for name, ts in reps.items():
-            row[name] = {"median_us": statistics.median(ts), "all": ts,
-                         "tflops": 2 * m * n * k / statistics.median(ts) / 1e6}
-        rows.append(row)
-        print(json.dumps({kk: (v if not isinstance(v, dict) else round(v["median_us"], 1)) for kk, v in row.items()}),
-              flush=True)
-    with open(os.path.join(out_dir, "fp8_pair.json"), "w") as fh:
-        json.dump({"log": log, "rows": rows}, fh, indent=1)
-    print("\n| M | N | K | variant: median µs (TFLOPS) ...")
-    for r in rows:
-        cells = [f"{kk} {v['median_us']:.1f} ({v['tflops']:.0f})" for kk, v in r.items() if isinstance(v, dict)]
-        print(f"| {r['M']} | {r['N']} | {r['K']} | " + " | ".join(cells))
+def variants(m, n, k):
+    sel = select_config(m, n, k, 1, SMS)
+    c128 = replace(sel, tile_n=128)
+    out = {f"{c128.describe()} 1tmp": (c128, ONE), f"{c128.describe()} 2tmp": (c128, TWO)}
+    if sel.tile_n != 128:
+        out[f"{sel.describe()} 1tmp"] = (sel, ONE)
+    return out
 
 
 if __name__ == "__main__":
-    main()
+    run("fp8_pair", [(1, 584, 1152), (77, 2112, 1024), (333, 712, 1152), (1000, 1000, 2048)],
+        (64, 128, 1024, 4096), variants)

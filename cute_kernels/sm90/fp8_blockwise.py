@@ -51,10 +51,10 @@ from .gemm import Sm90GemmKernel
 MAX_TILE_N = 192
 PAIR_MAX_TILE_N = 128
 PAIR_TILE_MS = (64,)  # tile heights that use k_pair (see __init__)
-# Off: taking turns (``mainloop``) measured 6-19% slower than both warpgroups issuing freely at every M >= 1024 and
-# -5% to +6% on the 128-row split rows (H200, session 5, benchmarks/experiments/fp8_alternate.py; 8192^3 1037 ->
-# 1178 us, ncu tensor pipe 69% -> 60%): the hand-over (WGMMA drain, barrier, issue, pipe fill) costs more than the overlap gains. Kept as an
-# option for the record and for other parts.
+# Off: taking turns (``mainloop``) measured 6-19% slower than both warpgroups issuing freely at every M >= 1024 and -5%
+# to +6% on the 128-row split rows (H200, session 5, benchmarks/experiments/fp8_alternate.py; 8192^3 1037 -> 1178 us,
+# ncu tensor pipe 69% -> 60%): the hand-over (WGMMA drain, barrier, issue, pipe fill) costs more than the overlap gains.
+# Kept as an option for the record and for other parts.
 ALTERNATE_WARPGROUPS = False
 
 
@@ -113,9 +113,9 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
         batch = tile[2]
         k_last = k_begin + k_tiles - 1
 
-        # A K-tile's scales are loaded two K-tiles before its promotion (slot r < n_rows: a_scale of the thread's
-        # row r; slot n_rows + s: b_scale of column segment s): a scale read from L2 takes about as long as a
-        # K-tile of WGMMA, so loading it where it is used stalls every promotion. Two buffers, one per parity of the K-tile, each
+        # A K-tile's scales are loaded two K-tiles before its promotion (slot r < n_rows: a_scale of the thread's row r;
+        # slot n_rows + s: b_scale of column segment s): a scale read from L2 takes about as long as a K-tile of WGMMA,
+        # so loading it where it is used stalls every promotion. Two buffers, one per parity of the K-tile, each
         # reloaded right after its products are taken: no buffer is ever copied (a register copy would wait for its
         # load). Loads past the last K-tile re-read the last one.
         even = cute.make_rmem_tensor((n_rows + self.n_segs,), Float32)
