@@ -90,8 +90,8 @@ def test_split_k_on_off_agree_and_workspace_stays_zero():
         for o in outs[1:]:
             assert torch.equal(outs[0], o)
     torch.cuda.synchronize()
-    for slots, counters in WORKSPACE._buffers.values():
-        assert not slots.any() and not counters.any(), "split-K left partial sums or arrivals behind"
+    for buf in WORKSPACE.scratch.buffers():
+        assert not buf.any(), "split-K left partial sums or arrivals behind"
 
 
 def test_side_stream():

@@ -10,23 +10,16 @@ from __future__ import annotations
 
 import torch
 
-from ..streams import current_stream_id
+from ..streams import StreamScratch
 
-_buffers: dict = {}
+_scratch = StreamScratch()
 
 
 def buffer(device: torch.device, dtype: torch.dtype, name: str, numel: int) -> torch.Tensor:
-    key = (str(device), current_stream_id(device), dtype, name)
-    buf = _buffers.get(key)
-    if buf is None or buf.numel() < numel:
-        if buf is not None and device.type == "cuda":
-            torch.cuda.current_stream(device).synchronize()  # a collective or pull may still use the old one
-        buf = _buffers[key] = torch.empty(numel, dtype=dtype, device=device)
-    return buf[:numel]
+    # A collective or a peer's pull on another stream may still read a buffer being replaced: wait for them.
+    return _scratch.get(device, name, numel, dtype, sync_on_grow=True)[:numel]
 
 
 def release() -> None:
     """Free every kept buffer (they are re-created on the next call)."""
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-    _buffers.clear()
+    _scratch.clear()

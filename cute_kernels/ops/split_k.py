@@ -12,7 +12,7 @@ from dataclasses import replace
 import torch
 
 from ..configs import TileConfig, best_split
-from ..streams import current_stream_id
+from ..streams import StreamScratch
 
 K_TILE = 128  # elements of K per K-tile of the 8-bit kernels (128 bytes)
 
@@ -40,20 +40,15 @@ def resolve_split(cfg: TileConfig, km: int, kn: int, k: int, batch: int, sm_coun
     return cfg, plan
 
 
-_workspaces: dict[tuple, tuple] = {}
+SCRATCH = StreamScratch()
 
 
 def split_workspace(device: torch.device, ws_elems: int, sem_elems: int, dtype: torch.dtype = torch.int32):
-    """Split-K scratch, owned by the library and reused: partial sums need no clearing (each K slice writes its own
-    stripe) and the kernel resets every semaphore it used, so only a new or larger buffer is zeroed. One buffer per
-    (device, stream): calls on different streams may run concurrently, calls on one stream never do.
-    ``dtype``: int32 or float32, a view of the same words."""
-    key = (device, current_stream_id(device))
-    ws, sem = _workspaces.get(key, (None, None))
-    if ws is None or ws.numel() < ws_elems or sem.numel() < sem_elems:
-        ws = torch.empty(max(ws_elems, 1 << 16), dtype=torch.int32, device=device)
-        sem = torch.zeros(max(sem_elems, 1024), dtype=torch.int32, device=device)
-        _workspaces[key] = (ws, sem)
+    """Split-K scratch, owned by the library and reused per (device, stream): partial sums need no clearing (each K
+    slice writes its own stripe) and the kernel resets every semaphore it used, so only a new or larger semaphore
+    buffer is zeroed. ``dtype``: int32 or float32, a view of the same words."""
+    ws = SCRATCH.get(device, "partials", ws_elems, torch.int32, min_numel=1 << 16)
+    sem = SCRATCH.get(device, "semaphores", sem_elems, torch.int32, zeroed=True, min_numel=1024)
     return (ws if dtype == torch.int32 else ws.view(dtype)), sem
 
 

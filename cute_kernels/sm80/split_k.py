@@ -26,7 +26,7 @@ import math
 import torch
 
 from cute_kernels.sm80.configs import Sm80TileConfig
-from cute_kernels.streams import current_stream_id
+from cute_kernels.streams import StreamScratch
 
 MAX_SPLIT_K = 16
 MIN_K_TILES_PER_SPLIT = 4
@@ -53,25 +53,19 @@ def normalize_split_k(slices: int, k_tiles: int) -> tuple[int, int]:
 
 
 class SplitKWorkspace:
-    """Zero-initialised int32 partial-sum slots and tile counters, one pair per (device, stream), grown on demand."""
+    """Zero-initialised int32 partial-sum slots and tile counters per (device, stream), grown on demand (x2, so a
+    sequence of growing problems reallocates rarely); the kernel leaves both zero after use."""
 
     def __init__(self):
-        self._buffers: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+        self.scratch = StreamScratch()
 
     def get(self, device: torch.device, num_tiles: int, tile_elems: int) -> tuple[torch.Tensor, torch.Tensor]:
-        key = (device.index, current_stream_id(device))
-        slots, counters = self._buffers.get(key, (None, None))
-        if slots is None or slots.numel() < num_tiles * tile_elems or counters.numel() < num_tiles:
-            grow = 2 if slots is not None else 1  # amortize a sequence of growing problems
-            n_tiles = max(num_tiles, grow * (counters.numel() if counters is not None else 0))
-            n_elems = max(num_tiles * tile_elems, grow * (slots.numel() if slots is not None else 0))
-            slots = torch.zeros(n_elems, dtype=torch.int32, device=device)
-            counters = torch.zeros(n_tiles, dtype=torch.int32, device=device)
-            self._buffers[key] = (slots, counters)
+        slots = self.scratch.get(device, "slots", num_tiles * tile_elems, zeroed=True, grow=2)
+        counters = self.scratch.get(device, "counters", num_tiles, zeroed=True, grow=2)
         return slots, counters
 
     def nbytes(self) -> int:
-        return sum(s.numel() * 4 + c.numel() * 4 for s, c in self._buffers.values())
+        return self.scratch.nbytes()
 
 
 WORKSPACE = SplitKWorkspace()
