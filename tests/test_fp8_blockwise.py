@@ -123,3 +123,32 @@ def test_alternating_warpgroups_option_compiles(monkeypatch):
     s = summarize_cubin(compile_with_artifacts(
         lambda o: build_sm90(2, torch.bfloat16, (1, 128, 128), cfg, 132, o)).artifacts.CUBIN)
     assert "BAR.ARV" in s.text and not s.spills
+
+
+@pytest.mark.parametrize("cfg,staged", [
+    (TileConfig(tile_m=128, tile_n=192, cluster_m=2), True),
+    (TileConfig(tile_m=64, tile_n=128, split_k=8, cluster_m=1), True),
+    (TileConfig(tile_m=128, tile_n=128, cluster_m=2), False),  # the staged column would cost an A/B stage (6 -> 5)
+])
+def test_sfa_tma_stages_a_scale_unless_it_costs_a_stage(cfg, staged):
+    from cute_kernels.sass import compile_with_artifacts, summarize_cubin
+
+    def tma_loads(sfa_tma):
+        s = summarize_cubin(compile_with_artifacts(
+            lambda o: build_sm90(2, torch.bfloat16, (1, 128, 128), cfg, 132, o, sfa_tma=sfa_tma)).artifacts.CUBIN)
+        assert not s.spills
+        return s.instructions.get("UTMALDG", 0), s.instructions.get("LDG", 0)
+
+    (tma_on, ldg_on), (tma_off, ldg_off) = tma_loads(True), tma_loads(False)
+    assert (tma_on > tma_off and ldg_on < ldg_off) == staged
+    assert (tma_on, ldg_on) == (tma_off, ldg_off) or staged
+
+
+def test_sfa_tma_eligibility():
+    from cute_kernels.ops.fp8_blockwise_scaled_mm import sfa_tma_eligible
+
+    mn_major = to_mn_major(torch.ones(64, 8))  # strides (1, 64)
+    assert sfa_tma_eligible(mn_major, (1, 128, 128))
+    assert not sfa_tma_eligible(mn_major, (128, 128, 128))  # blockwise: one value per tile, loaded by consumers
+    assert not sfa_tma_eligible(torch.ones(64, 8), (1, 128, 128))  # K-major
+    assert not sfa_tma_eligible(to_mn_major(torch.ones(63, 8)), (1, 128, 128))  # 252-byte column stride

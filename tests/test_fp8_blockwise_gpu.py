@@ -58,21 +58,27 @@ def test_shapes(m, n, k, gran, out_dtype):
 
 
 @pytest.mark.parametrize("gran", [GROUPWISE, BLOCKWISE], ids=["groupwise", "blockwise"])
-def test_batched_and_k_major_scales(gran):
+@pytest.mark.parametrize("m", [70, 72])  # 72: batched MN-major per-token scales qualify for TMA staging
+def test_batched_and_k_major_scales(gran, m):
     for mn_major in (True, False):
-        a, b, a_s, b_s = _operands(70, 264, 384, gran, batch=3, mn_major=mn_major, seed=11)
-        out = torch.full((3, 70, 264), float("nan"), dtype=torch.bfloat16, device="cuda")
+        a, b, a_s, b_s = _operands(m, 264, 384, gran, batch=3, mn_major=mn_major, seed=11)
+        out = torch.full((3, m, 264), float("nan"), dtype=torch.bfloat16, device="cuda")
         fp8_blockwise_scaled_mm(a, b, a_s, b_s, scale_granularity=gran, out=out)
         _check(out, a, b, a_s, b_s, gran, torch.bfloat16)
 
 
-@pytest.mark.parametrize("gran", [GROUPWISE, BLOCKWISE], ids=["groupwise", "blockwise"])
+@pytest.mark.parametrize("gran,m", [(GROUPWISE, 333), (GROUPWISE, 336), (BLOCKWISE, 333)],
+                         ids=["groupwise", "groupwise-sfa-tma", "blockwise"])
 @pytest.mark.parametrize("cfg", shipped_configs(), ids=lambda c: c.describe())
-def test_every_shipped_config(cfg, gran):
+def test_every_shipped_config(cfg, gran, m):
     # N = 712: 160- and 192-wide tiles straddle 128-column scale blocks at varying offsets (several SFB values per
-    # tile) and the last tile is ragged.
-    a, b, a_s, b_s = _operands(333, 712, 768, gran, seed=5)
-    out = torch.full((333, 712), float("nan"), dtype=torch.bfloat16, device="cuda")
+    # tile) and the last tile is ragged. M = 336: the MN-major a_scale has 16-byte strides, so the producer stages
+    # it with TMA (M = 333: the consumers load it).
+    from cute_kernels.ops.fp8_blockwise_scaled_mm import sfa_tma_eligible
+
+    a, b, a_s, b_s = _operands(m, 712, 768, gran, seed=5)
+    assert sfa_tma_eligible(a_s, gran) == (m == 336 and gran == GROUPWISE)
+    out = torch.full((m, 712), float("nan"), dtype=torch.bfloat16, device="cuda")
     fp8_blockwise_scaled_mm(a, b, a_s, b_s, scale_granularity=gran, out=out, config=cfg)
     _check(out, a, b, a_s, b_s, gran, torch.bfloat16)
 

@@ -1,4 +1,4 @@
-"""Shared harness of the session-5 FP8 experiments (fp8_tile_n.py, fp8_pair.py, fp8_alternate.py).
+"""Shared harness of the session-5 FP8 experiments (fp8_tile_n.py, fp8_pair.py, fp8_alternate.py, fp8_sfa_tma.py).
 
 ``Kernels`` builds a config directly with ``build_sm90`` after setting module constants of
 ``cute_kernels.sm90.fp8_blockwise`` (the switches an experiment compares), so two variants of one config can run side
@@ -46,7 +46,8 @@ def rel_err(out, ref):
 
 
 class Kernels:
-    """Compiled variants: (TileConfig, module switches of fp8_blockwise) -> launch(a, b, out, a_scale, b_scale)."""
+    """Compiled variants: (TileConfig, switches) -> launch(a, b, out, a_scale, b_scale). Switches are module
+    constants of fp8_blockwise, except ``sfa_tma`` (build_sm90's argument; groupwise scales only)."""
 
     def __init__(self):
         self._built = {}
@@ -55,11 +56,13 @@ class Kernels:
         cfg, split = resolve_split(cfg, m, n, k, 1, SMS)
         key = (cfg, tuple(sorted(switches.items())), gran)
         if key not in self._built:
-            saved = {name: getattr(fb, name) for name in switches}
-            for name, value in switches.items():
+            module = {name: v for name, v in switches.items() if name != "sfa_tma"}  # sfa_tma: a build argument
+            saved = {name: getattr(fb, name) for name in module}
+            for name, value in module.items():
                 setattr(fb, name, value)
             try:
-                self._built[key] = build_sm90(2, torch.bfloat16, gran, cfg, SMS)
+                self._built[key] = build_sm90(2, torch.bfloat16, gran, cfg, SMS,
+                                              sfa_tma=switches.get("sfa_tma", False) and gran == GW)
             finally:
                 for name, value in saved.items():
                     setattr(fb, name, value)

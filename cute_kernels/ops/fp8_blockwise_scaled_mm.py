@@ -37,6 +37,7 @@ _OUT_DTYPES = (torch.float16, torch.bfloat16)
 _FP8_DTYPES = (torch.float8_e4m3fn,)
 SUPPORTED_GRANULARITIES = ((1, 128, 128), (128, 128, 128))
 _validated = PlanCache()
+USE_SFA_TMA = True  # stage per-token a_scale with TMA where the tensor allows (sfa_tma_eligible)
 
 # (max_m, config), first match wins; ``select_config`` then picks the tile width. Decode-size M uses 64-row tiles
 # (one consumer warpgroup) to halve the wasted WGMMA rows. Small M has few output tiles (N=2112: 17 tiles of 128
@@ -131,9 +132,18 @@ def _validate(a, b, a_scale, b_scale, out_dtype, gran, out):
     return device, m, n, k, out_shape
 
 
+def sfa_tma_eligible(a_scale: torch.Tensor, gran: tuple[int, int, int]) -> bool:
+    """Whether the producer can stage a_scale columns with TMA: per-token scales (gM = 1) in the MN-major layout
+    with 16-byte strides and base (the DeepSeek-V3 / vLLM ``s.t().contiguous().t()`` layout when M % 4 == 0)."""
+    if gran[0] != 1 or a_scale.stride(-2) != 1 or a_scale.data_ptr() % 16:
+        return False
+    return all(st % 4 == 0 for i, st in enumerate(a_scale.stride()) if i != a_scale.dim() - 2)
+
+
 def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], config: TileConfig, sm_count: int,
-               extra_options: str = ""):
-    """Compile (uncached) the kernel for one variant from fake tensors; ``extra_options`` e.g. keeps the cubin."""
+               extra_options: str = "", sfa_tma: bool = False):
+    """Compile (uncached) the kernel for one variant from fake tensors; ``extra_options`` e.g. keeps the cubin.
+    ``sfa_tma``: a_scale staged by TMA (the compiled function then accepts only tensors ``sfa_tma_eligible``)."""
     import cutlass
     import cutlass.cute as cute
 
@@ -149,10 +159,13 @@ def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], co
     fb = fake_tensor(cutlass.Float8E4M3FN, (*batch, n, k), stride_div=16)
     fd = fake_tensor(d_cute, (*batch, m, n), stride_div=8)
     # Scales: every stride symbolic, so one compiled kernel reads MN-major and K-major scale tensors alike.
-    f_sa = fake_tensor(cutlass.Float32, (*batch, m_blocks, k_blocks), contiguous_dim=None, align=4)
+    if sfa_tma:
+        f_sa = fake_tensor(cutlass.Float32, (*batch, m_blocks, k_blocks), contiguous_dim=-2, stride_div=4, align=16)
+    else:
+        f_sa = fake_tensor(cutlass.Float32, (*batch, m_blocks, k_blocks), contiguous_dim=None, align=4)
     f_sb = fake_tensor(cutlass.Float32, (*batch, n_blocks, k_blocks), contiguous_dim=None, align=4)
     # The mainloop already applied the scales; the epilogue only converts the fp32 accumulator.
-    kernel = Fp8BlockwiseGemmSm90(config, EpilogueTree(Accumulator()), gran, sm_count=sm_count)
+    kernel = Fp8BlockwiseGemmSm90(config, EpilogueTree(Accumulator()), gran, sm_count=sm_count, sfa_tma=sfa_tma)
 
     options = f"--enable-tvm-ffi --gpu-arch sm_90a {extra_options}".strip()
 
@@ -179,9 +192,10 @@ def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], co
                         options=options)
 
 
-def _compile_sm90(rank, out_dtype, gran, config: TileConfig, sm_count):
-    key = ("sm_90a", rank, str(out_dtype), gran, config.key, sm_count)
-    return cached_compile("fp8_blockwise_scaled_mm", key, lambda: build_sm90(rank, out_dtype, gran, config, sm_count))
+def _compile_sm90(rank, out_dtype, gran, config: TileConfig, sm_count, sfa_tma: bool):
+    key = ("sm_90a", rank, str(out_dtype), gran, config.key, sm_count) + (("sfa_tma",) if sfa_tma else ())
+    return cached_compile("fp8_blockwise_scaled_mm", key,
+                          lambda: build_sm90(rank, out_dtype, gran, config, sm_count, sfa_tma=sfa_tma))
 
 
 def fp8_blockwise_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,
@@ -214,7 +228,7 @@ def fp8_blockwise_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Ten
     batch = a.shape[0] if a.dim() == 3 else 1
     cfg = config if config is not None else select_config(m, n, k, batch, sms)
     cfg, split = resolve_split(cfg, m, n, k, batch, sms)
-    fn = _compile_sm90(a.dim(), out_dtype, gran, cfg, sms)
+    fn = _compile_sm90(a.dim(), out_dtype, gran, cfg, sms, USE_SFA_TMA and sfa_tma_eligible(a_scale, gran))
     if out is None:
         out = torch.empty(out_shape, dtype=out_dtype, device=device)
     launch_planned(fn, (a, b, out, a_scale, b_scale), split, device, torch.float32)

@@ -42,7 +42,7 @@ import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 from cutlass import Float32
-from cutlass.cute.nvgpu import warpgroup
+from cutlass.cute.nvgpu import cpasync, warpgroup
 
 from ..configs import TileConfig
 from ..epilogues import EpilogueTree
@@ -64,7 +64,7 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
     mainloop_operand_names = ("sfa", "sfb")
 
     def __init__(self, config: TileConfig, epilogue: EpilogueTree, granularity: tuple[int, int, int],
-                 sm_count: int = 132):
+                 sm_count: int = 132, sfa_tma: bool = False):
         g_m, g_n, g_k = granularity
         if g_k != 128:
             raise ValueError(f"scale granularity along K must be 128 (the K-tile of an FP8 WGMMA tile); got {g_k}")
@@ -76,6 +76,12 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
             raise ValueError("Fp8BlockwiseGemmSm90 does not support swap_ab")
         super().__init__(config, epilogue, Float32, sm_count=sm_count)
         self.g_m, self.g_n, self.g_k = g_m, g_n, g_k
+        if sfa_tma and g_m != 1:
+            raise ValueError("sfa_tma stages per-token a_scale columns (gM = 1) only")
+        # Per-token a_scale: the producer stages each K-tile's tile_m values with the A/B stage (one TMA on the
+        # stage's full barrier, the seed's rule for scales a tile needs >= 32 of); the host asks for it when the
+        # tensor allows a TMA (MN-major, 16-byte strides), else the consumers load them (``load_scales``).
+        self.sfa_tma = sfa_tma
         # Column segments of a tile that share one SFB value (see the module docstring).
         self.seg_n = math.gcd(config.tile_n, g_n)
         self.n_segs = config.tile_n // self.seg_n
@@ -87,6 +93,48 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
         self.pair_k_tiles = config.tile_m in PAIR_TILE_MS and config.tile_n <= PAIR_MAX_TILE_N
         # Two consumer warpgroups (128-row tiles) taking the tensor cores in turns (``mainloop``): off by default.
         self.alternate_warpgroups = ALTERNATE_WARPGROUPS and self.num_mma_wg == 2 and not self.pair_k_tiles
+
+    # ------------------------------------------------------------------ a_scale staged by the producer (sfa_tma)
+    def choose_stage_extra_bytes(self, ab_bytes: int, epi_bytes: int) -> int:
+        """The staged a_scale column (tile_m floats) - unless it would cost an A/B stage: 128x128 tiles then drop
+        from 6 to 5 stages and measured 2-11% slower at M >= 1024 than with the consumers' loads, while the tiles
+        that keep their stage count gained up to 6% (H200, session 5, docs/fp8_blockwise.md). Decided at trace
+        time: the compiled kernel accepts the TMA-able tensors either way."""
+        extra = self.config.tile_m * 4
+        if self.sfa_tma and not self.config.stages and \
+                self.stages_that_fit(ab_bytes + extra, epi_bytes) < self.stages_that_fit(ab_bytes, epi_bytes):
+            self.sfa_tma = False
+        return extra if self.sfa_tma else 0
+
+    def make_mainloop_tma(self, tensors: dict) -> tuple:
+        if not self.sfa_tma:
+            return ()
+        tile_m = self.config.tile_m
+        atom, m_sfa = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), tensors["sfa"],
+                                                  cute.make_layout((tile_m, 1)), (tile_m, 1))
+        return atom, m_sfa
+
+    def sfa_stages(self, sML: cute.Tensor) -> cute.Tensor:
+        """The staged a_scale columns: (tile_m, 1, stage)."""
+        tile_m = self.config.tile_m
+        return cute.make_tensor(sML.iterator, cute.make_layout((tile_m, 1, self.ab_stages), stride=(1, 0, tile_m)))
+
+    @cute.jit
+    def prepare_mainloop_loads(self, mainloop_tma: tuple, sML: cute.Tensor):
+        if cutlass.const_expr(not self.sfa_tma):
+            return None
+        atom, m_sfa = mainloop_tma
+        g_sfa = cute.local_tile(m_sfa, (self.config.tile_m, 1), (None, None, None))  # (bM, 1, tiles_m, KB, L)
+        s_part, g_part = cpasync.tma_partition(atom, 0, cute.make_layout(1),
+                                               cute.group_modes(self.sfa_stages(sML), 0, 2),
+                                               cute.group_modes(g_sfa, 0, 2))
+        return atom, s_part, g_part
+
+    @cute.jit
+    def issue_mainloop_loads(self, prepared, stage, bar, tile, l_idx, k):
+        if cutlass.const_expr(self.sfa_tma):
+            atom, s_part, g_part = prepared
+            cute.copy(atom, g_part[(None, tile[0], k, l_idx)], s_part[(None, stage)], tma_bar_ptr=bar)
 
     @cute.jit
     def mainloop(self, tiled_mma: cute.TiledMma, ab_pipe, tCrA: cute.Tensor, tCrB: cute.Tensor, acc: cute.Tensor,
@@ -112,6 +160,10 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
                       for s in range(self.n_segs)]
         batch = tile[2]
         k_last = k_begin + k_tiles - 1
+        # sfa_tma: the thread's rows inside the tile index the staged a_scale column of each stage
+        local_rows = [tCcD[((0, j, 0), mm, 0)][0] - tile[0] * self.config.tile_m
+                      for mm in range(mma_m) for j in range(rows_per_atom)]
+        s_sfa = self.sfa_stages(tensors["smem"])
 
         # A K-tile's scales are loaded two K-tiles before its promotion (slot r < n_rows: a_scale of the thread's row r;
         # slot n_rows + s: b_scale of column segment s): a scale read from L2 takes about as long as a K-tile of WGMMA,
@@ -121,12 +173,12 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
         even = cute.make_rmem_tensor((n_rows + self.n_segs,), Float32)
         odd = cute.make_rmem_tensor((n_rows + self.n_segs,), Float32)
         factors = cute.make_rmem_tensor((n_rows * self.n_segs,), Float32)  # [row r, segment s] at r * n_segs + s
-        self.load_scales(sfa, sfb, row_blocks, col_blocks, k_begin, batch, even)
-        self.load_scales(sfa, sfb, row_blocks, col_blocks, cutlass.min(k_begin + 1, k_last), batch, odd)
+        scale_args = (sfa, sfb, row_blocks, col_blocks, batch, local_rows, s_sfa)
+        self.load_scales(scale_args, k_begin, even)
+        self.load_scales(scale_args, cutlass.min(k_begin + 1, k_last), odd)
         read.reset_count()
         release.reset_count()
         acc.fill(0)
-        scale_args = (sfa, sfb, row_blocks, col_blocks, batch)
         turns = None
         if cutlass.const_expr(self.alternate_warpgroups):
             # The two consumer warpgroups take the tensor cores in turns, K-tile by K-tile: each waits for its turn
@@ -169,16 +221,16 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
         and k + 1 into tmps[1] (two commit groups), wait for the first group only, promote it while the second
         runs, then wait for the second and promote it. Nothing is in flight when the loop iterates again: a
         temporary still being written across the loop's back edge made ptxas serialize every WGMMA (measured)."""
-        sfa, sfb, row_blocks, col_blocks, batch = scale_args
-        n_rows = len(row_blocks)
-        for h in cutlass.range_constexpr(2):
-            for r in cutlass.range_constexpr(n_rows):
-                for sg in cutlass.range_constexpr(self.n_segs):
-                    factors[h][r * self.n_segs + sg] = scales[h][r] * scales[h][n_rows + sg]
-            self.load_scales(sfa, sfb, row_blocks, col_blocks, reload_k[h], batch, scales[h])
+        if cutlass.const_expr(not self.sfa_tma):
+            for h in cutlass.range_constexpr(2):
+                self.take_products(scales[h], factors[h], scale_args, None)
+                self.load_scales(scale_args, reload_k[h], scales[h])
         warpgroup.fence()
         for h in cutlass.range_constexpr(2):
             ab_pipe.consumer_wait(read)
+            if cutlass.const_expr(self.sfa_tma):  # a_scale arrived with the stage
+                self.take_products(scales[h], factors[h], scale_args, read.index)
+                self.load_scales(scale_args, reload_k[h], scales[h])
             self.wgmma_k_tile(tiled_mma, tCrA, tCrB, tmps[h], read, 0)
             warpgroup.commit_group()
             read.advance()
@@ -201,13 +253,13 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
         this warpgroup's turn before issuing, hand the turn over once its WGMMAs have completed.
         Returns the MMA atom and pipeline states it changed: the DSL carries loop state through assignments made
         in the loop body, not through mutations inside a call."""
-        sfa, sfb, row_blocks, col_blocks, batch = scale_args
-        n_rows = len(row_blocks)
-        for r in cutlass.range_constexpr(n_rows):
-            for sg in cutlass.range_constexpr(self.n_segs):
-                factors[r * self.n_segs + sg] = scales[r] * scales[n_rows + sg]
-        self.load_scales(sfa, sfb, row_blocks, col_blocks, reload_k, batch, scales)
+        if cutlass.const_expr(not self.sfa_tma):
+            self.take_products(scales, factors, scale_args, None)
+            self.load_scales(scale_args, reload_k, scales)
         ab_pipe.consumer_wait(read)
+        if cutlass.const_expr(self.sfa_tma):  # a_scale arrived with the stage; b_scale reloaded after the products
+            self.take_products(scales, factors, scale_args, read.index)
+            self.load_scales(scale_args, reload_k, scales)
         mma_m = cute.size(acc, mode=[1])
         for mm in cutlass.range_constexpr(mma_m):
             if cutlass.const_expr(turns is not None):
@@ -237,12 +289,29 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
             cute.gemm(tiled_mma, tmp, a_atom, tCrB[(None, None, kb, read.index)], tmp)
 
     @cute.jit
-    def load_scales(self, sfa: cute.Tensor, sfb: cute.Tensor, row_blocks, col_blocks, kk, batch, dst: cute.Tensor):
+    def load_scales(self, scale_args, kk, dst: cute.Tensor):
+        """dst <- K-tile ``kk``'s scales: slot r < n_rows a_scale of the thread's row r (not with sfa_tma: staged
+        in shared memory instead), slot n_rows + s b_scale of column segment s."""
+        sfa, sfb, row_blocks, col_blocks, batch, _, _ = scale_args
         n_rows = len(row_blocks)
-        for r in cutlass.range_constexpr(n_rows):
-            dst[r] = sfa[(row_blocks[r], kk, batch)]
+        if cutlass.const_expr(not self.sfa_tma):
+            for r in cutlass.range_constexpr(n_rows):
+                dst[r] = sfa[(row_blocks[r], kk, batch)]
         for sg in cutlass.range_constexpr(len(col_blocks)):
             dst[n_rows + sg] = sfb[(col_blocks[sg], kk, batch)]
+
+    @cute.jit
+    def take_products(self, scales: cute.Tensor, factors: cute.Tensor, scale_args, stage):
+        """factors[r, s] = a_scale(row r) * b_scale(segment s): a_scale from ``scales`` or, with sfa_tma, from the
+        stage's staged column in shared memory."""
+        _, _, row_blocks, _, _, local_rows, s_sfa = scale_args
+        n_rows = len(row_blocks)
+        for r in cutlass.range_constexpr(n_rows):
+            a = scales[r]
+            if cutlass.const_expr(self.sfa_tma):
+                a = s_sfa[(local_rows[r], 0, stage)]
+            for sg in cutlass.range_constexpr(self.n_segs):
+                factors[r * self.n_segs + sg] = a * scales[n_rows + sg]
 
     @cute.jit
     def promote(self, acc: cute.Tensor, tmp: cute.Tensor, factors: cute.Tensor, mm):

@@ -95,13 +95,20 @@ class Sm90GemmKernel:
         self.epi_stages = 4 if cfg.tile_n >= 64 else 2
         ab_bytes = (cfg.tile_m * a_dtype.width + cfg.tile_n * b_dtype.width) * self.tile_mnk[2] // 8
         epi_bytes = cute.size(self.epi_tile) * d_dtype.width // 8 * self.epi_stages
-        fit = (SM90_SMEM_BYTES - 1024 - epi_bytes) // ab_bytes
+        self.stage_extra_bytes = self.choose_stage_extra_bytes(ab_bytes, epi_bytes)
+        ab_bytes += self.stage_extra_bytes
+        fit = self.stages_that_fit(ab_bytes, epi_bytes)
         self.ab_stages = cfg.stages if cfg.stages else min(fit, _MAX_STAGES)
         if self.ab_stages < 2 or self.ab_stages > fit:
             raise ValueError(f"TileConfig.stages={cfg.stages}: {fit} stages of {ab_bytes} B fit in shared memory")
+        self.mainloop_smem_words = self.stage_extra_bytes // 4 * self.ab_stages
         self.sA_layout = sm90_utils.make_smem_layout_a(a_layout, self.tile_mnk, a_dtype, self.ab_stages)
         self.sB_layout = sm90_utils.make_smem_layout_b(b_layout, self.tile_mnk, b_dtype, self.ab_stages)
         self.sD_layout = sm90_utils.make_smem_layout_epi(d_dtype, d_layout, self.epi_tile, self.epi_stages)
+
+    @staticmethod
+    def stages_that_fit(stage_bytes: int, epi_bytes: int) -> int:
+        return (SM90_SMEM_BYTES - 1024 - epi_bytes) // stage_bytes
 
     @cute.jit
     def __call__(self, mA: cute.Tensor, mB: cute.Tensor, mD: cute.Tensor, epi_tensors: tuple, stream,
@@ -131,18 +138,22 @@ class Sm90GemmKernel:
         sched_params = utils.PersistentTileSchedulerParams(num_tiles, (*self.cluster_shape_mn, 1))
         grid = utils.StaticPersistentTileScheduler.get_grid_shape(sched_params, self.max_active_clusters)
 
+        mainloop_tma = self.make_mainloop_tma(dict(zip(self.operand_names, epi_tensors)))
+
         @cute.struct
         class SharedStorage:
             ab_mbar: cute.struct.MemRange[cutlass.Int64, self.ab_stages * 2]
             sA: cute.struct.Align[cute.struct.MemRange[self.a_dtype, cute.cosize(self.sA_layout)], 1024]
             sB: cute.struct.Align[cute.struct.MemRange[self.b_dtype, cute.cosize(self.sB_layout)], 1024]
             sD: cute.struct.Align[cute.struct.MemRange[self.d_dtype, cute.cosize(self.sD_layout)], 1024]
+            # per-stage operands of a subclass's mainloop (e.g. FP8 a_scale columns), loaded with the stage
+            sML: cute.struct.Align[cute.struct.MemRange[cutlass.Float32, max(1, self.mainloop_smem_words)], 128]
             split_flag: cute.struct.MemRange[cutlass.Int32, 1]  # split-K: the semaphore value, broadcast
 
         self.shared_storage = SharedStorage
         self.kernel(
             tma_a, tA, tma_b, tB, tma_d, tD, mD.shape, epi_tensors, self.tiled_mma, self.cta_layout_mnk,
-            self.sA_layout, self.sB_layout, self.sD_layout, sched_params, split,
+            self.sA_layout, self.sB_layout, self.sD_layout, sched_params, split, mainloop_tma,
         ).launch(grid=grid, block=[self.num_threads, 1, 1], cluster=(*self.cluster_shape_mn, 1),
                  min_blocks_per_mp=1, stream=stream, use_pdl=self.use_pdl)
 
@@ -151,7 +162,8 @@ class Sm90GemmKernel:
     def kernel(self, tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom, mB: cute.Tensor,
                tma_d: cute.CopyAtom, mD: cute.Tensor, d_shape, epi_tensors: tuple, tiled_mma: cute.TiledMma,
                cta_layout_mnk: cute.Layout, sA_layout: cute.ComposedLayout, sB_layout: cute.ComposedLayout,
-               sD_layout: cute.ComposedLayout, sched_params: utils.PersistentTileSchedulerParams, split):
+               sD_layout: cute.ComposedLayout, sched_params: utils.PersistentTileSchedulerParams, split,
+               mainloop_tma: tuple):
         tidx, _, _ = cute.arch.thread_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         if warp_idx == 0:
@@ -169,7 +181,8 @@ class Sm90GemmKernel:
         sD = storage.sD.get_tensor(sD_layout.outer, swizzle=sD_layout.inner)
 
         tx_bytes = cute.size_in_bytes(self.a_dtype, cute.slice_(sA_layout, (None, None, 0))) + cute.size_in_bytes(
-            self.b_dtype, cute.slice_(sB_layout, (None, None, 0)))
+            self.b_dtype, cute.slice_(sB_layout, (None, None, 0))) + self.stage_extra_bytes
+        sML = storage.sML.get_tensor(cute.make_layout(max(1, self.mainloop_smem_words)))
         # Each consumer warp releases a buffer once per multicast peer that wrote into it.
         consumer_arrivals = (self.mcast_a + self.mcast_b - 1) * self.num_mma_wg * 4
         ab_pipe = pipeline.PipelineTmaAsync.create(
@@ -214,6 +227,7 @@ class Sm90GemmKernel:
                     sched_params, cute.arch.block_idx(), cute.arch.grid_dim())
                 work = sched.initial_work_tile_info()
                 state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.ab_stages)
+                ml_loads = self.prepare_mainloop_loads(mainloop_tma, sML)
                 while work.is_valid_tile:
                     tile = work.tile_idx
                     l_idx, _s, k_begin, k_count = self.split_range(tile[2], k_tiles, split)
@@ -227,6 +241,7 @@ class Sm90GemmKernel:
                                   tma_bar_ptr=bar, mcast_mask=a_mask)
                         cute.copy(tma_b, tBgB_t[(None, k_begin + state.count)], tBsB[(None, state.index)],
                                   tma_bar_ptr=bar, mcast_mask=b_mask)
+                        self.issue_mainloop_loads(ml_loads, state.index, bar, tile, l_idx, k_begin + state.count)
                         ab_pipe.producer_commit(state)
                         state.advance()
                     sched.advance_to_next_work()
@@ -235,12 +250,13 @@ class Sm90GemmKernel:
         else:
             cute.arch.setmaxregister_increase(self.consumer_regs)
             self.consumer(tiled_mma, ab_pipe, sA, sB, sD, gD, cD, d_shape, epi_tensors, tma_d, k_tiles,
-                          sched_params, tidx, warp_idx, wg_idx, split, storage.split_flag.get_tensor(cute.make_layout(1)))
+                          sched_params, tidx, warp_idx, wg_idx, split, storage.split_flag.get_tensor(cute.make_layout(1)),
+                          sML)
 
     @cute.jit
     def consumer(self, tiled_mma: cute.TiledMma, ab_pipe, sA: cute.Tensor, sB: cute.Tensor, sD: cute.Tensor,
                  gD: cute.Tensor, cD: cute.Tensor, d_shape, epi_tensors: tuple, tma_d: cute.CopyAtom,
-                 k_tiles, sched_params, tidx, warp_idx, wg_idx, split, split_flag: cute.Tensor):
+                 k_tiles, sched_params, tidx, warp_idx, wg_idx, split, split_flag: cute.Tensor, sML: cute.Tensor):
         mma_tidx = tidx - self.threads_per_wg
         thr_mma = tiled_mma.get_slice(
             cute.make_layout(self.num_mma_wg, stride=self.threads_per_wg)(wg_idx - 1))
@@ -268,6 +284,7 @@ class Sm90GemmKernel:
             num_stages=self.epi_stages,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.num_mma_threads))
         tensors = dict(zip(self.operand_names, epi_tensors))
+        tensors["smem"] = sML  # the mainloop's per-stage shared-memory operands (``choose_stage_extra_bytes``)
 
         sched = utils.StaticPersistentTileScheduler.create(sched_params, cute.arch.block_idx(), cute.arch.grid_dim())
         work = sched.initial_work_tile_info()
@@ -384,6 +401,26 @@ class Sm90GemmKernel:
                 store_pipe.producer_commit()
                 store_pipe.producer_acquire()
             self.epi_barrier.arrive_and_wait()
+
+    # ------------------------------------------------------------------ hooks for per-stage mainloop operands
+    def choose_stage_extra_bytes(self, ab_bytes: int, epi_bytes: int) -> int:
+        """Bytes a subclass's mainloop loads with each A/B stage (TMA, on the stage's full barrier), given the A/B
+        bytes of a stage and the epilogue's shared memory; 0 here."""
+        return 0
+
+    def make_mainloop_tma(self, tensors: dict) -> tuple:
+        """Host side: the TMA atoms (and their tensors) of those loads, from the global operands by name."""
+        return ()
+
+    @cute.jit
+    def prepare_mainloop_loads(self, mainloop_tma: tuple, sML: cute.Tensor):
+        """Producer, once: partition the mainloop's TMA tensors against its shared memory ``sML``."""
+        return None
+
+    @cute.jit
+    def issue_mainloop_loads(self, prepared, stage, bar, tile, l_idx, k):
+        """Producer, per stage: issue the mainloop's loads of K-tile ``k`` of output tile ``tile``."""
+        pass
 
     @cute.jit
     def mainloop(self, tiled_mma: cute.TiledMma, ab_pipe, tCrA: cute.Tensor, tCrB: cute.Tensor, acc: cute.Tensor,
