@@ -59,6 +59,11 @@ PAIR_TILE_MS = (64,)  # tile heights that use k_pair (see __init__)
 # ncu tensor pipe 69% -> 60%): the hand-over (WGMMA drain, barrier, issue, pipe fill) costs more than the overlap gains.
 # Kept as an option for the record and for other parts.
 ALTERNATE_WARPGROUPS = False
+# Where staging a_scale would cost an A/B stage: give the epilogue this many buffers (instead of 4) to keep the stage
+# count, or 0 to load a_scale from global memory instead (``choose_stage_extra_bytes``). 0: 128x128 tiles staged with
+# 3 epilogue buffers measured -6% to +1.5% against the consumer loads (H200, session 5, ABBA order,
+# benchmarks/experiments/fp8_sfa_epi.py).
+SFA_TMA_EPI_STAGES = 0
 
 
 class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
@@ -104,9 +109,15 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
         that keep their stage count gained up to 6% (H200, session 5, docs/fp8_blockwise.md). Decided at trace
         time: the compiled kernel accepts the TMA-able tensors either way."""
         extra = self.config.tile_m * 4
-        if self.sfa_tma and not self.config.stages and \
-                self.stages_that_fit(ab_bytes + extra, epi_bytes) < self.stages_that_fit(ab_bytes, epi_bytes):
-            self.sfa_tma = False
+        if self.sfa_tma and not self.config.stages:
+            want = self.stages_that_fit(ab_bytes, epi_bytes)
+            if self.stages_that_fit(ab_bytes + extra, epi_bytes) < want:
+                fewer = SFA_TMA_EPI_STAGES
+                epi_fewer = epi_bytes // self.epi_stages * fewer if fewer else epi_bytes
+                if fewer and self.stages_that_fit(ab_bytes + extra, epi_fewer) >= want:
+                    self.epi_stages = fewer  # one epilogue buffer less keeps the A/B stages
+                else:
+                    self.sfa_tma = False
         return extra if self.sfa_tma else 0
 
     def make_mainloop_tma(self, tensors: dict) -> tuple:

@@ -96,6 +96,7 @@ class Sm90GemmKernel:
         ab_bytes = (cfg.tile_m * a_dtype.width + cfg.tile_n * b_dtype.width) * self.tile_mnk[2] // 8
         epi_bytes = cute.size(self.epi_tile) * d_dtype.width // 8 * self.epi_stages
         self.stage_extra_bytes = self.choose_stage_extra_bytes(ab_bytes, epi_bytes)
+        epi_bytes = cute.size(self.epi_tile) * d_dtype.width // 8 * self.epi_stages  # the hook may trade epi stages
         ab_bytes += self.stage_extra_bytes
         fit = self.stages_that_fit(ab_bytes, epi_bytes)
         self.ab_stages = cfg.stages if cfg.stages else min(fit, _MAX_STAGES)
@@ -405,7 +406,7 @@ class Sm90GemmKernel:
     # ------------------------------------------------------------------ hooks for per-stage mainloop operands
     def choose_stage_extra_bytes(self, ab_bytes: int, epi_bytes: int) -> int:
         """Bytes a subclass's mainloop loads with each A/B stage (TMA, on the stage's full barrier), given the A/B
-        bytes of a stage and the epilogue's shared memory; 0 here."""
+        bytes of a stage and the epilogue's shared memory (it may lower ``self.epi_stages`` to make room); 0 here."""
         return 0
 
     def make_mainloop_tma(self, tensors: dict) -> tuple:
