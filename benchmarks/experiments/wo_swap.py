@@ -24,18 +24,23 @@ out_dir = os.environ.get("OUT", ".")
 rows = []
 
 
+ABBA = "--abba" in sys.argv  # time copy, swap, swap, copy per repeat (the recorded first run: copy then swap)
+BITS = (1, 2) if "--low-bits" in sys.argv else (8, 4, 2, 1)
+
+
 def timed(variants, base):
+    order = ["copy", "swap", "swap", "copy"] if ABBA else list(variants)
     reps = {name: [] for name in variants}
     reps["dense"] = []
     for _ in range(3):
-        for name, calls in variants.items():
-            reps[name].append(bwo.graph_time_us(calls)[0])
+        for name in order:
+            reps[name].append(bwo.graph_time_us(variants[name])[0])
         reps["dense"].append(bwo.graph_time_us(base)[0])
     return {name: statistics.median(ts) for name, ts in reps.items()}
 
 
 for n, k in [(8192, 8192), (14336, 4096), (4096, 14336)]:
-    for bits in (8, 4, 2, 1):
+    for bits in BITS:
         per_set = n * k * bits // 8
         sets = [quantize_weights(torch.randn(n, k, device="cuda"), bits) for _ in range(bwo.n_sets(per_set, 16))]
         dense = [dequantize_weights(w, bits, k, s, None).to(torch.bfloat16) for w, s, _ in sets[:2]]
@@ -57,7 +62,7 @@ for n, k in [(8192, 8192), (14336, 4096), (4096, 14336)]:
                              weight_tbs_swap=per_set / t["swap"] / 1e6))
             print(json.dumps(rows[-1]), flush=True)
         del sets, dense
-for oc, ic in bench_awq.SHAPES:
+for oc, ic in ([] if "--low-bits" in sys.argv else bench_awq.SHAPES):
     per_set = ic * oc // 2 + (ic // 128) * oc * 2 + (ic // 128) * oc // 2
     sets = [bench_awq._awq_set(ic, oc, torch.float16) for _ in range(bwo.n_sets(per_set, 16))]
     dense = [awq_dequantize(*z) for z in sets[:2]]

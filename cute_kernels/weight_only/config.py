@@ -48,10 +48,10 @@ class DecodePlan:
     x_ahead: bool
     token_major: bool = False  # M > 8: one token tile per CTA, token tiles adjacent in the grid (TileShape)
     min_ctas_per_sm: float = 1.5  # nt is halved while the grid has fewer CTAs than this per SM (0: never)
-    # register pipeline: the buffers swap roles instead of the next step's being copied (TileShape). Off for every
-    # plan: measured on the H200 (session 5, benchmarks/experiments/wo_swap.py) it was 5-29% slower for the x_ahead
-    # plans (AWQ M = 1: 5.3 -> 7.2 us at 4096^2; int4 M = 16: 18.1 -> 24.1 us at 8192^2) and within -9% / +16% for
-    # the others (int8 at 4096 x 14336 +16%, int1 / int2 mostly +-5%), with no width consistently ahead.
+    # register pipeline: the buffers swap roles instead of the next step's being copied (TileShape). Measured on the
+    # H200 (session 5, benchmarks/experiments/wo_swap.py): 5-29% slower for the x_ahead plans (AWQ M = 1: 5.3 -> 7.2
+    # us at 4096^2; int4 M = 16: 18.1 -> 24.1 us at 8192^2), -9% to +16% for the others; only 2-bit at M <= 8 gains
+    # consistently (two runs, the second in ABBA order: +3-9% on 5 of 6 points, -2% on one), so only its plan has it.
     swap_registers: bool = False
 
 
@@ -67,7 +67,7 @@ class DecodePlan:
 DECODE_PLANS = {
     8: (DecodePlan(8, 1, False, True), DecodePlan(16, 2, False, True)),
     4: (DecodePlan(8, 2, False, True), DecodePlan(16, 2, False, False)),
-    2: (DecodePlan(8, 4, False, False), DecodePlan(16, 4, False, False, token_major=True)),
+    2: (DecodePlan(8, 4, False, False, swap_registers=True), DecodePlan(16, 4, False, False, token_major=True)),
     1: (DecodePlan(8, 4, False, False), DecodePlan(16, 4, False, False, token_major=True)),
     # AWQ at 9-16 tokens keeps 2 tiles per warp on narrow layers too (N = 4096: 128 CTAs): halving to 1 tile was
     # 10-17% slower there (H200, session 4: 4096 x 4096 10.3 vs 9.4 us, 4096 x 14336 27.5 vs 22.8).
