@@ -143,7 +143,7 @@ def test_quantized_mm_other_weight_pipeline_emulated(emulated_ops, bits, dtype, 
 
 @pytest.mark.parametrize("bits,dtype,M,N,K,group", CASES[-2:])
 def test_quantized_mm_swapping_registers_emulated(emulated_ops, bits, dtype, M, N, K, group):
-    """``TileShape.swap_registers`` (off in the shipped plans): the unrolled pairs and the odd last step."""
+    """``TileShape.swap_registers`` (shipped for 2-bit at M <= 8 only): the unrolled pairs and the odd last step."""
     torch.manual_seed(bits * 7 + M)
     x = torch.randn(M, K, dtype=dtype)
     w_packed, scale, gs = quantize_weights(torch.randn(N, K), bits, group)
