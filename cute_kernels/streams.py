@@ -37,7 +37,7 @@ class StreamScratch:
     def get(self, device: torch.device, name: str, numel: int, dtype: torch.dtype = torch.int32, *,
             zeroed: bool = False, grow: float = 1.0, min_numel: int = 0, sync_on_grow: bool = False) -> torch.Tensor:
         """The whole buffer (at least ``numel`` elements): callers slice or pass its size to the kernel."""
-        key = (str(device), current_stream_id(device), name, dtype)
+        key = (device, current_stream_id(device), name, dtype)
         buf = self._buffers.get(key)
         if buf is None or buf.numel() < numel:
             size = max(numel, min_numel, int(grow * buf.numel()) if buf is not None else 0)

@@ -158,7 +158,8 @@ def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], co
     fa = fake_tensor(cutlass.Float8E4M3FN, (*batch, m, k), stride_div=16)
     fb = fake_tensor(cutlass.Float8E4M3FN, (*batch, n, k), stride_div=16)
     fd = fake_tensor(d_cute, (*batch, m, n), stride_div=8)
-    # Scales: every stride symbolic, so one compiled kernel reads MN-major and K-major scale tensors alike.
+    # Scales: every stride symbolic, so one compiled kernel reads MN-major and K-major scale tensors alike - except
+    # a TMA-staged a_scale, which must be MN-major with 16-byte strides (sfa_tma_eligible).
     if sfa_tma:
         f_sa = fake_tensor(cutlass.Float32, (*batch, m_blocks, k_blocks), contiguous_dim=-2, stride_div=4, align=16)
     else:

@@ -175,9 +175,11 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
         batch = tile[2]
         k_last = k_begin + k_tiles - 1
         # sfa_tma: the thread's rows inside the tile index the staged a_scale column of each stage
-        local_rows = [tCcD[((0, j, 0), mm, 0)][0] - tile[0] * self.config.tile_m
-                      for mm in range(mma_m) for j in range(rows_per_atom)]
-        s_sfa = self.sfa_stages(tensors["smem"])
+        local_rows, s_sfa = None, None
+        if cutlass.const_expr(self.sfa_tma):
+            local_rows = [tCcD[((0, j, 0), mm, 0)][0] - tile[0] * self.config.tile_m
+                          for mm in range(mma_m) for j in range(rows_per_atom)]
+            s_sfa = self.sfa_stages(tensors["smem"])
 
         # A K-tile's scales are loaded two K-tiles before its promotion (slot r < n_rows: a_scale of the thread's row r;
         # slot n_rows + s: b_scale of column segment s): a scale read from L2 takes about as long as a K-tile of WGMMA,
