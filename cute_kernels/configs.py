@@ -95,20 +95,23 @@ def best_split(tiles: int, tile_m: int, max_slices: int, k_tiles: int, sm_count:
     return min(range(1, max(1, min(max_slices, k_tiles)) + 1), key=lambda s: split_cost(tiles, s, tile_m, sm_count))
 
 
-def select_sm90_int8(m: int, n: int, k: int, batch: int = 1, sm_count: int = 132) -> TileConfig:
-    """The table's row for M; for the swapped rows, the weight-tile height that the wave model prefers."""
-    cfg = next(c for max_m, c in SM90_INT8_TABLE if m <= max_m)
-    if not cfg.swap_ab:
-        return cfg
+def size_swapped_tile(cfg: TileConfig, m: int, n: int, k: int, batch: int, sm_count: int) -> TileConfig:
+    """A swapped (decode-size) row at the weight-tile height (``SWAP_TILE_M``) the wave model prefers for this
+    problem; ties go to the taller tile (half the tiles, half the per-tile prologue/epilogue). Shared by the int8 and
+    FP8 tables."""
     k_tiles = -(-k // 128)
 
     def cost(tile_m):
         tiles = -(-n // tile_m) * -(-m // cfg.tile_n) * batch
         return split_cost(tiles, best_split(tiles, tile_m, cfg.split_k, k_tiles, sm_count), tile_m, sm_count)
 
-    # ties go to the taller tile (half the tiles, half the per-tile prologue/epilogue)
-    tile_m = min(sorted(SWAP_TILE_M, reverse=True), key=cost)
-    return replace(cfg, tile_m=tile_m)
+    return replace(cfg, tile_m=min(sorted(SWAP_TILE_M, reverse=True), key=cost))
+
+
+def select_sm90_int8(m: int, n: int, k: int, batch: int = 1, sm_count: int = 132) -> TileConfig:
+    """The table's row for M; for the swapped rows, the weight-tile height that the wave model prefers."""
+    cfg = next(c for max_m, c in SM90_INT8_TABLE if m <= max_m)
+    return size_swapped_tile(cfg, m, n, k, batch, sm_count) if cfg.swap_ab else cfg
 
 
 def shipped_sm90_int8_configs() -> list[TileConfig]:
@@ -124,4 +127,5 @@ def shipped_sm90_int8_configs() -> list[TileConfig]:
     return seen
 
 
-__all__ = ["TileConfig", "SM90_INT8_TABLE", "select_sm90_int8", "shipped_sm90_int8_configs", "replace"]
+__all__ = ["TileConfig", "SM90_INT8_TABLE", "select_sm90_int8", "shipped_sm90_int8_configs", "size_swapped_tile",
+           "replace"]

@@ -88,7 +88,8 @@ def _build_fp8(spec: ExportSpec, extra_options: str):
     if cfg is None:  # what the op runs for this problem (unsplit when one K slice is planned)
         from .ops.split_k import resolve_split
 
-        cfg, _ = resolve_split(select_config(spec.m, spec.n, spec.k), spec.m, spec.n, spec.k, 1, 132)
+        cfg = select_config(spec.m, spec.n, spec.k)
+        cfg, _ = resolve_split(cfg, *((spec.n, spec.m) if cfg.swap_ab else (spec.m, spec.n)), spec.k, 1, 132)
     fn = build_sm90(3 if spec.batched else 2, _dtype(spec.out_dtype, "out_dtype"), gran, cfg, 132, extra_options)
     return fn, {"config": cfg.describe(), "granularity": list(gran), "out_dtype": spec.out_dtype}
 

@@ -47,7 +47,7 @@ def _args(m=64, n=256, k=256, gran=(1, 128, 128)):
 
 @pytest.mark.parametrize("bad,match", [
     (lambda a, b, sa, sb: (a.to(torch.float16), b, sa, sb, {}), "a"),
-    (lambda a, b, sa, sb: (a, b.to(torch.float8_e5m2), sa, sb, {}), "b"),
+    (lambda a, b, sa, sb: (a, b.view(torch.int8), sa, sb, {}), "b"),
     (lambda a, b, sa, sb: (a, b, sa.double(), sb, {}), "a_scale"),
     (lambda a, b, sa, sb: (a, b, sa[:-1], sb, {}), "a_scale"),
     (lambda a, b, sa, sb: (a, b, sa, sb[:, :1], {}), "b_scale"),
@@ -67,14 +67,46 @@ def test_argument_errors(bad, match):
 def test_granularity_names_and_table():
     assert check_granularity("groupwise") == (1, 128, 128)
     assert check_granularity("blockwise") == (128, 128, 128)
-    for m in (1, 64, 65, 300, 8192):
-        cfg = select_config(m, 7168, 2048)
-        assert cfg.tile_n <= 192 and not cfg.swap_ab and (m > 64 or cfg.tile_m == 64)
-        assert cfg in shipped_configs() or replace(cfg, split_k=1) in shipped_configs()
+    for k in (2048, 16384):
+        for m in (1, 8, 9, 16, 17, 64, 65, 128, 129, 300, 8192):
+            cfg = select_config(m, 7168, k)
+            # decode-size M swaps A and B (the tokens are the tile's columns, as few as fit M: 16 / 32 / 64) within
+            # SWAP_LIMITS: any K up to 8 tokens, K <= 4096 up to 64 (N = 7168: the wave model favours the swap)
+            assert cfg.swap_ab == (m <= 8 or (m <= 64 and k <= 4096)) and cfg.tile_n <= 192
+            assert not cfg.swap_ab or cfg.tile_n == max(16, 1 << (m - 1).bit_length())
+            assert cfg.swap_ab or m > 64 or cfg.tile_m == 64
+            # 65-128 tokens, K <= 8192, 56 weight tiles (<= 66): two 64-row token tiles (MID_M_64_ROWS)
+            assert cfg.tile_m == (64 if m <= 64 or (m <= 128 and k <= 8192) else 128)
+            assert cfg in shipped_configs() or replace(cfg, split_k=1) in shipped_configs()
+    # N = 24576: 128 unswapped tiles of 64x192 fill the GPU as well as the swapped tiles do - a tie, kept unswapped;
+    # at 65-128 tokens its 192 weight tiles keep the 128-row tile
+    assert not select_config(1, 24576, 1536).swap_ab
+    assert select_config(128, 24576, 1536).tile_m == 128
+
+
+def test_swapped_rows_pick_the_weight_tile_height_by_waves():
+    # N = 14336: 112 tiles of 128 weight rows fill one wave, 224 of 64 two half-as-long ones - a tie, which goes to
+    # the taller tile; N = 7168: 56 tiles of 128 rows leave 76 SMs idle unless K is split, 64 rows (112 tiles) fewer.
+    from cute_kernels.configs import size_swapped_tile
+    from cute_kernels.ops.fp8_blockwise_scaled_mm import SM90_FP8_BLOCKWISE_TABLE
+
+    row = SM90_FP8_BLOCKWISE_TABLE[0][1]
+    assert row.swap_ab
+    assert size_swapped_tile(row, 1, 14336, 4096, 1, 132).tile_m == 128
+    assert size_swapped_tile(row, 1, 7168, 2048, 1, 132).tile_m == 64
+    assert select_config(1, 7168, 2048) == size_swapped_tile(row, 1, 7168, 2048, 1, 132)
+
+
+def test_unswapped_small_m_switch(monkeypatch):
+    import cute_kernels.ops.fp8_blockwise_scaled_mm as op
+
+    monkeypatch.setattr(op, "USE_SWAP_AB", False)
+    cfg = op.select_config(1, 7168, 2048)
+    assert not cfg.swap_ab and cfg.tile_m == 64
 
 
 @pytest.mark.parametrize("m,n,k,tile_n", [
-    (64, 24576, 1536, 192),   # 192 tiles of 128 columns = two waves on 132 SMs; 128 tiles of 192 = one
+    (128, 24576, 1536, 192),  # 192 tiles of 128 columns = two waves on 132 SMs; 128 tiles of 192 = one
     (1024, 2112, 7168, 160),  # 8 x 17 = 136 tiles of 128 (two waves) vs 8 x 14 = 112 of 160
     (4096, 4096, 7168, 128),  # 1024 tiles of 128 = 7.8 waves; wider tiles leave more of their last wave idle
     (128, 7168, 16384, 128),  # split-K evens the waves out at 128
@@ -84,13 +116,17 @@ def test_tile_width_follows_the_wave_model(m, n, k, tile_n):
 
 
 @pytest.mark.parametrize("rank,out_dtype,gran,cfg", [
-    (2, torch.bfloat16, (1, 128, 128), shipped_configs()[-1]),
+    (2, torch.bfloat16, (1, 128, 128), TileConfig(tile_m=128, tile_n=128, cluster_m=2)),
     (3, torch.float16, (128, 128, 128), shipped_configs()[0]),
     (2, torch.bfloat16, (128, 128, 128), shipped_configs()[1]),
     (2, torch.bfloat16, (1, 128, 128), TileConfig(tile_m=128, tile_n=192, cluster_m=2)),
     (2, torch.float16, (128, 128, 128), TileConfig(tile_m=64, tile_n=160, split_k=8)),
+    (2, torch.bfloat16, (1, 128, 128), TileConfig(tile_m=64, tile_n=64, swap_ab=True, cluster_m=1, split_k=8)),
+    (3, torch.bfloat16, (1, 128, 128), TileConfig(tile_m=128, tile_n=16, swap_ab=True, cluster_m=1)),
+    (2, torch.float16, (128, 128, 128), TileConfig(tile_m=64, tile_n=32, swap_ab=True, cluster_m=1)),
 ], ids=["groupwise-bf16-128x128c2", "blockwise-fp16-batched-64x128-split", "blockwise-bf16-128x128-split",
-        "groupwise-bf16-128x192c2", "blockwise-fp16-64x160-split"])
+        "groupwise-bf16-128x192c2", "blockwise-fp16-64x160-split", "groupwise-bf16-swap-64x64-split",
+        "groupwise-bf16-batched-swap-128x16", "blockwise-fp16-swap-64x32"])
 def test_sm90_compiles_to_qgmma_without_spills(rank, out_dtype, gran, cfg, tmp_path):
     from cute_kernels.sass import summarize_cubin
 
@@ -103,6 +139,37 @@ def test_sm90_compiles_to_qgmma_without_spills(rank, out_dtype, gran, cfg, tmp_p
     if cfg.tile_m == 64 and cfg.tile_n <= 128:
         # k_pair: the first K-tile's group is waited for while the second one's is still in flight
         assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in s.text
+
+
+@pytest.mark.parametrize("a_dtype,b_dtype,cfg", [
+    (torch.float8_e5m2, torch.float8_e4m3fn, TileConfig(tile_m=128, tile_n=192, cluster_m=2)),
+    (torch.float8_e4m3fn, torch.float8_e5m2, TileConfig(tile_m=64, tile_n=16, swap_ab=True, cluster_m=1, split_k=8)),
+    (torch.float8_e5m2, torch.float8_e5m2, TileConfig(tile_m=64, tile_n=128, cluster_m=1)),
+], ids=["e5m2-e4m3-128x192c2", "e4m3-e5m2-swap-64x16-split", "e5m2-e5m2-64x128"])
+def test_e5m2_operands_compile_to_their_qgmma(a_dtype, b_dtype, cfg):
+    # Each operand may be e4m3 or e5m2: the QGMMA's type suffix is (kernel A, kernel B), i.e. (b, a) when swapped.
+    from cute_kernels.sass import compile_with_artifacts, summarize_cubin
+
+    s = summarize_cubin(compile_with_artifacts(
+        lambda o: build_sm90(2, torch.bfloat16, (1, 128, 128), cfg, 132, o, a_dtype=a_dtype,
+                             b_dtype=b_dtype)).artifacts.CUBIN)
+    name = {torch.float8_e4m3fn: "E4M3", torch.float8_e5m2: "E5M2"}
+    first, second = (b_dtype, a_dtype) if cfg.swap_ab else (a_dtype, b_dtype)
+    assert any(op.startswith("QGMMA.") and op.endswith(f".F32.{name[first]}.{name[second]}") for op in s.mma), s.mma
+    assert not s.spills
+
+
+def test_192_wide_64_row_tiles_fit_their_registers():
+    # 64x192 with per-token a_scale loaded by the consumers (a_scale not TMA-able, e.g. odd M): acc + tmp take 192
+    # registers per thread; it fits only because a lone consumer warpgroup raises its limit to 256 (Sm90GemmKernel),
+    # at the 3-warpgroup limit of 232 ptxas spilled (9 local-memory ops).
+    from cute_kernels.sass import compile_with_artifacts, summarize_cubin
+
+    for cfg in (TileConfig(tile_m=64, tile_n=192, cluster_m=1), TileConfig(tile_m=64, tile_n=192, cluster_m=1, split_k=8)):
+        s = summarize_cubin(compile_with_artifacts(
+            lambda o: build_sm90(2, torch.bfloat16, (1, 128, 128), cfg, 132, o)).artifacts.CUBIN)
+        assert not s.spills, cfg.describe()
+        assert "USETMAXREG.TRY_ALLOC.CTAPOOL UP0, 0x100" in s.text
 
 
 def test_rejects_tiles_wider_than_granule():

@@ -83,6 +83,45 @@ def test_every_shipped_config(cfg, gran, m):
     _check(out, a, b, a_s, b_s, gran, torch.bfloat16)
 
 
+@pytest.mark.parametrize("gran", [GROUPWISE, BLOCKWISE], ids=["groupwise", "blockwise"])
+@pytest.mark.parametrize("m", [1, 5, 17, 33, 63])
+def test_swapped_small_m(gran, m):
+    # M <= 64 runs the swapped problem (weight rows on WGMMA's M, tokens on its N; per-token scales become the
+    # kernel's per-column scales). N = 200: ragged weight tiles of either height; both scale layouts; batched; both
+    # weight-tile heights.
+    from dataclasses import replace
+
+    from cute_kernels.ops.fp8_blockwise_scaled_mm import select_config
+
+    cfg = select_config(m, 200, 1024)
+    assert cfg.swap_ab
+    for mn_major, batch, tile_m in ((True, None, 64), (False, None, 128), (True, 2, 128), (False, 3, 64)):
+        a, b, a_s, b_s = _operands(m, 200, 1024, gran, batch=batch, mn_major=mn_major, seed=m + tile_m)
+        lead = () if batch is None else (batch,)
+        out = torch.full((*lead, m, 200), float("nan"), dtype=torch.bfloat16, device="cuda")
+        fp8_blockwise_scaled_mm(a, b, a_s, b_s, scale_granularity=gran, out=out, config=replace(cfg, tile_m=tile_m))
+        _check(out, a, b, a_s, b_s, gran, torch.bfloat16)
+
+
+@pytest.mark.parametrize("a_dtype,b_dtype", [(torch.float8_e5m2, torch.float8_e4m3fn),
+                                             (torch.float8_e4m3fn, torch.float8_e5m2),
+                                             (torch.float8_e5m2, torch.float8_e5m2)], ids=["e5m2-e4m3", "e4m3-e5m2",
+                                                                                          "e5m2-e5m2"])
+@pytest.mark.parametrize("m", [1, 40, 300])  # swapped, 64-row, 128-row tiles
+def test_e5m2_operands(a_dtype, b_dtype, m):
+    g = torch.Generator(device="cuda").manual_seed(m)
+    x = torch.randn(m, 768, device="cuda", generator=g) * 3
+    w = torch.randn(712, 768, device="cuda", generator=g)
+    for gran in (GROUPWISE, BLOCKWISE):
+        a, a_s = (quantize_fp8_per_token_group(x, 128, dtype=a_dtype) if gran == GROUPWISE
+                  else quantize_fp8_blockwise(x, 128, dtype=a_dtype))
+        b, b_s = quantize_fp8_blockwise(w, 128, dtype=b_dtype)
+        a_s, b_s = to_mn_major(a_s), to_mn_major(b_s)
+        out = torch.full((m, 712), float("nan"), dtype=torch.bfloat16, device="cuda")
+        fp8_blockwise_scaled_mm(a, b, a_s, b_s, scale_granularity=gran, out=out)
+        _check(out, a, b, a_s, b_s, gran, torch.bfloat16)
+
+
 def test_split_k_matches_unsplit_and_is_deterministic():
     # Decode-size M splits K (fp32 partials through the workspace). Every split count must agree with the unsplit
     # kernel to rounding, and one split count must give bit-identical results run after run (fixed reduction order).

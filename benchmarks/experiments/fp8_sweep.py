@@ -53,7 +53,7 @@ class Kernels:
         self._built = {}
 
     def runner(self, cfg, switches: dict, gran, m, n, k):
-        cfg, split = resolve_split(cfg, m, n, k, 1, SMS)
+        cfg, split = resolve_split(cfg, *((n, m) if cfg.swap_ab else (m, n)), k, 1, SMS)
         key = (cfg, tuple(sorted(switches.items())), gran)
         if key not in self._built:
             module = {name: v for name, v in switches.items() if name != "sfa_tma"}  # sfa_tma: a build argument
@@ -101,8 +101,12 @@ def sweep(name, kernels: Kernels, shape_list, variants_for, log):
             f = kernels.runner(cfg, switches, GW, m, n, k)
             fns[label] = [lambda j=j, f=f: f(a, bs[j], outs[j], sa, sb) for j in range(copies)]
         sbt = b_s.t()  # torch's blockwise recipe as benchmarks/bench_fp8_blockwise.py probes it
-        fns["torch blockwise"] = [lambda j=j: torch._scaled_mm(a, bs[j].t(), sa, sbt, out_dtype=torch.bfloat16)
-                                  for j in range(copies)]
+        try:  # cuBLAS refuses some shapes (M = 1)
+            torch._scaled_mm(a, b.t(), sa, sbt, out_dtype=torch.bfloat16)
+            fns["torch blockwise"] = [lambda j=j: torch._scaled_mm(a, bs[j].t(), sa, sbt, out_dtype=torch.bfloat16)
+                                      for j in range(copies)]
+        except RuntimeError:
+            pass
         reps = {label: [] for label in fns}
         for _ in range(3):
             for label, calls in fns.items():

@@ -4,8 +4,10 @@
                                   * sum_{k in [kb*gK, (kb+1)*gK)} a[..., i, k] * b[..., j, k] )
 
 Layouts (L = optional batch, shared by every tensor of a call):
-  a        float8_e4m3fn [(L,) M, K], K contiguous (row stride a multiple of 16 elements).
-  b        float8_e4m3fn [(L,) N, K], K contiguous (the row-major weight, the seed's B).
+  a        float8_e4m3fn or float8_e5m2 [(L,) M, K], K contiguous (row stride a multiple of 16 elements).
+  b        float8_e4m3fn or float8_e5m2 [(L,) N, K], K contiguous (the row-major weight, the seed's B).
+           Any pairing of the two formats (e.g. e5m2 gradients x e4m3 weights): SM90's FP8 WGMMA takes each operand
+           in either, so each pairing is its own compiled variant of the same kernel.
   a_scale  float32 [(L,) ceil(M/gM), K/gK];  b_scale float32 [(L,) ceil(N/gN), K/gK].
            Any element strides are accepted: the kernel reads the scales element by element. The fast, documented
            layout is the seed's MN-major one (stride 1 along M resp. N: ``s.t().contiguous().t()``, the DeepSeek-V3 /
@@ -27,27 +29,51 @@ import torch
 
 from .. import arch as _arch
 from .. import checks
-from ..configs import TileConfig, best_split, split_cost
+from ..configs import SWAP_TILE_M, TileConfig, best_split, size_swapped_tile, split_cost
 from ..formats.scale_layouts import normalize_granularity
 from ..jit_cache import cached_compile
 from ..plan_cache import PlanCache
 from .split_k import launch_planned, resolve_split
 
 _OUT_DTYPES = (torch.float16, torch.bfloat16)
-_FP8_DTYPES = (torch.float8_e4m3fn,)
+_FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
 SUPPORTED_GRANULARITIES = ((1, 128, 128), (128, 128, 128))
 _validated = PlanCache()
 USE_SFA_TMA = True  # stage per-token a_scale with TMA where the tensor allows (sfa_tma_eligible)
 
-# (max_m, config), first match wins; ``select_config`` then picks the tile width. Decode-size M uses 64-row tiles
-# (one consumer warpgroup) to halve the wasted WGMMA rows. Small M has few output tiles (N=2112: 17 tiles of 128
-# columns for 132 SMs), so those rows may split K (in-kernel, fp32 partials reduced in a fixed order; the wave model
-# of ``configs.best_split`` picks the slice count per problem, up to ``split_k``).
+# (max_m, config), first match wins; ``select_config`` then picks the tile size. Decode-size M (<= 64 tokens) swaps
+# A and B, as the int8 kernel does: the weight's N fills WGMMA's M (64 or 128 rows per tile, ``SWAP_TILE_M``) and the
+# tokens become the tile's N (16, 32 or 64 columns), so a 1-token problem no longer runs 64-row WGMMAs, and the
+# per-token a_scale becomes a per-column scale of the kernel's promotion (its 128-row weight blocks one scale per
+# tile). Measured on the H200 (session 6, docs/fp8_blockwise.md). Small M has few output tiles (N=2112: 17 weight
+# tiles of 128 rows for 132 SMs), so those rows may split K (in-kernel, fp32 partials reduced in a fixed order; the
+# wave model of ``configs.best_split`` picks the slice count per problem, up to ``split_k``).
 SM90_FP8_BLOCKWISE_TABLE: tuple[tuple[int, TileConfig], ...] = (
-    (64, TileConfig(tile_m=64, tile_n=128, cluster_m=1, cluster_n=1, split_k=8)),
+    (16, TileConfig(tile_m=64, tile_n=16, cluster_m=1, cluster_n=1, swap_ab=True, split_k=8)),
+    (32, TileConfig(tile_m=64, tile_n=32, cluster_m=1, cluster_n=1, swap_ab=True, split_k=8)),
+    (64, TileConfig(tile_m=64, tile_n=64, cluster_m=1, cluster_n=1, swap_ab=True, split_k=8)),
     (256, TileConfig(tile_m=128, tile_n=128, cluster_m=1, cluster_n=1, split_k=4)),
     (1 << 62, TileConfig(tile_m=128, tile_n=128, cluster_m=2, cluster_n=1)),
 )
+USE_SWAP_AB = True  # False: the unswapped 64-row tile for every M <= 64 (the session-5 dispatch)
+# Where the swapped row runs: (max tokens, max K or None), first match - and only where the wave model finds the
+# swapped problem strictly cheaper than the unswapped 64-row tile (ties go to the unswapped one: N = 24576 fills the
+# GPU with 128 tiles of 64x192 and was 1-20% slower swapped at M >= 16). The swapped tile is narrow in N (the tokens)
+# where the unswapped one is 128-192 wide, so each weight byte costs it more K-tiles, each with its fixed cost
+# (barrier, WGMMA drain, one scale load and product per token column): the longer K and the more tokens, the more
+# that outweighs the better-filled GPU. Measured on the H200 (session 6, benchmarks/experiments/fp8_swap.py,
+# graph / do_bench us): N = 7168, K = 16384: M = 1 39.1 / 45.6 unswapped vs 35.8 / 46.1 swapped, M = 16
+# 39.4 / 45.2 vs 39.5 / 50.4, M = 64 36.8 / 45.1 vs 48.5 / 57.3; N = 4096, K = 7168: M = 16 15.3 / 21.1 vs
+# 12.2 / 19.5, M = 64 14.8 / 20.5 vs 15.5 / 23.4; N = 7168, K = 2048, M = 64: 10.5 / 15.1 vs 7.9 / 13.3.
+SWAP_LIMITS = ((8, None), (32, 8192), (64, 4096))
+_UNSWAPPED_SMALL_M = TileConfig(tile_m=64, tile_n=128, cluster_m=1, cluster_n=1, split_k=8)
+# 65-128 tokens on a narrow layer (at most half as many 128-column weight tiles as SMs) with K <= 8192: two 64-row
+# token tiles (one warpgroup each, k_pair, split up to 8) instead of one 128-row tile - twice the CTAs where the
+# weight tiles alone leave SMs idle. Measured on the H200 (session 6, benchmarks/experiments/fp8_mid_m.py, graph us,
+# 128-row vs 64-row): M = 128: N = 7168, K = 2048 13.4 vs 8.1; N = 2112 15.6 vs 13.1; N = 4096 18.2 vs 16.4; but
+# N = 24576 (192 tiles) 15.0 vs 17.0 and N = 7168, K = 16384 at M = 96 42.7 vs 51.7; at M = 192 two or three
+# 64-row token tiles lost on three of five layers.
+MID_M_64_ROWS = (128, 8192)  # (max tokens, max K)
 
 # Tile widths the host chooses among, with their measured cost per output column relative to 128 (H200,
 # 2026-11-22, benchmarks/experiments/fp8_tile_n.py: 21 shapes, each width's time / its wave count). tile_n is at
@@ -58,25 +84,52 @@ SM90_FP8_BLOCKWISE_TABLE: tuple[tuple[int, TileConfig], ...] = (
 TILE_N_COST = {128: 1.0, 160: 1.08, 192: 1.0}
 
 
-def select_config(m: int, n: int, k: int, batch: int = 1, sm_count: int = 132) -> TileConfig:
-    """The table's row for M, at the tile width that the wave model (``configs.split_cost``: persistent waves x
-    work per tile, K slices included) finds cheapest for this problem; ties keep 128."""
-    base = next(cfg for max_m, cfg in SM90_FP8_BLOCKWISE_TABLE if m <= max_m)
+def _wave_cost(cfg: TileConfig, m: int, n: int, k: int, batch: int, sm_count: int) -> float:
+    """``configs.split_cost`` of a config (K slices from ``best_split``) in weight rows x K-tiles, so that swapped and
+    unswapped tiles compare; the unswapped tile width's measured cost factor (``TILE_N_COST``) included."""
     k_tiles = -(-k // 128)
+    if cfg.swap_ab:
+        tiles, rows = -(-n // cfg.tile_m) * -(-m // cfg.tile_n) * batch, cfg.tile_m
+    else:
+        tiles, rows = -(-m // cfg.tile_m) * -(-n // cfg.tile_n) * batch, cfg.tile_n
+    slices = best_split(tiles, rows, cfg.split_k, k_tiles, sm_count)
+    return split_cost(tiles, slices, rows, sm_count) * k_tiles * (1.0 if cfg.swap_ab else TILE_N_COST[cfg.tile_n])
 
-    def cost(tile_n):
-        tiles = -(-m // base.tile_m) * -(-n // tile_n) * batch
-        slices = best_split(tiles, tile_n, base.split_k, k_tiles, sm_count)
-        return split_cost(tiles, slices, tile_n, sm_count) * TILE_N_COST[tile_n]
 
-    return replace(base, tile_n=min(TILE_N_COST, key=cost))
+def _swap_allowed(m: int, k: int) -> bool:
+    if not USE_SWAP_AB:
+        return False
+    max_k = next((mk for max_m, mk in SWAP_LIMITS if m <= max_m), 0)
+    return max_k is None or k <= max_k
+
+
+def select_config(m: int, n: int, k: int, batch: int = 1, sm_count: int = 132) -> TileConfig:
+    """The table's row for M, at the tile size that the wave model (``configs.split_cost``: persistent waves x work
+    per tile, K slices included) finds cheapest for this problem: the tile width of an unswapped row
+    (``TILE_N_COST``, ties keep 128); for a swapped row the weight-tile height (``SWAP_TILE_M``, ties to the taller),
+    and the swapped row only within ``SWAP_LIMITS`` and where it beats the unswapped 64-row tile; 65-128 tokens on
+    narrow layers run 64-row tiles (``MID_M_64_ROWS``)."""
+    base = next(cfg for max_m, cfg in SM90_FP8_BLOCKWISE_TABLE if m <= max_m)
+    if (not base.swap_ab and m <= MID_M_64_ROWS[0] and k <= MID_M_64_ROWS[1]
+            and -(-n // 128) * batch <= sm_count // 2):
+        return _UNSWAPPED_SMALL_M
+    unswapped = base if not base.swap_ab else _UNSWAPPED_SMALL_M
+    unswapped = min((replace(unswapped, tile_n=w) for w in TILE_N_COST),
+                    key=lambda c: _wave_cost(c, m, n, k, batch, sm_count))
+    if base.swap_ab and _swap_allowed(m, k):
+        swapped = size_swapped_tile(base, m, n, k, batch, sm_count)
+        if _wave_cost(swapped, m, n, k, batch, sm_count) < _wave_cost(unswapped, m, n, k, batch, sm_count):
+            return swapped
+    return unswapped
 
 
 def shipped_configs() -> list[TileConfig]:
-    """Every config ``select_config`` can return (the table's rows at each tile width), each split row followed by
+    """Every config ``select_config`` can return (the table's rows at each tile size), each split row followed by
     its unsplit sibling (run when one K slice is planned)."""
-    return list(dict.fromkeys(c for _, cfg in SM90_FP8_BLOCKWISE_TABLE for tile_n in TILE_N_COST
-                              for c in (replace(cfg, tile_n=tile_n), replace(cfg, tile_n=tile_n, split_k=1))))
+    rows = [cfg for _, cfg in SM90_FP8_BLOCKWISE_TABLE] + [_UNSWAPPED_SMALL_M]
+    sized = [c for cfg in rows for c in ([replace(cfg, tile_m=h) for h in SWAP_TILE_M] if cfg.swap_ab
+                                         else [replace(cfg, tile_n=w) for w in TILE_N_COST])]
+    return list(dict.fromkeys(c for cfg in sized for c in (cfg, replace(cfg, split_k=1))))
 
 
 def check_granularity(scale_granularity) -> tuple[int, int, int]:
@@ -141,7 +194,8 @@ def sfa_tma_eligible(a_scale: torch.Tensor, gran: tuple[int, int, int]) -> bool:
 
 
 def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], config: TileConfig, sm_count: int,
-               extra_options: str = "", sfa_tma: bool = False):
+               extra_options: str = "", sfa_tma: bool = False, a_dtype: torch.dtype = torch.float8_e4m3fn,
+               b_dtype: torch.dtype = torch.float8_e4m3fn):
     """Compile (uncached) the kernel for one variant from fake tensors; ``extra_options`` e.g. keeps the cubin.
     ``sfa_tma``: a_scale staged by TMA (the compiled function then accepts only tensors ``sfa_tma_eligible``)."""
     import cutlass
@@ -155,8 +209,9 @@ def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], co
     m, n, k = cute.sym_int32(), cute.sym_int32(divisibility=8), cute.sym_int32(divisibility=128)
     m_blocks, n_blocks, k_blocks = cute.sym_int32(), cute.sym_int32(), cute.sym_int32()
     batch = (cute.sym_int32(),) if rank == 3 else ()
-    fa = fake_tensor(cutlass.Float8E4M3FN, (*batch, m, k), stride_div=16)
-    fb = fake_tensor(cutlass.Float8E4M3FN, (*batch, n, k), stride_div=16)
+    fp8 = {torch.float8_e4m3fn: cutlass.Float8E4M3FN, torch.float8_e5m2: cutlass.Float8E5M2}
+    fa = fake_tensor(fp8[a_dtype], (*batch, m, k), stride_div=16)
+    fb = fake_tensor(fp8[b_dtype], (*batch, n, k), stride_div=16)
     fd = fake_tensor(d_cute, (*batch, m, n), stride_div=8)
     # Scales: every stride symbolic, so one compiled kernel reads MN-major and K-major scale tensors alike - except
     # a TMA-staged a_scale, which must be MN-major with 16-byte strides (sfa_tma_eligible).
@@ -165,14 +220,22 @@ def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], co
     else:
         f_sa = fake_tensor(cutlass.Float32, (*batch, m_blocks, k_blocks), contiguous_dim=None, align=4)
     f_sb = fake_tensor(cutlass.Float32, (*batch, n_blocks, k_blocks), contiguous_dim=None, align=4)
-    # The mainloop already applied the scales; the epilogue only converts the fp32 accumulator.
-    kernel = Fp8BlockwiseGemmSm90(config, EpilogueTree(Accumulator()), gran, sm_count=sm_count, sfa_tma=sfa_tma)
+    swap = config.swap_ab
+    if swap and sfa_tma:
+        raise ValueError("sfa_tma stages the activations' per-token scales of an unswapped tile only")
+    # The mainloop already applied the scales; the epilogue only converts the fp32 accumulator. Swapped, the kernel
+    # computes D^T = B A^T: its rows are the weight's N (gN-row scale blocks), its columns the tokens (gM).
+    g_m, g_n, g_k = gran
+    kernel = Fp8BlockwiseGemmSm90(config, EpilogueTree(Accumulator()), (g_n, g_m, g_k) if swap else gran,
+                                  sm_count=sm_count, sfa_tma=sfa_tma)
 
     options = f"--enable-tvm-ffi --gpu-arch sm_90a {extra_options}".strip()
 
     def views(a, b, d, a_scale, b_scale):
-        return (kernel_view(a, 0, 1), kernel_view(b, 0, 1), kernel_view(d, 0, 1),
-                (kernel_view(a_scale, 0, 1), kernel_view(b_scale, 0, 1)))
+        mA, mB, sA, sB = (kernel_view(t, 0, 1) for t in (a, b, a_scale, b_scale))
+        if swap:
+            return mB, mA, kernel_view(d, 1, 0), (sB, sA)
+        return mA, mB, kernel_view(d, 0, 1), (sA, sB)
 
     if config.split_k == 1:
         @cute.jit
@@ -193,10 +256,13 @@ def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], co
                         options=options)
 
 
-def _compile_sm90(rank, out_dtype, gran, config: TileConfig, sm_count, sfa_tma: bool):
+def _compile_sm90(rank, out_dtype, gran, config: TileConfig, sm_count, sfa_tma: bool, a_dtype, b_dtype):
     key = ("sm_90a", rank, str(out_dtype), gran, config.key, sm_count) + (("sfa_tma",) if sfa_tma else ())
+    if (a_dtype, b_dtype) != (torch.float8_e4m3fn, torch.float8_e4m3fn):
+        key += (str(a_dtype), str(b_dtype))
     return cached_compile("fp8_blockwise_scaled_mm", key,
-                          lambda: build_sm90(rank, out_dtype, gran, config, sm_count, sfa_tma=sfa_tma))
+                          lambda: build_sm90(rank, out_dtype, gran, config, sm_count, sfa_tma=sfa_tma,
+                                             a_dtype=a_dtype, b_dtype=b_dtype))
 
 
 def fp8_blockwise_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,
@@ -205,9 +271,10 @@ def fp8_blockwise_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Ten
     """FP8 GEMM with per-block scales; see the module docstring for layouts and semantics.
 
     scale_granularity: (gM, gN, gK), "groupwise" = (1, 128, 128) or "blockwise" = (128, 128, 128).
-    config: a :class:`~cute_kernels.configs.TileConfig` (tile_n <= 192, no swap_ab) to override the table.
+    config: a :class:`~cute_kernels.configs.TileConfig` to override the table (tile_n <= 192; with ``swap_ab`` the
+      tile's rows are the weight's N and its columns the tokens, as in ``int8_scaled_mm``).
     """
-    sig = (a.shape, b.shape, a_scale.shape, b_scale.shape, out_dtype, scale_granularity, config)
+    sig = (a.shape, b.shape, a.dtype, b.dtype, a_scale.shape, b_scale.shape, out_dtype, scale_granularity, config)
     plan = _validated.get(sig)
     if plan is not None:
         fn, out_shape, split = plan
@@ -228,8 +295,9 @@ def fp8_blockwise_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Ten
     sms = _arch.sm_count(device.index)
     batch = a.shape[0] if a.dim() == 3 else 1
     cfg = config if config is not None else select_config(m, n, k, batch, sms)
-    cfg, split = resolve_split(cfg, m, n, k, batch, sms)
-    fn = _compile_sm90(a.dim(), out_dtype, gran, cfg, sms, USE_SFA_TMA and sfa_tma_eligible(a_scale, gran))
+    sfa_tma = USE_SFA_TMA and not cfg.swap_ab and sfa_tma_eligible(a_scale, gran)
+    cfg, split = resolve_split(cfg, *((n, m) if cfg.swap_ab else (m, n)), k, batch, sms)
+    fn = _compile_sm90(a.dim(), out_dtype, gran, cfg, sms, sfa_tma, a.dtype, b.dtype)
     if out is None:
         out = torch.empty(out_shape, dtype=out_dtype, device=device)
     launch_planned(fn, (a, b, out, a_scale, b_scale), split, device, torch.float32)

@@ -5,10 +5,12 @@ Computes, for every batch l:
     D[m, n, l] = epilogue( sum_kb SFA[m // gM, kb, l] * SFB[n // gN, kb, l] * sum_{k in K-block kb} A[m, k, l] * B[n, k, l] )
   A: (M, K, L) and B: (N, K, L) float8_e4m3fn, K-major (as every 8-bit WGMMA operand); D: (M, N, L) fp16/bf16.
   SFA: (ceil(M/gM), K/gK, L) and SFB: (ceil(N/gN), K/gK, L) float32, any strides (read element by element).
-  Granularity: gK = 128 = the K-tile; gN a multiple of 8; gM any positive int (1 = per-token "groupwise", 128 =
-  "blockwise"). A CTA tile's columns fall into segments of gcd(tile_n, gN) columns, each inside one gN block (the
-  tile starts at a multiple of tile_n): one SFB value per segment and K-tile (one per tile when gN % tile_n == 0;
-  three for 192-wide tiles with gN = 128).
+  Granularity: gK = 128 = the K-tile; gM, gN any positive ints (1 = per-token "groupwise", 128 = "blockwise").
+  With gN a multiple of 8 a CTA tile's columns fall into segments of gcd(tile_n, gN) columns, each inside one gN
+  block (the tile starts at a multiple of tile_n): one SFB value per segment and K-tile (one per tile when
+  gN % tile_n == 0; three for 192-wide tiles with gN = 128). Otherwise each column has its own SFB value
+  (``per_column``: the host's swapped small-M problem puts the per-token scales on the N side). Rows: one SFA value
+  per row the thread owns, or one per tile when gM is a multiple of tile_m (``rows_uniform``).
 
 Everything but the mainloop is the base kernel: producer warp streaming A/B K-tiles with TMA into the smem ring,
 persistent static tile schedule, epilogue tree -> stmatrix -> TMA store.
@@ -78,10 +80,8 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
             raise ValueError(f"scale granularity along K must be 128 (the K-tile of an FP8 WGMMA tile); got {g_k}")
         if config.tile_n > MAX_TILE_N:
             raise ValueError(f"tile_n={config.tile_n} must be <= {MAX_TILE_N} (acc + temporary accumulator registers)")
-        if g_n % 8:
-            raise ValueError(f"the N scale granularity must be a multiple of 8 (WGMMA column groups); got {g_n}")
-        if config.swap_ab:
-            raise ValueError("Fp8BlockwiseGemmSm90 does not support swap_ab")
+        if g_m < 1 or g_n < 1:
+            raise ValueError(f"scale granularities must be positive; got ({g_m}, {g_n}, {g_k})")
         super().__init__(config, epilogue, Float32, sm_count=sm_count)
         self.g_m, self.g_n, self.g_k = g_m, g_n, g_k
         if sfa_tma and g_m != 1:
@@ -90,9 +90,15 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
         # stage's full barrier, the seed's rule for scales a tile needs >= 32 of); the host asks for it when the
         # tensor allows a TMA (MN-major, 16-byte strides), else the consumers load them (``load_scales``).
         self.sfa_tma = sfa_tma
-        # Column segments of a tile that share one SFB value (see the module docstring).
-        self.seg_n = math.gcd(config.tile_n, g_n)
-        self.n_segs = config.tile_n // self.seg_n
+        # Column scales. gN a multiple of 8: the tile's columns fall into segments that share one SFB value (see the
+        # module docstring). Otherwise (per-token activations on the N side of a swapped problem, gN = 1) each
+        # column the thread owns has its own SFB value: 2 per 8-column group of the tile.
+        self.per_column = g_n % 8 != 0
+        self.seg_n = 1 if self.per_column else math.gcd(config.tile_n, g_n)
+        self.n_segs = config.tile_n // 4 if self.per_column else config.tile_n // self.seg_n
+        # Row scales. When gM is a multiple of the tile height every row of a tile shares one SFA value (the weight's
+        # 128-row blocks on the M side of a swapped problem): one slot instead of one per row the thread owns.
+        self.rows_uniform = g_m % config.tile_m == 0
         # Two temporaries (``k_pair``: one K-tile promoted under the next one's WGMMAs) for 64-row tiles, whose
         # single consumer warpgroup has nobody else to keep the tensor cores busy while it promotes; acc + 2 x tmp
         # (3 x tile_n / 2 registers per thread) must fit. Measured on the H200 (docs/fp8_blockwise.md): 64x128
@@ -165,13 +171,21 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
         n_rows = rows_per_atom * mma_m
         row_blocks = []
         last_row_block = cute.size(sfa, mode=[0]) - 1  # rows past M (ragged tiles) reuse the last scale
-        for mm in cutlass.range_constexpr(mma_m):
-            for j in cutlass.range_constexpr(rows_per_atom):
-                row = tCcD[((0, j, 0), mm, 0)][0]
-                row_blocks.append(cutlass.min(row // self.g_m, last_row_block))
-        last_col_block = cute.size(sfb, mode=[0]) - 1  # segments past N (ragged tiles) reuse the last scale
-        col_blocks = [cutlass.min((tile[1] * self.config.tile_n + s * self.seg_n) // self.g_n, last_col_block)
-                      for s in range(self.n_segs)]
+        if cutlass.const_expr(self.rows_uniform):
+            row_blocks.append(cutlass.min(tile[0] * self.config.tile_m // self.g_m, last_row_block))
+        else:
+            for mm in cutlass.range_constexpr(mma_m):
+                for j in cutlass.range_constexpr(rows_per_atom):
+                    row = tCcD[((0, j, 0), mm, 0)][0]
+                    row_blocks.append(cutlass.min(row // self.g_m, last_row_block))
+        last_col_block = cute.size(sfb, mode=[0]) - 1  # columns past N (ragged tiles) reuse the last scale
+        if cutlass.const_expr(self.per_column):
+            # the thread's columns: 2 adjacent ones (fragment sub-mode 0) of each 8-column group (sub-mode 2)
+            col_blocks = [cutlass.min(tCcD[((i, 0, c), 0, 0)][1] // self.g_n, last_col_block)
+                          for c in range(self.config.tile_n // 8) for i in range(2)]
+        else:
+            col_blocks = [cutlass.min((tile[1] * self.config.tile_n + s * self.seg_n) // self.g_n, last_col_block)
+                          for s in range(self.n_segs)]
         batch = tile[2]
         k_last = k_begin + k_tiles - 1
         # sfa_tma: the thread's rows inside the tile index the staged a_scale column of each stage
@@ -331,15 +345,16 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
 
     @cute.jit
     def promote(self, acc: cute.Tensor, tmp: cute.Tensor, factors: cute.Tensor, mm):
-        """acc[atom mm] += tmp * factor[row, segment], with ``factors`` = a_scale * b_scale of each (row the thread
-        owns, column segment of the tile)."""
+        """acc[atom mm] += tmp * factor[row, column slot], with ``factors`` = a_scale * b_scale of each (row the
+        thread owns - one slot when ``rows_uniform`` - , column segment of the tile or, ``per_column``, column the
+        thread owns)."""
         rows_per_atom = cute.size(acc.shape[0][1])
         # WGMMA's accumulator fragment: sub-mode 2 of mode 0 steps 8 columns (a thread holds 2 adjacent columns of
         # each 8-column group); one MMA along N covers the whole tile (tiler (64, tile_n)).
         assert cute.size(acc, mode=[2]) == 1
         for j in cutlass.range_constexpr(rows_per_atom):
-            row = (mm * rows_per_atom + j) * self.n_segs
+            row = 0 if self.rows_uniform else (mm * rows_per_atom + j) * self.n_segs
             for c in cutlass.range_constexpr(cute.size(acc.shape[0][2])):
-                s = factors[row + c * 8 // self.seg_n]
                 for i in cutlass.range_constexpr(cute.size(acc.shape[0][0])):
+                    s = factors[row + (2 * c + i if self.per_column else c * 8 // self.seg_n)]
                     acc[((i, j, c), mm, 0)] = acc[((i, j, c), mm, 0)] + tmp[((i, j, c), 0, 0)] * s

@@ -66,6 +66,10 @@ class Sm90GemmKernel:
         # Two consumer warpgroups split a 128-row tile; a 64-row tile has one.
         self.atom_layout_mnk = (2, 1, 1) if config.tile_m == 128 else (1, 1, 1)
         self.num_mma_wg = math.prod(self.atom_layout_mnk)
+        if self.num_mma_wg == 1:
+            # One consumer warpgroup next to the producer: the register file (64K) allows it the hardware maximum
+            # (the 3-warpgroup split 40 + 2 x 232 is what two consumers can have).
+            self.consumer_regs = 256
         self.num_threads = (1 + self.num_mma_wg) * self.threads_per_wg
         self.num_mma_threads = self.num_mma_wg * self.threads_per_wg
         self.epi_store_warp = 4  # first warp of the first consumer warpgroup
