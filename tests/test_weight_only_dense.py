@@ -199,6 +199,23 @@ def test_dispatch():
         config.select_tile(4, 300, 4096, 132, path="cublas", dense=True)
 
 
+def test_decode_ring_where_the_grid_keeps_few_bytes_in_flight():
+    # N = 4096: 256 CTAs of one 16-row tile (~16 KB of weights in flight per SM with the register pipeline) -> the
+    # cp.async ring, two steps ahead, for 2/4/8-bit at M <= 8; N = 8192 (nt 2, ~32 KB) keeps the registers; 1-bit,
+    # AWQ, group scales and M > 8 keep their plans (DECODE_MIN_INFLIGHT_KB).
+    for bits in (2, 4, 8):
+        assert config.decode_tile(bits, 1, 4096, 132).stages == 3
+        assert config.decode_tile(bits, 8, 4096, 132).stages == 3
+        assert config.decode_tile(bits, 1, 8192, 132).stages == 0
+        assert config.decode_tile(bits, 16, 4096, 132) == config.decode_tile(bits, 16, 4096, 132, ring=False) or \
+            config.decode_plan(bits, 16).ring
+        assert config.decode_tile(bits, 1, 4096, 132, ring=False).stages == 0  # an explicit choice wins
+    assert config.decode_tile(1, 1, 4096, 132).stages == 0
+    assert config.decode_tile("awq", 1, 4096, 132).stages == 0
+    assert config.decode_tile(4, 1, 4096, 132, scaled=True) == config.decode_tile(4, 1, 4096, 132, scaled=True,
+                                                                                   ring=config.SCALED_DECODE_PLANS[4][0].ring)
+
+
 def test_fp32_x_keeps_the_tensor_core_path(emulated_dequantize, monkeypatch):
     seen = []
     monkeypatch.setattr(qmm_ops, "launch",

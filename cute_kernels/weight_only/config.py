@@ -110,6 +110,19 @@ def decode_plan(fmt: int | str, m: int, scaled: bool = False) -> DecodePlan:
     raise ValueError(f"the decode path handles M <= {plans[-1].max_m} tokens; got M = {m}")
 
 
+# Weight bytes a decode grid should keep in flight per SM. A warp's K step of one 16-row tile is 1 KB (32 lanes x 2
+# rows x 16 B); the register pipeline keeps one step ahead, so an SM holds (CTAs per SM) x 8 warps x nt KB. Where the
+# grid leaves that below this (N <= 4096: 256 CTAs of 16 rows, ~16 KB per SM), the M <= 8 plans of the 2/4/8-bit
+# formats take the cp.async ring with two steps ahead (3 stages) instead. Measured on the H200 (session 6,
+# benchmarks/experiments/wo_inflight.py, ABBA order, µs registers -> ring): 4096 x 14336 M = 1 int8 23.79 -> 22.57,
+# int4 14.80 -> 12.14, int2 13.08 -> 10.42; M = 8 int4 17.82 -> 14.76, int2 27.80 -> 21.20; 4096 x 4096 M = 1 int8
+# 7.99 -> 7.31, int4 5.82 -> 5.15, int2 5.70 -> 4.81 (every 2/4/8-bit row at M in {1, 4, 8} gained 5-24%). 1-bit
+# keeps its registers (ring: 8.35 -> 8.35 at M = 1, 5% slower at M = 4 / 8: its steps are long in compute). At
+# N = K = 8192 (~32 KB per SM) the registers stay best (wo_depth.py: int4 11.64 vs 11.74 for a 3-stage ring with nt
+# 2; deeper rings, 4-8 stages, were slower everywhere: 12.5-19.5).
+DECODE_MIN_INFLIGHT_KB = 24
+
+
 def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None = None,
                 x_ahead: bool | None = None, token_major: bool | None = None, scaled: bool = False,
                 swap_registers: bool | None = None) -> TileShape:
@@ -121,10 +134,15 @@ def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None
     nt = plan.nt
     while nt > 1 and -(-n // (16 * nt)) < plan.min_ctas_per_sm * sm_count:  # enough CTAs streaming weights
         nt //= 2
-    ring = plan.ring if ring is None else ring
+    stages = ring_stages(nt)
+    if ring is None:
+        ring = plan.ring
+        in_flight_kb = -(-n // (16 * nt)) / sm_count * 8 * nt
+        if not ring and not scaled and fmt in (2, 4, 8) and m <= 8 and in_flight_kb < DECODE_MIN_INFLIGHT_KB:
+            ring, stages = True, 3
     x_ahead = plan.x_ahead if x_ahead is None else x_ahead
     swap = plan.swap_registers if swap_registers is None else swap_registers
-    return TileShape(nt=nt, mt=mt, warps_n=1, warps_k=8, stages=ring_stages(nt) if ring else 0, x_ahead=x_ahead,
+    return TileShape(nt=nt, mt=mt, warps_n=1, warps_k=8, stages=stages if ring else 0, x_ahead=x_ahead,
                      token_major=token_major, swap_registers=swap and not ring)
 
 
