@@ -50,6 +50,14 @@ def test_auto_chunks_crossover_and_cap():
     assert auto_num_chunks(16384, 1024, 2, 128) == 2 and auto_num_chunks(8192, 1024, 2, 128) == 1
 
 
+def test_eager_p2p_threshold_grows_with_world_size():
+    # W = 8 measured the p2p path host-bound below M = 8192 (N = 8192): the eager threshold scales with W / 2.
+    from cute_kernels.distributed.matmul_reduce_scatter import P2P_MIN_OUTPUTS, p2p_min_outputs
+
+    assert p2p_min_outputs(2) == P2P_MIN_OUTPUTS == 2048 * 8192
+    assert p2p_min_outputs(8) == 8192 * 8192 and p2p_min_outputs(4) == 4096 * 8192
+
+
 def test_p2p_row_parts():
     """Two 128-aligned row parts (and the fused sum) only for fp32 partials at W = 2 with >= 1024 rows per rank."""
     from cute_kernels.distributed.p2p_transport import plan_parts

@@ -48,7 +48,15 @@ OUT_DTYPES = (torch.bfloat16, torch.float16)
 # (1.36-1.42x in bf16, 1.56-2.17x in fp32, M = 512..8192); called eagerly both paths are bound by host time up to
 # M = 1024 (~280-350 µs per call for 50-100 µs of GPU work), where the NCCL path's fewer launches win (bf16 280 vs
 # 335 µs at M = 512), and p2p wins from M = 2048 (1.40x).
+# Eagerly, the p2p path's host work grows with the W - 1 pull steps, so the threshold scales with W / 2: at W = 8 the
+# p2p call took 1296-1331 µs of host time at M = 2048 / 4096 against 560-813 µs for the NCCL path, and won from
+# M = 8192 (fp32 973 vs 1518 µs; 8 x H200, session 6). W = 4 (x2) sits between the two measured ends.
 P2P_MIN_OUTPUTS = 2048 * 8192
+
+
+def p2p_min_outputs(world: int) -> int:
+    """Outputs (M x N) from which an eager ``transport="auto"`` call takes the p2p path at world size ``world``."""
+    return P2P_MIN_OUTPUTS * max(1, world // 2)
 # Two chunks in flight: one being reduce-scattered while the next is computed. A third buffer would only absorb
 # jitter between ranks, at the price of another W x rows x N partial.
 PIPELINE_DEPTH = 2
@@ -102,7 +110,7 @@ def quantized_matmul_reduce_scatter(
         transport: "nccl" (the chunked reduce-scatter pipeline), "p2p" (CUDA only: peer pulls over torch's
             symmetric memory by copy engine, see p2p_transport.py; ``chunks`` does not apply) or "auto" (default:
             "p2p" for CUDA tensors when ``chunks`` is None, torch's symmetric memory imports and either M x N >=
-            ``P2P_MIN_OUTPUTS`` or a CUDA graph is being captured; else "nccl").
+            ``p2p_min_outputs(W)`` or a CUDA graph is being captured; else "nccl").
             Must resolve the same on every rank (checked with the other shared values).
 
     Returns:
@@ -127,7 +135,7 @@ def quantized_matmul_reduce_scatter(
 
     use_p2p = local_error is None and (transport == "p2p" or (
         transport == "auto" and chunks is None and x1.device.type == "cuda" and p2p_transport.available()
-        and (x1.shape[0] * x2.shape[1] >= P2P_MIN_OUTPUTS or torch.cuda.is_current_stream_capturing())))
+        and (x1.shape[0] * x2.shape[1] >= p2p_min_outputs(world) or torch.cuda.is_current_stream_capturing())))
     if validate_across_ranks:
         agree_across_ranks(group, _metadata_device(x1, group), local_error, {
             "M (x1.shape[0])": _dim(x1, 0),
