@@ -49,5 +49,7 @@ def sm90_gemm_layouts(config: TileConfig, a_dtype="Int8", out_dtype="BFloat16", 
         print(f"epilogue tile     : {kernel.epi_tile}", file=buf)
         print(f"smem D (staged)   : {kernel.sD_layout}", file=buf)
 
-    cute.compile(trace)
+    # The layouts are SM90's: trace for sm_90a whatever this machine has (without the option the DSL traces for
+    # its import-time default, sm_100a on a machine without a GPU, and refuses the SM90 MMA atoms).
+    cute.compile(trace, options="--gpu-arch sm_90a")
     return buf.getvalue()

@@ -9,8 +9,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _cli(*args, env_extra=None, timeout=300):
-    env = dict(os.environ, CUTE_DSL_ARCH="sm_90a", PYTHONPATH=str(ROOT), **(env_extra or {}))
+def _cli(*args, env_extra=None, timeout=300, forced_arch="sm_90a"):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **(env_extra or {}))
+    env.pop("CUTE_DSL_ARCH", None)
+    if forced_arch:
+        env["CUTE_DSL_ARCH"] = forced_arch
     p = subprocess.run([sys.executable, "-m", "cute_kernels", *args], cwd=ROOT, env=env, capture_output=True,
                        text=True, timeout=timeout)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -48,6 +51,14 @@ def test_layout_prints_smem_tma_mma_epilogue():
     out = _cli("layout", "--config", "128x256x2x1")
     for needle in ("smem A (staged)", "S<3,4,3>", "TMA box A / B     : (128, 128) / (256, 128)", "epilogue tile",
                    "(64, 256, 32)"):
+        assert needle in out, out
+
+
+def test_layout_of_a_swapped_fp8_config_without_forced_arch():
+    # No CUTE_DSL_ARCH: the layouts are traced for sm_90a anyway (the DSL's own default on a GPU-less machine is
+    # another arch, which refused the SM90 MMA atoms before session 6).
+    out = _cli("layout", "fp8_blockwise_scaled_mm", "--m", "1", "--n", "7168", "--k", "2048", forced_arch=None)
+    for needle in ("SFA:", "TMA box A / B     : (64, 128) / (16, 128)", "epilogue tile     : (64, 16)"):
         assert needle in out, out
 
 
