@@ -46,8 +46,7 @@ def _check(out, x, qweight, scales, qzeros, rows=8, cols=256):
 
 
 def bench(shapes, ms, dtype=torch.float16, sink=None):
-    from cute_kernels.weight_only import awq_dequantize, awq_gemm, awq_linear
-    from cute_kernels.weight_only import config
+    from cute_kernels.weight_only import awq_dequantize, awq_gemm
     from cute_kernels.weight_only.awq_repack import clear_cache
 
     rows = []

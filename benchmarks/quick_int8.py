@@ -1,5 +1,5 @@
 """Quick first look: correctness at 8192^3 plus timing of our kernel vs torch._int_mm (+ torch epilogue)."""
-import sys, time, torch
+import time, torch
 from triton.testing import do_bench
 from cute_kernels import int8_scaled_mm
 from cute_kernels.reference import int8_scaled_mm_ref
