@@ -72,7 +72,7 @@ def _build_int8(spec: ExportSpec, extra_options: str):
         from .ops.split_k import resolve_split
 
         cfg = select_sm90_int8(spec.m, spec.n, spec.k)
-        cfg, _ = resolve_split(cfg, *((spec.n, spec.m) if cfg.swap_ab else (spec.m, spec.n)), spec.k, 1, 132)
+        cfg, _ = resolve_split(cfg, spec.m, spec.n, spec.k, 1, 132)
     fn = build_sm90(3 if spec.batched else 2, spec.a_scale, spec.b_scale, spec.bias, out_dtype, cfg,
                     extra_options=extra_options)
     return fn, {"config": cfg.describe(), "config_fields": dict(cfg.key), **fields}
@@ -89,7 +89,7 @@ def _build_fp8(spec: ExportSpec, extra_options: str):
         from .ops.split_k import resolve_split
 
         cfg = select_config(spec.m, spec.n, spec.k)
-        cfg, _ = resolve_split(cfg, *((spec.n, spec.m) if cfg.swap_ab else (spec.m, spec.n)), spec.k, 1, 132)
+        cfg, _ = resolve_split(cfg, spec.m, spec.n, spec.k, 1, 132)
     fn = build_sm90(3 if spec.batched else 2, _dtype(spec.out_dtype, "out_dtype"), gran, cfg, 132, extra_options)
     return fn, {"config": cfg.describe(), "granularity": list(gran), "out_dtype": spec.out_dtype}
 

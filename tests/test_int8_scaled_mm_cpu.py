@@ -140,11 +140,11 @@ def test_single_slice_plans_run_the_unsplit_variant():
     from cute_kernels.ops.split_k import resolve_split
 
     cfg = select_sm90_int8(1, 14336, 4096)  # 112 weight tiles of 128 rows: one wave, no split
-    run_cfg, split = resolve_split(cfg, 14336, 1, 4096, 1, 132)
+    run_cfg, split = resolve_split(cfg, 1, 14336, 4096, 1, 132)
     assert cfg.split_k > 1 and split is None and run_cfg.split_k == 1 and run_cfg.tile_m == cfg.tile_m
     assert run_cfg in shipped_sm90_int8_configs()  # CI compiles the variant the host will run
     cfg = select_sm90_int8(1, 4096, 4096)
-    run_cfg, split = resolve_split(cfg, 4096, 1, 4096, 1, 132)
+    run_cfg, split = resolve_split(cfg, 1, 4096, 4096, 1, 132)
     assert run_cfg == cfg and split[0] == 2
 
 

@@ -53,7 +53,7 @@ class Kernels:
         self._built = {}
 
     def runner(self, cfg, switches: dict, gran, m, n, k):
-        cfg, split = resolve_split(cfg, *((n, m) if cfg.swap_ab else (m, n)), k, 1, SMS)
+        cfg, split = resolve_split(cfg, m, n, k, 1, SMS)
         key = (cfg, tuple(sorted(switches.items())), gran)
         if key not in self._built:
             module = {name: v for name, v in switches.items() if name != "sfa_tma"}  # sfa_tma: a build argument

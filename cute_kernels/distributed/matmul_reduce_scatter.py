@@ -53,14 +53,16 @@ OUT_DTYPES = (torch.bfloat16, torch.float16)
 # M = 8192 (fp32 973 vs 1518 µs; 8 x H200, session 6). W = 4 (x2) sits between the two measured ends.
 P2P_MIN_OUTPUTS = 2048 * 8192
 
-
-def p2p_min_outputs(world: int) -> int:
-    """Outputs (M x N) from which an eager ``transport="auto"`` call takes the p2p path at world size ``world``."""
-    return P2P_MIN_OUTPUTS * max(1, world // 2)
 # Two chunks in flight: one being reduce-scattered while the next is computed. A third buffer would only absorb
 # jitter between ranks, at the price of another W x rows x N partial.
 PIPELINE_DEPTH = 2
 BIAS_RANK = 0
+
+
+def p2p_min_outputs(world: int) -> int:
+    """Outputs (M x N) from which an eager ``transport="auto"`` call takes the p2p path at world size ``world``."""
+    return P2P_MIN_OUTPUTS * max(1, world // 2)
+
 
 _default_gemms: dict[str, object] = {}
 

@@ -114,11 +114,13 @@ def select_config(m: int, n: int, k: int, batch: int = 1, sm_count: int = 132) -
             and -(-n // 128) * batch <= sm_count // 2):
         return _UNSWAPPED_SMALL_M
     unswapped = base if not base.swap_ab else _UNSWAPPED_SMALL_M
-    unswapped = min((replace(unswapped, tile_n=w) for w in TILE_N_COST),
-                    key=lambda c: _wave_cost(c, m, n, k, batch, sm_count))
+    widths = [replace(unswapped, tile_n=w) for w in TILE_N_COST]
+    costs = [_wave_cost(c, m, n, k, batch, sm_count) for c in widths]
+    cost = min(costs)
+    unswapped = widths[costs.index(cost)]  # ties keep the first (narrowest) width
     if base.swap_ab and _swap_allowed(m, k):
         swapped = size_swapped_tile(base, m, n, k, batch, sm_count)
-        if _wave_cost(swapped, m, n, k, batch, sm_count) < _wave_cost(unswapped, m, n, k, batch, sm_count):
+        if _wave_cost(swapped, m, n, k, batch, sm_count) < cost:
             return swapped
     return unswapped
 
@@ -257,9 +259,8 @@ def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], co
 
 
 def _compile_sm90(rank, out_dtype, gran, config: TileConfig, sm_count, sfa_tma: bool, a_dtype, b_dtype):
-    key = ("sm_90a", rank, str(out_dtype), gran, config.key, sm_count) + (("sfa_tma",) if sfa_tma else ())
-    if (a_dtype, b_dtype) != (torch.float8_e4m3fn, torch.float8_e4m3fn):
-        key += (str(a_dtype), str(b_dtype))
+    key = ("sm_90a", rank, str(a_dtype), str(b_dtype), str(out_dtype), gran, config.key, sm_count)
+    key += ("sfa_tma",) if sfa_tma else ()
     return cached_compile("fp8_blockwise_scaled_mm", key,
                           lambda: build_sm90(rank, out_dtype, gran, config, sm_count, sfa_tma=sfa_tma,
                                              a_dtype=a_dtype, b_dtype=b_dtype))
@@ -296,7 +297,7 @@ def fp8_blockwise_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Ten
     batch = a.shape[0] if a.dim() == 3 else 1
     cfg = config if config is not None else select_config(m, n, k, batch, sms)
     sfa_tma = USE_SFA_TMA and not cfg.swap_ab and sfa_tma_eligible(a_scale, gran)
-    cfg, split = resolve_split(cfg, *((n, m) if cfg.swap_ab else (m, n)), k, batch, sms)
+    cfg, split = resolve_split(cfg, m, n, k, batch, sms)
     fn = _compile_sm90(a.dim(), out_dtype, gran, cfg, sms, sfa_tma, a.dtype, b.dtype)
     if out is None:
         out = torch.empty(out_shape, dtype=out_dtype, device=device)

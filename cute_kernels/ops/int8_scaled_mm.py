@@ -238,7 +238,7 @@ def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_sc
     cfg = config if config is not None else select_sm90_int8(m, n, k, batch, sms)
     if c is not None and cfg.split_k != 1:
         cfg = dataclasses.replace(cfg, split_k=1)  # c is added by the one epilogue of an unsplit tile
-    cfg, split = resolve_split(cfg, *((n, m) if cfg.swap_ab else (m, n)), k, batch, sms)
+    cfg, split = resolve_split(cfg, m, n, k, batch, sms)
     fn = _compile_sm90(a.dim(), _scale_kind(a_scale), _scale_kind(b_scale), bias is not None, out_dtype, cfg, sms,
                        None if c is None else c.dtype)
     if out is None:

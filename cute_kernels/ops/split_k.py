@@ -28,12 +28,14 @@ def plan_split_k(cfg: TileConfig, km: int, kn: int, k: int, batch: int, sm_count
     return slices, tiles * slices * cfg.tile_m * cfg.tile_n, tiles
 
 
-def resolve_split(cfg: TileConfig, km: int, kn: int, k: int, batch: int, sm_count: int):
-    """(config to compile, split plan or None). When the wave model picks one slice, the unsplit variant of the
-    config runs: the split variant would still write every partial to the workspace and count it on a semaphore
-    (measured: 19.2 vs 17.5 us for M = 1, N = 14336, K = 4096 on an H200)."""
+def resolve_split(cfg: TileConfig, m: int, n: int, k: int, batch: int, sm_count: int):
+    """(config to compile, split plan or None) for the op's problem (M tokens, N output columns); a ``swap_ab``
+    config's kernel computes the transposed problem, so its (M, N) are (n, m). When the wave model picks one slice,
+    the unsplit variant of the config runs: the split variant would still write every partial to the workspace and
+    count it on a semaphore (measured: 19.2 vs 17.5 us for M = 1, N = 14336, K = 4096 on an H200)."""
     if cfg.split_k == 1:
         return cfg, None
+    km, kn = (n, m) if cfg.swap_ab else (m, n)
     plan = plan_split_k(cfg, km, kn, k, batch, sm_count)
     if plan[0] == 1:
         return replace(cfg, split_k=1), None

@@ -168,7 +168,6 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
         # columns or whole 64-row atoms, so a thread owns 2 x MMA_M distinct rows.
         rows_per_atom = cute.size(acc.shape[0][1])
         mma_m = cute.size(acc, mode=[1])
-        n_rows = rows_per_atom * mma_m
         row_blocks = []
         last_row_block = cute.size(sfa, mode=[0]) - 1  # rows past M (ragged tiles) reuse the last scale
         if cutlass.const_expr(self.rows_uniform):
@@ -178,6 +177,7 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
                 for j in cutlass.range_constexpr(rows_per_atom):
                     row = tCcD[((0, j, 0), mm, 0)][0]
                     row_blocks.append(cutlass.min(row // self.g_m, last_row_block))
+        n_rows = len(row_blocks)  # 1 when rows_uniform, else the 2 x MMA_M rows the thread owns
         last_col_block = cute.size(sfb, mode=[0]) - 1  # columns past N (ragged tiles) reuse the last scale
         if cutlass.const_expr(self.per_column):
             # the thread's columns: 2 adjacent ones (fragment sub-mode 0) of each 8-column group (sub-mode 2)
