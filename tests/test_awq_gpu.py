@@ -41,6 +41,20 @@ def test_awq_gemm(dtype, M, G):
     assert _err(out, awq_gemm_ref(x.cpu(), qweight.cpu(), scales.cpu(), qzeros.cpu())) < TOL[dtype]
 
 
+@pytest.mark.parametrize("M,OC,IC", [(1, 14336, 4096), (4, 8192, 8192), (16, 28672, 4096), (12, 8192, 8192)])
+def test_awq_gemm_default_dispatch_large_layers(M, OC, IC):
+    """The shipped decode tiles on real layer sizes (4 or 2 warps side by side, 64-row warps at 9-16 tokens)."""
+    qweight, scales, qzeros = _awq(IC, OC, 128, torch.float16, seed=M + OC)
+    x = torch.randn(M, IC, dtype=torch.float16, device="cuda")
+    out = poisoned((M, OC), torch.float16)
+    awq_gemm(x, qweight, scales, qzeros, out=out)
+    assert not out.isnan().any()
+    cols = slice(OC - 512, OC)  # the reference on the last 512 output channels (a tail CTA included)
+    ref = awq_gemm_ref(x.cpu(), qweight[:, cols.start // 8:].contiguous().cpu(), scales[:, cols].contiguous().cpu(),
+                       qzeros[:, cols.start // 8:].contiguous().cpu())
+    assert _err(out[:, cols], ref) < TOL[torch.float16]
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_awq_dequantize_bit_exact(dtype):
     qweight, scales, qzeros = _awq(384, 136, 128, dtype, seed=3)

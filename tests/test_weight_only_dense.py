@@ -216,6 +216,34 @@ def test_decode_ring_where_the_grid_keeps_few_bytes_in_flight():
                                                                                    ring=config.SCALED_DECODE_PLANS[4][0].ring)
 
 
+def test_side_by_side_warps_on_multi_wave_grids():
+    """config.side_by_side_warps: 2 or 4 warps along N where that makes a multi-wave grid one nearly full wave and
+    each warp walks <= 16 K steps; measured cases (docs/weight_only.md, session 7)."""
+    sbs = config.side_by_side_warps
+    assert sbs("awq", 16, 14336, 4096, 132) == 4  # 896 CTAs -> 224 (0.85 wave), 16 steps per warp
+    assert sbs("awq", 16, 8192, 8192, 132) == 2  # 512 -> 256, 16 steps
+    assert sbs(4, 32, 14336, 4096, 132) == 2  # 448 -> 224, 8 steps
+    assert sbs("awq", 16, 11008, 4096, 132) == 1  # 688 -> 344 (1.3 waves) or 172 (0.65): neither
+    assert sbs(8, 16, 8192, 8192, 132) == 1  # 512 -> 256, but 32 steps per warp
+    assert sbs(4, 32, 8192, 8192, 132) == 1  # already one wave
+    assert sbs(2, 64, 28672, 4096, 132) == 1  # 1/2-bit: not measured, unchanged
+    # decode_tile applies it when told K (the ops do), keeping 8 warps per CTA
+    t = config.decode_tile("awq", 1, 14336, 132, k=4096)
+    assert (t.warps_n, t.warps_k, t.threads) == (4, 2, 256)
+    assert config.decode_tile("awq", 1, 14336, 132).warps_n == 1
+    assert config.select_tile(4, 1, 14336, 132, scaled=True, awq=True, k=4096)[1] == t
+
+
+def test_decode_plans_for_9_to_16_tokens():
+    """Session 7's 9-16-token plans: 4-bit from a 3-stage ring with 2 tiles per warp (never halved); AWQ 4 tiles in
+    registers, or where fewer than 0.9 CTAs per SM would launch the session-6 plan (2 tiles, 4-stage ring)."""
+    t4 = config.decode_tile(4, 16, 4096, 132)
+    assert (t4.nt, t4.stages, t4.mt) == (2, 3, 2)
+    wide, narrow = config.decode_tile("awq", 16, 8192, 132), config.decode_tile("awq", 16, 6144, 132)
+    assert (wide.nt, wide.stages, narrow.nt, narrow.stages) == (4, 0, 2, 4)
+    assert config.decode_tile(4, 16, 8192, 132, scaled=True).nt == 4
+
+
 def test_fp32_x_keeps_the_tensor_core_path(emulated_dequantize, monkeypatch):
     seen = []
     monkeypatch.setattr(qmm_ops, "launch",

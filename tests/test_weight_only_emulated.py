@@ -5,6 +5,7 @@ with the compiled launch replaced by the lane-vector emulation of the kernel's o
 the float64 references on fresh random data, outputs poisoned with NaN.
 """
 
+import dataclasses
 import importlib
 
 import numpy as np
@@ -155,6 +156,23 @@ def test_quantized_mm_swapping_registers_emulated(emulated_ops, bits, dtype, M, 
     assert _rel_err(out, ref) < _tolerance(dtype, bits, group)
 
 
+@pytest.mark.parametrize("bits,dtype,M,N,K,group,warps_n", [
+    CASES[2] + (2,), CASES[3] + (4,), CASES[1] + (2,), CASES[10] + (4,), CASES[14] + (2,),
+])
+def test_quantized_mm_side_by_side_warps_emulated(emulated_ops, bits, dtype, M, N, K, group, warps_n):
+    """Decode tiles with 2 or 4 warps side by side along N (``config.side_by_side_warps``), forced on small shapes:
+    the per-warp row offsets and the split-K sum over the remaining 8 / warps_n warps."""
+    torch.manual_seed(bits * 17 + M + warps_n)
+    x = torch.randn(M, K, dtype=dtype)
+    w_packed, scale, gs = quantize_weights(torch.randn(N, K), bits, group)
+    out = torch.full((M, N), float("nan"), dtype=dtype)
+    tile = dataclasses.replace(config.decode_tile(bits, M, N, 132, scaled=gs is not None), warps_n=warps_n,
+                               warps_k=8 // warps_n)
+    qmm_ops.quantized_mm(x, w_packed, scale, bits, gs, out=out, tile=tile)
+    ref = quantized_mm_ref(x, w_packed, scale, bits, gs)
+    assert _rel_err(out, ref) < _tolerance(dtype, bits, group)
+
+
 @pytest.mark.parametrize("M", [37, 300])  # split-K tensor-core tile, then the plain one
 def test_quantized_mm_tensor_core_tile_emulated(emulated_ops, M):
     torch.manual_seed(7)
@@ -189,6 +207,17 @@ def test_awq_gemm_emulated(emulated_ops, monkeypatch, dtype, M, IC, OC, G, promo
     awq_ops.awq_gemm(x, qweight, scales, qzeros, out=out)
     assert not out.isnan().any()
     assert _rel_err(out, awq_gemm_ref(x, qweight, scales, qzeros)) < _TOL[dtype]
+
+
+@pytest.mark.parametrize("M,warps_n", [(3, 4), (16, 2)])
+def test_awq_gemm_side_by_side_warps_emulated(emulated_ops, M, warps_n):
+    torch.manual_seed(M * warps_n)
+    qweight, qzeros, scales = awq_quantize(torch.randn(384, 72), 128, scale_dtype=torch.float16)
+    x = torch.randn(M, 384, dtype=torch.float16)
+    out = torch.full((M, 72), float("nan"), dtype=torch.float16)
+    tile = dataclasses.replace(config.decode_tile("awq", M, 72, 132), warps_n=warps_n, warps_k=8 // warps_n)
+    awq_ops.awq_gemm(x, qweight, scales, qzeros, out=out, tile=tile)
+    assert _rel_err(out, awq_gemm_ref(x, qweight, scales, qzeros)) < _TOL[torch.float16]
 
 
 def test_awq_repack_is_cached_and_invalidated(emulated_ops):

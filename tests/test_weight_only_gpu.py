@@ -76,6 +76,17 @@ def test_decode_path_token_major(bits, m):
     _check(x, w, s, bits, tile=config.decode_tile(bits, m, 200, 132, token_major=True))
 
 
+@pytest.mark.parametrize("bits,m,warps_n", [(8, 3, 2), (4, 16, 2), (4, 1, 4), (8, 12, 4)])
+def test_decode_path_side_by_side_warps(bits, m, warps_n):
+    """2 or 4 warps side by side along N (the dispatch's choice on multi-wave grids), forced on a small shape with
+    N, K and M tails."""
+    import dataclasses
+
+    x, w, s, _ = _case(bits, m, 200, 1024 + 128, torch.bfloat16, seed=warps_n)
+    tile = dataclasses.replace(config.decode_tile(bits, m, 200, 132), warps_n=warps_n, warps_k=8 // warps_n)
+    _check(x, w, s, bits, tile=tile)
+
+
 @pytest.mark.parametrize("bits", [8, 4, 2, 1])
 def test_tensor_core_path(bits):
     x, w, s, _ = _case(bits, 77, 300, 1536, torch.bfloat16)  # M, N tails on 32 x 128 CTA tiles (split-K tile)

@@ -5,9 +5,10 @@ M >= ``DENSE_MIN_M`` the dense path (dequantize_kernel.py writes the dense weigh
 
 * decode path (M <= ``DECODE_MAX_M``): 1 or 2 token tiles of 8, 8 warps of in-CTA split-K. Rows per warp (``nt``)
   trade activation reuse (each x register feeds ``nt`` tiles) against CTA count: the largest allowed ``nt`` that still
-  launches >= 1.5 CTAs per SM, so the weight stream has enough loads in flight on every SM. Per format and M,
-  ``DECODE_PLANS`` picks the row cap, the weight pipeline (register double buffer or a cp.async shared-memory ring
-  of up to 4 K steps) and whether x is prefetched a step ahead.
+  launches enough CTAs per SM (1.5 by default), so the weight stream has enough loads in flight on every SM. Per format
+  and M, ``DECODE_PLANS`` picks the row cap, the weight pipeline (register double buffer or a cp.async shared-memory
+  ring of up to 4 K steps) and whether x is prefetched a step ahead. Grids of several waves put 2 or 4 warps side by
+  side along N instead (``side_by_side_warps``), so that one wave of CTAs streams longer runs of K.
 * tensor-core path (larger M): 32 tokens x 64 rows per warp, two warps along N; each decoded weight fragment feeds 4
   MMAs and each activation fragment 4. Up to ``TENSOR_CORE_SPLIT_K_MAX_M`` tokens 4 warps also split K. Formats with
   group scales use 32-row warps (registers).
@@ -53,6 +54,9 @@ class DecodePlan:
     # us at 4096^2; int4 M = 16: 18.1 -> 24.1 us at 8192^2), -9% to +16% for the others; only 2-bit at M <= 8 gains
     # consistently (two runs, the second in ABBA order: +3-9% on 5 of 6 points, -2% on one), so only its plan has it.
     swap_registers: bool = False
+    stages: int = 0  # ring stages (0: ``ring_stages(nt)``)
+    # the plan to use instead of halving ``nt`` when this one would launch fewer than min_ctas_per_sm CTAs per SM
+    narrow: "DecodePlan | None" = None
 
 
 # Per format (bits, or "awq"), first plan whose max_m covers M. Measured on the H200 (N = K = 8192, 2026-11-22,
@@ -64,22 +68,34 @@ class DecodePlan:
 # warp) were measured too and lost everywhere (not kept). Token-major grids for 9-16 tokens (one token tile per CTA,
 # the two CTAs of a row block adjacent so the second reads the weights from L2) win for 2-bit (M = 16: 25.8 vs
 # 31.7 us) and 1-bit (26.2 vs 28.0) and lose for 8-bit, 4-bit and AWQ (22.4 vs 31-45, 17.8 vs 22-29, 23.6 vs 31-38).
+#
+# Session 7 (H200, benchmarks/experiments/wo_waves.py then wo_dispatch7.py, ABBA order, µs session 6 -> now) changed
+# the 9-16-token plans of 4-bit and AWQ. 4-bit: 2 tiles per warp from a 3-stage ring and never halved (halving to 1
+# tile at N = 4096 reads each activation fragment for half the rows): M = 16 4096 x 14336 29.8 -> 18.4, 4096^2
+# 10.8 -> 7.6, 8192^2 18.1 -> 17.6, 6144 x 4096 11.3 -> 10.4, 11008 x 4096 18.1 -> 18.7. AWQ: 4 tiles per warp
+# (64 rows) in registers where that launches >= 0.9 CTAs per SM, else the session-6 plan (``narrow``: its ring beat
+# registers on 3 of 4 narrow layers, 5120 x 13824 M = 16 32.2 vs 41.1): M = 16 14336 x 4096 25.0 -> 21.4, 8192^2
+# 23.5 -> 20.7, 11008 x 4096 23.6 -> 20.5, 13824 x 5120 28.9 -> 25.2 (M = 12: -3% to +14%). 8-bit: one tile from a
+# 3-stage ring won at N = 4096 (4096^2 9.5 -> 8.1) and lost at N = 6144 (10.1 -> 11.6): unchanged.
 DECODE_PLANS = {
     8: (DecodePlan(8, 1, False, True), DecodePlan(16, 2, False, True)),
-    4: (DecodePlan(8, 2, False, True), DecodePlan(16, 2, False, False)),
+    4: (DecodePlan(8, 2, False, True), DecodePlan(16, 2, True, False, min_ctas_per_sm=0, stages=3)),
     2: (DecodePlan(8, 4, False, False, swap_registers=True), DecodePlan(16, 4, False, False, token_major=True)),
     1: (DecodePlan(8, 4, False, False), DecodePlan(16, 4, False, False, token_major=True)),
     # AWQ at 9-16 tokens keeps 2 tiles per warp on narrow layers too (N = 4096: 128 CTAs): halving to 1 tile was
     # 10-17% slower there (H200, session 4: 4096 x 4096 10.3 vs 9.4 us, 4096 x 14336 27.5 vs 22.8).
-    "awq": (DecodePlan(8, 1, False, True), DecodePlan(16, 2, True, False, min_ctas_per_sm=0)),
+    "awq": (DecodePlan(8, 1, False, True),
+            DecodePlan(16, 4, False, False, min_ctas_per_sm=0.9,
+                       narrow=DecodePlan(16, 2, True, False, min_ctas_per_sm=0))),
 }
 # With group scales (promoted onto the partial sums, kernel.promotes_scales) the 4-bit decode runs best from the
 # cp.async ring with 2 tiles per warp (H200, session 4, N = K = 8192, group 128, bf16 x: M = 1 16.0 us vs 18.0 for
 # the unscaled plan; M = 16 21.2 vs 25.3). At 9-16 tokens the narrow long-K layer (4096 x 14336) lost to bf16 with
 # the tiles halved (35.2 us vs 34.2), so like AWQ that plan keeps 2 tiles per warp. Other widths with group scales
-# use their unscaled plans (not measured).
+# use their unscaled plans (not measured). Session 7 (wo_waves.py): at 9-16 tokens 4 tiles per warp from a 3-stage
+# ring where that keeps >= 0.9 CTAs per SM (8192^2 M = 16: 20.5 -> 18.4 us), else 2 (N = 4096, unchanged).
 SCALED_DECODE_PLANS = {
-    4: (DecodePlan(8, 2, True, False), DecodePlan(16, 2, True, False, min_ctas_per_sm=0)),
+    4: (DecodePlan(8, 2, True, False), DecodePlan(16, 4, True, False, min_ctas_per_sm=0.9, stages=3)),
 }
 RING_BYTES = 96 * 1024  # per CTA: 2 CTAs of 256 threads per SM still fit in 228 KB
 TENSOR_CORE_TILE = TileShape(nt=4, mt=4, warps_n=2, warps_k=1)
@@ -122,19 +138,55 @@ def decode_plan(fmt: int | str, m: int, scaled: bool = False) -> DecodePlan:
 # 2; deeper rings, 4-8 stages, were slower everywhere: 12.5-19.5).
 DECODE_MIN_INFLIGHT_KB = 24
 
+# Grids of several waves: warps side by side along N. A decode CTA runs 8 warps on the same rows, each taking every
+# 8th K step, so a CTA's warps walk only K / (8 * step) steps each (4 at K = 4096 for 4-bit: 128 K values a step);
+# where the grid needs more than one wave of CTAs, every wave pays the ramp of such short streams again. Putting
+# ``warps_n`` = 2 or 4 warps side by side along N (8 / warps_n along K) turns the grid into one wave of CTAs whose
+# warps walk 2-4x longer streams. Taken only where the new grid is one nearly full wave (``DECODE_ONE_WAVE`` of the
+# ``DECODE_CTAS_PER_SM`` x SMs slots) and each warp walks at most ``DECODE_MAX_STEPS_PER_WARP`` steps; for the 4/8-bit
+# formats and AWQ (the ones measured). Measured on the H200 (session 7, benchmarks/experiments/wo_waves.py, ABBA,
+# µs): AWQ 14336 x 4096 M = 1 16.9 -> 15.2 (4 side by side), M = 4 17.9 -> 16.3; AWQ 8192^2 M = 1 16.0 -> 15.4 (2),
+# M = 4 17.3 -> 16.4; int4 14336 x 4096 M = 1 12.2 -> 11.3 (2), with group-128 scales 16.1 -> 13.9, M = 16 (2 tiles)
+# 18.8 -> 16.3 / 22.9 -> 18.7. Where the rule says no it also lost in the sweep: one-wave grids (N = 4096, int4 at
+# 8192^2: 11.6 -> 16.5 with 2), 11008 x 4096 AWQ (2.6 waves -> 1.3: 13.1 -> 15.1), 8-bit with 32 steps per warp
+# (8192^2: 19.8 -> 26.6).
+DECODE_CTAS_PER_SM = 2  # 256-thread decode CTAs of <= 128 registers and <= 96 KB of ring
+DECODE_ONE_WAVE = (0.8, 1.0)
+DECODE_MAX_STEPS_PER_WARP = 16
+
+
+def side_by_side_warps(fmt: int | str, rows_per_warp: int, n: int, k: int, sm_count: int) -> int:
+    """``warps_n`` of a decode CTA (module comment above): 1, 2 or 4."""
+    if fmt not in (4, 8, "awq"):
+        return 1
+    bits = 4 if fmt == "awq" else fmt
+    slots = DECODE_CTAS_PER_SM * sm_count
+    n_steps = -(-k * bits // 8 // 64)  # 64-byte K steps of a weight row
+    if -(-n // rows_per_warp) <= slots:
+        return 1
+    for warps_n in (2, 4):
+        ctas = -(-n // (rows_per_warp * warps_n))
+        lo, hi = DECODE_ONE_WAVE
+        if lo * slots <= ctas <= hi * slots and -(-n_steps // (8 // warps_n)) <= DECODE_MAX_STEPS_PER_WARP:
+            return warps_n
+    return 1
+
 
 def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None = None,
                 x_ahead: bool | None = None, token_major: bool | None = None, scaled: bool = False,
-                swap_registers: bool | None = None) -> TileShape:
+                swap_registers: bool | None = None, k: int | None = None) -> TileShape:
     """The decode tile of ``decode_plan(fmt, m, scaled)``; ``ring`` / ``x_ahead`` / ``token_major`` /
-    ``swap_registers`` override it."""
+    ``swap_registers`` override it. ``k`` (the reduction length) enables the side-by-side warps of multi-wave
+    grids (``side_by_side_warps``)."""
     plan = decode_plan(fmt, m, scaled)
+    if plan.narrow is not None and -(-n // (16 * plan.nt)) < plan.min_ctas_per_sm * sm_count:
+        plan = plan.narrow
     token_major = (plan.token_major if token_major is None else token_major) and m > 8
     mt = 1 if m <= 8 or token_major else 2
     nt = plan.nt
     while nt > 1 and -(-n // (16 * nt)) < plan.min_ctas_per_sm * sm_count:  # enough CTAs streaming weights
         nt //= 2
-    stages = ring_stages(nt)
+    stages = plan.stages or ring_stages(nt)
     if ring is None:
         ring = plan.ring
         in_flight_kb = -(-n // (16 * nt)) / sm_count * 8 * nt
@@ -142,8 +194,9 @@ def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None
             ring, stages = True, 3
     x_ahead = plan.x_ahead if x_ahead is None else x_ahead
     swap = plan.swap_registers if swap_registers is None else swap_registers
-    return TileShape(nt=nt, mt=mt, warps_n=1, warps_k=8, stages=stages if ring else 0, x_ahead=x_ahead,
-                     token_major=token_major, swap_registers=swap and not ring)
+    warps_n = 1 if k is None or token_major else side_by_side_warps(fmt, 16 * nt, n, k, sm_count)
+    return TileShape(nt=nt, mt=mt, warps_n=warps_n, warps_k=8 // warps_n, stages=stages if ring else 0,
+                     x_ahead=x_ahead, token_major=token_major, swap_registers=swap and not ring)
 
 
 def tensor_core_tile(m: int, scaled: bool = False) -> TileShape:
@@ -155,7 +208,8 @@ def tensor_core_tile(m: int, scaled: bool = False) -> TileShape:
 
 def select_tile(bits: int, m: int, n: int, sm_count: int, path: str | None = None,
                 decode_max_m: int | None = None, scaled: bool = False, dense: bool = False,
-                dense_min_m: int | None = None, awq: bool = False) -> tuple[str, TileShape | None]:
+                dense_min_m: int | None = None, awq: bool = False, k: int | None = None
+                ) -> tuple[str, TileShape | None]:
     """(path name, tile) for a problem; ``path`` forces "decode", "tensor_core" or "dense"; ``scaled``: group
     scales; ``dense``: the caller can run the dense path (fp16/bf16 activations). The dense path has no tile.
     ``awq``: the AWQ format (its own decode plans)."""
@@ -167,7 +221,7 @@ def select_tile(bits: int, m: int, n: int, sm_count: int, path: str | None = Non
     if path == "decode":
         if m > 16:
             raise ValueError(f"the decode path handles M <= 16 tokens; got M = {m}")
-        return path, decode_tile("awq" if awq else bits, m, n, sm_count, scaled=scaled)
+        return path, decode_tile("awq" if awq else bits, m, n, sm_count, scaled=scaled, k=k)
     if path == "tensor_core":
         return path, tensor_core_tile(m, scaled)
     if path == "dense":
@@ -180,7 +234,7 @@ def select_tile(bits: int, m: int, n: int, sm_count: int, path: str | None = Non
 
 def shipped_tiles() -> list[TileShape]:
     """Every tile the dispatch can return (the CPU tests compile them)."""
-    tiles = {decode_tile(f, m, n, 132, scaled=sc) for f in DECODE_PLANS for m in (1, 16) for n in (64, 1 << 16)
-             for sc in (False, True)}
+    tiles = {decode_tile(f, m, n, 132, scaled=sc, k=k) for f in DECODE_PLANS for m in (1, 16)
+             for n, k in ((64, 4096), (1 << 16, 4096), (14336, 4096), (8192, 8192)) for sc in (False, True)}
     tiles |= {TENSOR_CORE_TILE, TENSOR_CORE_SPLIT_K_TILE, SCALED_TENSOR_CORE_TILE, SCALED_TENSOR_CORE_SPLIT_K_TILE}
     return sorted(tiles, key=lambda t: t.key)

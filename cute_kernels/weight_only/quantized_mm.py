@@ -289,7 +289,7 @@ def quantized_mm(x: torch.Tensor, w_packed: torch.Tensor, scale, bits: int,
 
     path_name, tl = config.select_tile(bits, m, n, _arch.sm_count(device.index), path,
                                        scaled=group_scales is not None,
-                                       dense=x.dtype in DENSE_DTYPES and (tile is None or path == "dense"))
+                                       dense=x.dtype in DENSE_DTYPES and (tile is None or path == "dense"), k=k)
     if path_name == "dense":
         dense_mm(x, w_packed, out, scale_f, bits, k, group_scales, group)
         _plans[sig] = (functools.partial(_dense_plan, bits, k), n, group, None)
