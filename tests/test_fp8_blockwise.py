@@ -180,16 +180,26 @@ def test_rejects_tiles_wider_than_granule():
         Fp8BlockwiseGemmSm90(TileConfig(tile_m=128, tile_n=256), EpilogueTree(Accumulator()), (1, 128, 128))
 
 
-def test_alternating_warpgroups_option_compiles(monkeypatch):
-    # Off by default (measured slower, see fp8_blockwise.ALTERNATE_WARPGROUPS); kept compiling so it can be re-measured.
+@pytest.mark.parametrize("mode", ["complete", "issue"])
+def test_alternating_warpgroups_option_compiles(monkeypatch, mode):
+    # Off by default (both modes measured no faster, see fp8_blockwise.ALTERNATE_WARPGROUPS); kept compiling so they
+    # can be re-measured. "issue" hands the turn over between the last QGMMA and the wait for it.
     import cute_kernels.sm90.fp8_blockwise as fb
     from cute_kernels.sass import compile_with_artifacts, summarize_cubin
 
-    monkeypatch.setattr(fb, "ALTERNATE_WARPGROUPS", True)
+    monkeypatch.setattr(fb, "ALTERNATE_WARPGROUPS", mode)
     cfg = TileConfig(tile_m=128, tile_n=128, cluster_m=2)
     s = summarize_cubin(compile_with_artifacts(
         lambda o: build_sm90(2, torch.bfloat16, (1, 128, 128), cfg, 132, o)).artifacts.CUBIN)
     assert "BAR.ARV" in s.text and not s.spills
+    # what follows each K-tile's last QGMMA: the hand-over (issue) or the wait for the WGMMAs (complete)
+    seq = ["Q" if "QGMMA" in line else "A" if "BAR.ARV" in line else "D" for line in s.text.splitlines()
+           if "QGMMA" in line or "BAR.ARV" in line or "WARPGROUP.DEPBAR" in line]
+    after = {seq[i + 1] for i in range(len(seq) - 1) if seq[i] == "Q" and seq[i + 1] != "Q"}
+    assert after == ({"A"} if mode == "issue" else {"D"}), seq
+    monkeypatch.setattr(fb, "ALTERNATE_WARPGROUPS", "sometimes")
+    with pytest.raises(ValueError, match="ALTERNATE_WARPGROUPS"):
+        build_sm90(2, torch.bfloat16, (1, 128, 128), cfg, 132)
 
 
 @pytest.mark.parametrize("cfg,staged", [

@@ -56,10 +56,12 @@ from .gemm import Sm90GemmKernel
 MAX_TILE_N = 192
 PAIR_MAX_TILE_N = 128
 PAIR_TILE_MS = (64,)  # tile heights that use k_pair (see __init__)
-# Off: taking turns (``mainloop``) measured 6-19% slower than both warpgroups issuing freely at every M >= 1024 and -5%
-# to +6% on the 128-row split rows (H200, session 5, benchmarks/experiments/fp8_alternate.py; 8192^3 1037 -> 1178 us,
-# ncu tensor pipe 69% -> 60%): the hand-over (WGMMA drain, barrier, issue, pipe fill) costs more than the overlap gains.
-# Kept as an option for the record and for other parts.
+# The two consumer warpgroups of a 128-row tile taking the tensor cores in turns (``mainloop``): False (both issue
+# freely), "complete" (the turn passes when a warpgroup's WGMMAs have completed) or "issue" (it passes as soon as they
+# are issued: the other warpgroup's WGMMAs queue behind them, so the first one promotes while they run).
+# "complete" measured 6-19% slower than issuing freely at every M >= 1024 and -5% to +6% on the 128-row split rows
+# (H200, session 5, benchmarks/experiments/fp8_alternate.py; 8192^3 1037 -> 1178 us, ncu tensor pipe 69% -> 60%):
+# the hand-over (WGMMA drain, barrier, issue, pipe fill) costs more than the overlap gains.
 ALTERNATE_WARPGROUPS = False
 # Where staging a_scale would cost an A/B stage: give the epilogue this many buffers (instead of 4) to keep the stage
 # count, or 0 to load a_scale from global memory instead (``choose_stage_extra_bytes``). 0: 128x128 tiles staged with
@@ -106,7 +108,10 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
         # which already overlap each other's promotion, 10-27% slower at M >= 1024 (8192^3: 1165 -> 1411 us).
         self.pair_k_tiles = config.tile_m in PAIR_TILE_MS and config.tile_n <= PAIR_MAX_TILE_N
         # Two consumer warpgroups (128-row tiles) taking the tensor cores in turns (``mainloop``): off by default.
-        self.alternate_warpgroups = ALTERNATE_WARPGROUPS and self.num_mma_wg == 2 and not self.pair_k_tiles
+        if ALTERNATE_WARPGROUPS not in (False, "issue", "complete"):
+            raise ValueError(f"ALTERNATE_WARPGROUPS must be False, 'issue' or 'complete'; got {ALTERNATE_WARPGROUPS!r}")
+        self.alternate_warpgroups = bool(ALTERNATE_WARPGROUPS) and self.num_mma_wg == 2 and not self.pair_k_tiles
+        self.hand_over_at_issue = ALTERNATE_WARPGROUPS == "issue"
 
     # ------------------------------------------------------------------ a_scale staged by the producer (sfa_tma)
     def choose_stage_extra_bytes(self, ab_bytes: int, epi_bytes: int) -> int:
@@ -297,8 +302,10 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
             warpgroup.fence()
             self.wgmma_k_tile(tiled_mma, tCrA, tCrB, tmp, read, mm)
             warpgroup.commit_group()
+            if cutlass.const_expr(turns is not None and self.hand_over_at_issue):
+                turns[1].arrive()
             warpgroup.wait_group(0)
-            if cutlass.const_expr(turns is not None):
+            if cutlass.const_expr(turns is not None and not self.hand_over_at_issue):
                 turns[1].arrive()
             if cutlass.const_expr(mm == mma_m - 1):
                 ab_pipe.consumer_release(release)
