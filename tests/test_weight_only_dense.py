@@ -241,6 +241,11 @@ def test_decode_plans_for_9_to_16_tokens():
     assert (t4.nt, t4.stages, t4.mt) == (2, 3, 2)
     wide, narrow = config.decode_tile("awq", 16, 8192, 132), config.decode_tile("awq", 16, 6144, 132)
     assert (wide.nt, wide.stages, narrow.nt, narrow.stages) == (4, 0, 2, 4)
+    # 1/2-bit: 4 tiles per warp, both token tiles per CTA from a 3-stage ring, or token-major on narrow layers
+    for bits in (1, 2):
+        wide, narrow = config.decode_tile(bits, 16, 8192, 132), config.decode_tile(bits, 12, 4096, 132)
+        assert (wide.nt, wide.mt, wide.stages, wide.token_major) == (4, 2, 3, False)
+        assert (narrow.nt, narrow.mt, narrow.stages, narrow.token_major) == (4, 1, 0, True)
     assert config.decode_tile(4, 16, 8192, 132, scaled=True).nt == 4
 
 

@@ -173,6 +173,21 @@ def test_quantized_mm_side_by_side_warps_emulated(emulated_ops, bits, dtype, M, 
     assert _rel_err(out, ref) < _tolerance(dtype, bits, group)
 
 
+@pytest.mark.parametrize("bits,dtype,M,N,K", [(2, torch.float16, 16, 72, 512), (1, torch.bfloat16, 11, 40, 1024),
+                                              (1, torch.float32, 14, 24, 256)])
+def test_quantized_mm_low_bit_wide_plan_emulated(emulated_ops, bits, dtype, M, N, K):
+    """The 9-16-token plan of 1/2-bit weights on wide layers (4 tiles, both token tiles, 3-stage ring); one SM makes a
+    small N count as wide."""
+    torch.manual_seed(bits + M)
+    x = torch.randn(M, K, dtype=dtype)
+    w_packed, scale, _ = quantize_weights(torch.randn(N, K), bits, None)
+    out = torch.full((M, N), float("nan"), dtype=dtype)
+    tile = config.decode_tile(bits, M, N, 1)
+    assert (tile.nt, tile.mt, tile.stages, tile.token_major) == (4, 2, 3, False)
+    qmm_ops.quantized_mm(x, w_packed, scale, bits, out=out, tile=tile)
+    assert _rel_err(out, quantized_mm_ref(x, w_packed, scale, bits)) < _tolerance(dtype, bits, None)
+
+
 @pytest.mark.parametrize("M", [37, 300])  # split-K tensor-core tile, then the plain one
 def test_quantized_mm_tensor_core_tile_emulated(emulated_ops, M):
     torch.manual_seed(7)

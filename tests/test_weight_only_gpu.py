@@ -88,6 +88,15 @@ def test_decode_path_side_by_side_warps(bits, m, warps_n):
 
 
 @pytest.mark.parametrize("bits", [8, 4, 2, 1])
+@pytest.mark.parametrize("m", [13, 16])
+def test_decode_path_9_to_16_tokens_wide_layer(bits, m):
+    """The shipped 9-16-token plans of a layer wide enough for their full tiles (N = 8200: a tail CTA), default
+    dispatch."""
+    x, w, s, _ = _case(bits, m, 8200, 640, torch.bfloat16, seed=m + 3)
+    _check(x, w, s, bits)
+
+
+@pytest.mark.parametrize("bits", [8, 4, 2, 1])
 def test_tensor_core_path(bits):
     x, w, s, _ = _case(bits, 77, 300, 1536, torch.bfloat16)  # M, N tails on 32 x 128 CTA tiles (split-K tile)
     _check(x, w, s, bits)

@@ -77,11 +77,19 @@ class DecodePlan:
 # registers on 3 of 4 narrow layers, 5120 x 13824 M = 16 32.2 vs 41.1): M = 16 14336 x 4096 25.0 -> 21.4, 8192^2
 # 23.5 -> 20.7, 11008 x 4096 23.6 -> 20.5, 13824 x 5120 28.9 -> 25.2 (M = 12: -3% to +14%). 8-bit: one tile from a
 # 3-stage ring won at N = 4096 (4096^2 9.5 -> 8.1) and lost at N = 6144 (10.1 -> 11.6): unchanged.
+# 1/2-bit at 9-16 tokens (benchmarks/experiments/wo_lowbit16.py): the token-major plan halved its 4 tiles per warp
+# to 1 at N <= 8192 and lost to bf16 matmul on the narrow layers (4096 x 14336 M = 16: 2-bit 52.1 us vs 35.9). Now 4
+# tiles per warp, never halved: both token tiles in each CTA from a 3-stage ring where that launches >= 0.9 CTAs per
+# SM (each decoded weight feeds 16 tokens: 8192^2 M = 16 2-bit 25.6 -> 17.9, 1-bit 26.1 -> 18.5; 14336 x 4096 24.0 ->
+# 18.8, 21.8 -> 17.0), else token-major in registers (4096 x 14336: 52.1 -> 18.1, 35.9 -> 17.7; 4096^2: 17.5 -> 7.1,
+# 11.8 -> 6.5).
+_LOW_BIT_16 = DecodePlan(16, 4, True, False, stages=3, min_ctas_per_sm=0.9,
+                         narrow=DecodePlan(16, 4, False, False, token_major=True, min_ctas_per_sm=0))
 DECODE_PLANS = {
     8: (DecodePlan(8, 1, False, True), DecodePlan(16, 2, False, True)),
     4: (DecodePlan(8, 2, False, True), DecodePlan(16, 2, True, False, min_ctas_per_sm=0, stages=3)),
-    2: (DecodePlan(8, 4, False, False, swap_registers=True), DecodePlan(16, 4, False, False, token_major=True)),
-    1: (DecodePlan(8, 4, False, False), DecodePlan(16, 4, False, False, token_major=True)),
+    2: (DecodePlan(8, 4, False, False, swap_registers=True), _LOW_BIT_16),
+    1: (DecodePlan(8, 4, False, False), _LOW_BIT_16),
     # AWQ at 9-16 tokens keeps 2 tiles per warp on narrow layers too (N = 4096: 128 CTAs): halving to 1 tile was
     # 10-17% slower there (H200, session 4: 4096 x 4096 10.3 vs 9.4 us, 4096 x 14336 27.5 vs 22.8).
     "awq": (DecodePlan(8, 1, False, True),
