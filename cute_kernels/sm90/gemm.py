@@ -308,11 +308,17 @@ class Sm90GemmKernel:
                 self.epilogue_tile(acc, tile, gD, sD, tCcD, tensors, tma_d, tiled_r2s, tRS_sD, tRS_rAcc, tRS_rFrag,
                                    tRS_rOut, frag_size, store_pipe, sched, warp_idx)
             else:
-                tiles_mn = cute.size(gD, mode=[2]) * cute.size(gD, mode=[3])
-                tile_lin = l_idx * tiles_mn + tile[0] * cute.size(gD, mode=[3]) + tile[1]
-                if self.split_k_fixup(acc, split, s_idx, tile_lin, mma_tidx, split_flag):
-                    self.epilogue_tile(acc, tile, gD, sD, tCcD, tensors, tma_d, tiled_r2s, tRS_sD, tRS_rAcc,
-                                       tRS_rFrag, tRS_rOut, frag_size, store_pipe, sched, warp_idx)
+                # The scheduler rounds the tile grid up to whole clusters: a tile past the output's last row or
+                # column tile (M = 5 with a 2x1 cluster has one) computes zeros that nobody reads and has no
+                # workspace stripe or semaphore (both are sized by the real tiles), so it skips the fix-up. Writing
+                # its stripes overran the workspace into whatever the caching allocator had placed behind it.
+                tiles_m, tiles_n = cute.size(gD, mode=[2]), cute.size(gD, mode=[3])
+                if tile[0] < tiles_m:
+                    if tile[1] < tiles_n:
+                        tile_lin = (l_idx * tiles_m + tile[0]) * tiles_n + tile[1]
+                        if self.split_k_fixup(acc, split, s_idx, tile_lin, mma_tidx, split_flag):
+                            self.epilogue_tile(acc, tile, gD, sD, tCcD, tensors, tma_d, tiled_r2s, tRS_sD, tRS_rAcc,
+                                               tRS_rFrag, tRS_rOut, frag_size, store_pipe, sched, warp_idx)
             sched.advance_to_next_work()
             work = sched.get_current_work()
         store_pipe.producer_tail()
