@@ -67,24 +67,45 @@ def test_tensor_core_path_sass():
 
 
 @pytest.mark.parametrize("fmt,x_dtype,scale_dtype", [("awq", torch.float16, torch.float16),
-                                                      ("int4", torch.bfloat16, torch.float32)])
+                                                      ("int4", torch.bfloat16, torch.float32),
+                                                      ("int4", torch.float16, torch.float16)])
 def test_scaled_tensor_core_tiles_do_not_spill(fmt, x_dtype, scale_dtype):
     for m in (64, 4096):
-        s = _sass(fmt, x_dtype, scale_dtype, config.tensor_core_tile(m, scaled=True))
+        tile = config.tensor_core_tile(m, scaled=True, fmt="awq" if fmt == "awq" else 4)
+        assert tile.fields_in_place
+        s = _sass(fmt, x_dtype, scale_dtype, tile)
         assert not s.spills, f"M={m}: {s.local_memory_ops} local-memory ops (register spills)"
 
 
-def test_awq_dequantize_compiles():
-    from cute_kernels.sass import compile_with_artifacts
-    from cute_kernels.weight_only.compile import _build_awq_dequantize
+@pytest.mark.parametrize("fmt,x_dtype,tile", [
+    ("int2", torch.float16, config.decode_tile(2, m=1, n=8192, sm_count=132)),
+    ("int2", torch.bfloat16, config.decode_tile(2, m=1, n=8192, sm_count=132)),
+    ("int4", torch.float16, config.tensor_core_tile(64, fmt=4)),
+], ids=["int2-decode-f16", "int2-decode-bf16", "int4-tensor-core"])
+def test_fields_in_place_take_fewer_instructions(fmt, x_dtype, tile):
+    """The shipped in-place tiles (config.FIELDS_IN_PLACE_NOTE) drop per-pair shifts (SHF, or IMAD.SHL where ptxas
+    moves a shift to the FMA pipe) and instructions overall, against the same tile decoding per pair; no spills.
+    (sm_90a, DSL 4.8.1: int2 decode 1648 -> 1376 / 1416 instructions, SHF 354 -> 70 / 117.)"""
+    import dataclasses
 
-    compiled = compile_with_artifacts(lambda opts: _build_awq_dequantize(torch.bfloat16, "sm_90a", opts))
-    s = summarize_cubin(compiled.artifacts.CUBIN)
-    assert s.instructions["STG"] >= 1 and not s.spills
+    assert tile.fields_in_place
+    in_place = _sass(fmt, x_dtype, None, tile)
+    per_pair = _sass(fmt, x_dtype, None, dataclasses.replace(tile, fields_in_place=False))
+    assert not in_place.spills
+
+    def shifts(s):
+        return s.instructions.get("SHF", 0) + s.instructions.get("IMAD", 0)
+
+    assert shifts(in_place) < 0.9 * shifts(per_pair), (shifts(in_place), shifts(per_pair))
+    assert sum(in_place.instructions.values()) < sum(per_pair.instructions.values())
 
 
-def test_swapping_register_pipeline_compiles():
-    # TileShape.swap_registers: shipped for 2-bit at M <= 8 only (measured, docs/weight_only.md); int4 compiles too.
-    tile = config.decode_tile(4, m=1, n=8192, sm_count=132, ring=False, swap_registers=True)
-    s = _sass("int4", torch.bfloat16, None, tile)
-    assert s.mma.get("HMMA.16816.F32.BF16", 0) > 0 and not s.spills
+def test_one_bit_in_place_decode_is_lop3_and_fma():
+    """1-bit in place (the 9-16-token narrow plan): each pair is a lop3 and a packed fma. Its per-pair decode already
+    ran its shifts as IMAD.SHL on the FMA pipe, so this is not fewer instructions (1648 -> 1744 here); it ships on
+    measurement alone (config.FIELDS_IN_PLACE_NOTE)."""
+    tile = config.decode_tile(1, m=16, n=4096, sm_count=132)
+    assert tile.fields_in_place and tile.token_major
+    s = _sass("int1", torch.bfloat16, None, tile)
+    assert not s.spills
+    assert s.instructions.get("HFMA2", 0) >= 512  # one per pair: 2 row slots x 4 tiles x 4 words x 16 pairs

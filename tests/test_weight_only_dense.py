@@ -257,7 +257,7 @@ def test_fp32_x_keeps_the_tensor_core_path(emulated_dequantize, monkeypatch):
     x = torch.randn(config.DENSE_MIN_M + 1, 64)
     w, scale, _ = quantize_weights(torch.randn(16, 64), 4)
     qmm_ops.quantized_mm(x, w, scale, 4, out=torch.empty(x.shape[0], 16))
-    assert seen == [config.tensor_core_tile(x.shape[0])]
+    assert seen == [config.tensor_core_tile(x.shape[0], fmt=4)]
 
 
 # ---------------------------------------------------------------------------------------- CPU: reference, errors

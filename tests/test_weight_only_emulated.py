@@ -51,10 +51,11 @@ def _rel_err(out, ref):
 _TOL = {torch.bfloat16: 8e-3, torch.float16: 1.5e-3, torch.float32: 2e-5}
 
 
+@pytest.mark.parametrize("in_place", [True, False], ids=["fields_in_place", "shift_per_pair"])
 @pytest.mark.parametrize("fmt_bits", [8, 4, 2, 1])
 @pytest.mark.parametrize("ct", [formats.F16, formats.BF16], ids=["f16", "bf16"])
-def test_decode_every_code(fmt_bits, ct):
-    """Every code of every width decodes to the bitpack value, in both compute types."""
+def test_decode_every_code(fmt_bits, ct, in_place):
+    """Every code of every width decodes to the bitpack value, in both compute types and both field placements."""
     fmt = formats.signed_format(fmt_bits)
     rng = np.random.default_rng(fmt_bits)
     words = simt.u32(rng.integers(0, 2**32, simt.LANES))
@@ -64,10 +65,41 @@ def test_decode_every_code(fmt_bits, ct):
     with simt.emulated(simt.Memory()):
         prepared = fmt.prepare_word(words, ct)
         for q in range(fmt.pairs_per_word):
-            lo, hi = simt._halves(fmt.decode_pair(prepared, q, ct, None), ct.x2)
+            lo, hi = simt._halves(fmt.decode_pair(prepared, q, ct, None, in_place), ct.x2)
             e_lo, e_hi = fmt.pair_elems(q)
             assert np.array_equal(lo, expect[:, e_lo].numpy()), (q, "low half")
             assert np.array_equal(hi, expect[:, e_hi].numpy()), (q, "high half")
+
+
+@pytest.mark.parametrize("in_place", [True, False], ids=["fields_in_place", "shift_per_pair"])
+@pytest.mark.parametrize("ct", [formats.F16, formats.BF16], ids=["f16", "bf16"])
+def test_awq_decode_every_code_and_zero(ct, in_place):
+    """AWQ's (u - z) for every code u of every pair and every zero point z, before any scale."""
+    fmt = formats.AWQ
+    rng = np.random.default_rng(7)
+    words = simt.u32(rng.integers(0, 2**32, simt.LANES))
+    words[0], words[1] = 0, 0xFFFFFFFF
+    nibbles = [(words >> (4 * i)) & 0xF for i in range(8)]
+    with simt.emulated(simt.Memory()):
+        for z in range(16):
+            ctx = fmt.group_ctx(ct, None, simt.u32(np.full(simt.LANES, z)), in_place)
+            for q in range(fmt.pairs_per_word):
+                lo, hi = simt._halves(fmt.decode_pair(words, q, ct, ctx, in_place), ct.x2)
+                e_lo, e_hi = fmt.pair_elems(q)
+                assert np.array_equal(lo, nibbles[e_lo].astype(np.float64) - z), (z, q, "low half")
+                assert np.array_equal(hi, nibbles[e_hi].astype(np.float64) - z), (z, q, "high half")
+
+
+def test_fields_in_place_saves_shifts():
+    """The point of in-place fields: how many differently shifted copies of a word the decode asks for (a shift of
+    0 is the word itself)."""
+    expect = {(1, "f16"): 2, (1, "bf16"): 3, (2, "f16"): 2, (2, "bf16"): 3, (4, "f16"): 2, (4, "bf16"): 4}
+    for (bits, ct_name), copies in expect.items():
+        fmt, ct = formats.signed_format(bits), {"f16": formats.F16, "bf16": formats.BF16}[ct_name]
+        bits_at = fmt.field_bits(ct, True)
+        shifts = {bits * q - bits_at[q % len(bits_at)] for q in range(fmt.pairs_per_word)}
+        assert len(shifts) == copies, (bits, ct_name, sorted(shifts))
+        assert fmt.field_bits(ct, False) == [0]
 
 
 CASES = [  # bits, x dtype, M, N, K, group
@@ -89,6 +121,9 @@ CASES = [  # bits, x dtype, M, N, K, group
     # 19 K steps over 8 warps: 2-3 steps per warp (with and without x prefetch); also run with swapping registers
     (4, torch.bfloat16, 1, 24, 19 * 128, None),
     (2, torch.float16, 3, 17, 19 * 256, 64),
+    # fields in place (config.FIELDS_IN_PLACE_NOTE): the 9-16-token 1-bit plan on a narrow layer, the 2-bit plan
+    (1, torch.float16, 12, 40, 512, None),
+    (2, torch.float16, 1, 24, 640, None),
 ]
 
 
@@ -120,7 +155,7 @@ def test_scale_promotion_rule():
     assert promotes_scales(formats.AWQ, True, 128) and not promotes_scales(formats.AWQ, True, 32)
     assert not promotes_scales(formats.signed_format(4), False, 128)
     # Where it is used (measured): decode tiles always, the 32-token tensor-core tiles only for fp32 x.
-    decode, tc = config.decode_tile(4, 1, 4096, 132), config.tensor_core_tile(64, scaled=True)
+    decode, tc = config.decode_tile(4, 1, 4096, 132), config.tensor_core_tile(64, scaled=True, fmt=4)
     use = qmm_ops.use_promoted_scales
     assert use("int4", True, 128, torch.bfloat16, decode) and use("int4", True, 128, torch.float32, tc)
     assert not use("int4", True, 128, torch.bfloat16, tc) and not use("int4", True, 64, torch.float32, decode)

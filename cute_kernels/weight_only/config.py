@@ -20,7 +20,7 @@ crossovers measured on the device (docs/weight_only.md), as does ``DENSE_MIN_M``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .kernel import TileShape
 
@@ -57,6 +57,7 @@ class DecodePlan:
     stages: int = 0  # ring stages (0: ``ring_stages(nt)``)
     # the plan to use instead of halving ``nt`` when this one would launch fewer than min_ctas_per_sm CTAs per SM
     narrow: "DecodePlan | None" = None
+    fields_in_place: bool = False  # TileShape.fields_in_place (FIELDS_IN_PLACE_NOTE below)
 
 
 # Per format (bits, or "awq"), first plan whose max_m covers M. Measured on the H200 (N = K = 8192, 2026-11-22,
@@ -83,13 +84,27 @@ class DecodePlan:
 # SM (each decoded weight feeds 16 tokens: 8192^2 M = 16 2-bit 25.6 -> 17.9, 1-bit 26.1 -> 18.5; 14336 x 4096 24.0 ->
 # 18.8, 21.8 -> 17.0), else token-major in registers (4096 x 14336: 52.1 -> 18.1, 35.9 -> 17.7; 4096^2: 17.5 -> 7.1,
 # 11.8 -> 6.5).
+#
+# FIELDS_IN_PLACE_NOTE. Session 8 (H200, benchmarks/experiments/wo_fields.py: the shipped tile of every problem with
+# and without TileShape.fields_in_place, ABBA, N x K in {8192^2, 14336 x 4096, 4096 x 14336, 4096^2}, M in {1, 8,
+# 16, 64}, fp16 and bf16 x). Fewer shifts is not faster everywhere: the 1-bit decode trades an ALU op for an fma
+# per pair, and the AWQ decode holds one zero-point register per field position. Kept where it won on every layer:
+# 2-bit at M <= 8 (M = 1: +4-9% on all 8 layer x dtype points, 8192^2 10.47 -> 10.08 us bf16; M = 8: -1% to +8%),
+# 1-bit at 9-16 tokens on narrow layers, the token-major plan (4096 x 14336 M = 16 17.8 -> 15.5 us bf16, 18.1 ->
+# 15.2 fp16; 4096^2 7.1 -> 6.3, 7.2 -> 6.1), and the tensor-core tiles of 4-bit and AWQ (M = 64: +4-7% on all 8
+# points; the bf16 int4 decode is the same code either way). Not kept: 1-bit at M <= 8 (+2-10% on wide layers, 15-28%
+# slower on narrow ones), 1/2-bit tensor-core tiles (bf16 4-7% slower), AWQ at M = 1 (8192^2 15.5 -> 17.1 us),
+# int4 decode in fp16 (-6% to +7%).
 _LOW_BIT_16 = DecodePlan(16, 4, True, False, stages=3, min_ctas_per_sm=0.9,
                          narrow=DecodePlan(16, 4, False, False, token_major=True, min_ctas_per_sm=0))
+_ONE_BIT_16 = DecodePlan(16, 4, True, False, stages=3, min_ctas_per_sm=0.9,
+                         narrow=DecodePlan(16, 4, False, False, token_major=True, min_ctas_per_sm=0,
+                                           fields_in_place=True))
 DECODE_PLANS = {
     8: (DecodePlan(8, 1, False, True), DecodePlan(16, 2, False, True)),
     4: (DecodePlan(8, 2, False, True), DecodePlan(16, 2, True, False, min_ctas_per_sm=0, stages=3)),
-    2: (DecodePlan(8, 4, False, False, swap_registers=True), _LOW_BIT_16),
-    1: (DecodePlan(8, 4, False, False), _LOW_BIT_16),
+    2: (DecodePlan(8, 4, False, False, swap_registers=True, fields_in_place=True), _LOW_BIT_16),
+    1: (DecodePlan(8, 4, False, False), _ONE_BIT_16),
     # AWQ at 9-16 tokens keeps 2 tiles per warp on narrow layers too (N = 4096: 128 CTAs): halving to 1 tile was
     # 10-17% slower there (H200, session 4: 4096 x 4096 10.3 vs 9.4 us, 4096 x 14336 27.5 vs 22.8).
     "awq": (DecodePlan(8, 1, False, True),
@@ -111,6 +126,7 @@ TENSOR_CORE_TILE = TileShape(nt=4, mt=4, warps_n=2, warps_k=1)
 # (measured: 2.3x faster at M = 64, 14% slower at M = 256; the crossover in between is not measured).
 TENSOR_CORE_SPLIT_K_MAX_M = 128
 TENSOR_CORE_SPLIT_K_TILE = TileShape(nt=4, mt=4, warps_n=2, warps_k=4)
+TENSOR_CORE_FIELDS_IN_PLACE = (4, "awq")  # formats whose tensor-core tiles decode in place (FIELDS_IN_PLACE_NOTE)
 # With per-group scales (and AWQ zero points) the 4-tile warps need > 255 registers and spill (ptxas: 40-80
 # local-memory ops); two tiles per warp fit (186-192 registers). Same CTA shape: 2 tiles x 4 warps along N.
 SCALED_TENSOR_CORE_TILE = TileShape(nt=2, mt=4, warps_n=4, warps_k=1)
@@ -182,9 +198,10 @@ def side_by_side_warps(fmt: int | str, rows_per_warp: int, n: int, k: int, sm_co
 
 def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None = None,
                 x_ahead: bool | None = None, token_major: bool | None = None, scaled: bool = False,
-                swap_registers: bool | None = None, k: int | None = None) -> TileShape:
+                swap_registers: bool | None = None, k: int | None = None,
+                fields_in_place: bool | None = None) -> TileShape:
     """The decode tile of ``decode_plan(fmt, m, scaled)``; ``ring`` / ``x_ahead`` / ``token_major`` /
-    ``swap_registers`` override it. ``k`` (the reduction length) enables the side-by-side warps of multi-wave
+    ``swap_registers`` / ``fields_in_place`` override it. ``k`` (the reduction length) enables the side-by-side warps of multi-wave
     grids (``side_by_side_warps``)."""
     plan = decode_plan(fmt, m, scaled)
     if plan.narrow is not None and -(-n // (16 * plan.nt)) < plan.min_ctas_per_sm * sm_count:
@@ -203,15 +220,20 @@ def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None
     x_ahead = plan.x_ahead if x_ahead is None else x_ahead
     swap = plan.swap_registers if swap_registers is None else swap_registers
     warps_n = 1 if k is None or token_major else side_by_side_warps(fmt, 16 * nt, n, k, sm_count)
+    in_place = plan.fields_in_place if fields_in_place is None else fields_in_place
     return TileShape(nt=nt, mt=mt, warps_n=warps_n, warps_k=8 // warps_n, stages=stages if ring else 0,
-                     x_ahead=x_ahead, token_major=token_major, swap_registers=swap and not ring)
+                     x_ahead=x_ahead, token_major=token_major, swap_registers=swap and not ring,
+                     fields_in_place=in_place)
 
 
-def tensor_core_tile(m: int, scaled: bool = False) -> TileShape:
-    """``scaled``: the weights carry per-group scales (the seed format with group_scales, or AWQ)."""
+def tensor_core_tile(m: int, scaled: bool = False, fmt: int | str | None = None) -> TileShape:
+    """``scaled``: the weights carry per-group scales (the seed format with group_scales, or AWQ); ``fmt`` (bits or
+    "awq"): formats in ``TENSOR_CORE_FIELDS_IN_PLACE`` get the in-place decode."""
     if scaled:
-        return SCALED_TENSOR_CORE_SPLIT_K_TILE if m <= TENSOR_CORE_SPLIT_K_MAX_M else SCALED_TENSOR_CORE_TILE
-    return TENSOR_CORE_SPLIT_K_TILE if m <= TENSOR_CORE_SPLIT_K_MAX_M else TENSOR_CORE_TILE
+        tile = SCALED_TENSOR_CORE_SPLIT_K_TILE if m <= TENSOR_CORE_SPLIT_K_MAX_M else SCALED_TENSOR_CORE_TILE
+    else:
+        tile = TENSOR_CORE_SPLIT_K_TILE if m <= TENSOR_CORE_SPLIT_K_MAX_M else TENSOR_CORE_TILE
+    return replace(tile, fields_in_place=fmt in TENSOR_CORE_FIELDS_IN_PLACE)
 
 
 def select_tile(bits: int, m: int, n: int, sm_count: int, path: str | None = None,
@@ -231,7 +253,7 @@ def select_tile(bits: int, m: int, n: int, sm_count: int, path: str | None = Non
             raise ValueError(f"the decode path handles M <= 16 tokens; got M = {m}")
         return path, decode_tile("awq" if awq else bits, m, n, sm_count, scaled=scaled, k=k)
     if path == "tensor_core":
-        return path, tensor_core_tile(m, scaled)
+        return path, tensor_core_tile(m, scaled, "awq" if awq else bits)
     if path == "dense":
         if not dense:
             raise ValueError("path='dense' is not available for this call (it needs fp16/bf16 activations and "
@@ -244,5 +266,5 @@ def shipped_tiles() -> list[TileShape]:
     """Every tile the dispatch can return (the CPU tests compile them)."""
     tiles = {decode_tile(f, m, n, 132, scaled=sc, k=k) for f in DECODE_PLANS for m in (1, 16)
              for n, k in ((64, 4096), (1 << 16, 4096), (14336, 4096), (8192, 8192)) for sc in (False, True)}
-    tiles |= {TENSOR_CORE_TILE, TENSOR_CORE_SPLIT_K_TILE, SCALED_TENSOR_CORE_TILE, SCALED_TENSOR_CORE_SPLIT_K_TILE}
+    tiles |= {tensor_core_tile(m, sc, f) for m in (32, 1024) for sc in (False, True) for f in (1, 4)}
     return sorted(tiles, key=lambda t: t.key)

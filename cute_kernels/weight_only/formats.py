@@ -26,6 +26,10 @@ int1   ((w << (15 - q)) & 0x80008000) ^ (-1.0)  sign bit flipped by the code: se
 awq    ((w >> 4q) & 0x000F000F) | MAGIC         ((MAGIC + u) - (MAGIC + z)) * s, z and s per (row, group)
 ====== ======================================== ======================================================
 
+The table shows the per-pair placement (every pair shifted down to bit 0). With ``in_place`` (a tile option) a
+pair's fields stay where they fit in the mantissa and the fma that removes the magic also scales by 2^-j; see the
+comment above ``WeightFormat``.
+
 Group context. Scales and zero points are per (row, group of >= 32 K values); a word holds <= 32 values and groups
 are 32-aligned, so one context serves every pair of a word. ``group_ctx`` turns the loaded scale (f32) and zero
 (u8) into what ``decode_pair`` consumes (packed registers), once per row and 32-value block.
@@ -45,8 +49,9 @@ class ComputeType:
     """The 16-bit type the MMA runs in, with its magic-number constants (16-bit patterns)."""
 
     name: str  # "f16" | "bf16"
-    magic: int  # a value whose ULP is 1: u | magic == magic + u for u < 2^mantissa_bits
+    magic: int  # 2^mantissa, whose ULP is 1: u | magic == magic + u for u < 2^mantissa
     one: int
+    mantissa: int  # explicit mantissa bits (f16 10, bf16 7)
 
     @property
     def x2(self) -> str:
@@ -62,10 +67,33 @@ class ComputeType:
     def neg(self, bits16: int) -> int:
         return bits16 | 0x8000
 
+    def encode(self, value: float) -> int:
+        """16-bit pattern of ``value``, which must be exact in this type (decode constants are never rounded)."""
+        import numpy as np
 
-F16 = ComputeType("f16", magic=0x6400, one=0x3C00)  # 1024.0: 10 mantissa bits
-BF16 = ComputeType("bf16", magic=0x4300, one=0x3F80)  # 128.0: 7 mantissa bits
+        if self.name == "f16":
+            bits = int(np.array(value, np.float16).view(np.uint16))
+            exact = float(np.array(value, np.float16)) == value
+        else:
+            f32 = int(np.array(value, np.float32).view(np.uint32))
+            bits, exact = f32 >> 16, (f32 & 0xFFFF) == 0 and float(np.float32(value)) == value
+        if not exact:
+            raise ValueError(f"{value} is not exact in {self.name}")
+        return bits
+
+
+F16 = ComputeType("f16", magic=0x6400, one=0x3C00, mantissa=10)  # 1024.0
+BF16 = ComputeType("bf16", magic=0x4300, one=0x3F80, mantissa=7)  # 128.0
 NEG_ZERO2 = 0x80008000  # fma addend that leaves a product untouched (and -0 * s stays -0)
+
+
+# Where a pair's fields sit when the magic is OR-ed in (``in_place``, a compile-time choice of the tile: see
+# ``TileShape.fields_in_place``). Per pair (False): every pair is first shifted down to bit 0, one shift per pair. In
+# place (True): a field may start at any mantissa bit j that keeps it whole, and the fma that removes the magic also
+# multiplies by 2^-j (a power of two: still exact), so one shifted copy of the word serves every field that fits in
+# the mantissa - per 32-bit word 3 shifts instead of 15 for 1-bit codes (2 in fp16), 2 instead of 7 for 2-bit (1 in
+# fp16), 1 instead of 3 for 4-bit in fp16 (bf16's 7 mantissa bits hold one nibble: no change there). The 1-bit
+# decode becomes lop3 + fma instead of shift + lop3.
 
 
 class WeightFormat:
@@ -74,6 +102,7 @@ class WeightFormat:
     bits: int
     name: str
     has_zeros = False  # True: a per-(row, group) zero-point tensor is an operand
+    field_min_bit = 0  # lowest mantissa bit a field may start at, in place
 
     @property
     def values_per_word(self) -> int:
@@ -99,11 +128,32 @@ class WeightFormat:
     def prepare_word(self, w, ct: ComputeType):
         return w
 
-    def group_ctx(self, ct: ComputeType, scale, zero):
+    def field_bits(self, ct: ComputeType, in_place: bool) -> list[int]:
+        """The mantissa bits j at which ``field`` leaves a pair's low field, in turn."""
+        if not in_place:
+            return [0]
+        fit = min((ct.mantissa - self.bits - self.field_min_bit) // self.bits + 1, self.pairs_per_word)
+        return [self.field_min_bit + i * self.bits for i in range(fit)]
+
+    def field(self, w, q: int, ct: ComputeType, in_place: bool):
+        """(word, j): ``w`` shifted so that pair q's low field starts at bit j (and its high field at 16 + j). In
+        place, the shift is the same for a run of consecutive pairs, so LLVM keeps one shifted word per run."""
+        bits = self.field_bits(ct, in_place)
+        j = bits[q % len(bits)]
+        p = self.bits * q
+        return (ptx.shr(w, p - j) if p >= j else ptx.shl(w, j - p)), j
+
+    def remove_magic(self, h, j: int, offset: int, ct: ComputeType):
+        """(MAGIC + u * 2^j) * 2^-j - (MAGIC * 2^-j + offset) = u - offset, one packed fma, exact."""
+        return ptx.fma_x2_cc(ct.x2, h, ct.pair(ct.encode(2.0 ** -j)),
+                             ct.pair(ct.neg(ct.encode(2.0 ** (ct.mantissa - j) + offset))))
+
+    def group_ctx(self, ct: ComputeType, scale, zero, in_place: bool = False):
         """Per (row, block) decode context from a Float32 scale (or None) and a u8 zero point (or None)."""
         return None if scale is None else ptx.cvt_pair_f32(ct.x2, scale, scale)
 
-    def decode_pair(self, w, q: int, ct: ComputeType, ctx):
+    def decode_pair(self, w, q: int, ct: ComputeType, ctx, in_place: bool = False):
+        """One packed fp16x2 / bf16x2 register: the values of pair q of word ``w`` (after ``prepare_word``)."""
         raise NotImplementedError
 
     @staticmethod
@@ -114,28 +164,37 @@ class WeightFormat:
 class SignedInt4(WeightFormat):
     bits, name = 4, "int4"
 
-    def decode_pair(self, w, q, ct, ctx):
+    def decode_pair(self, w, q, ct, ctx, in_place=False):
         # XOR-ing bit 3 of the nibble turns two's complement into offset-8 binary; the same lop3 sets the magic.
-        h = ptx.lop3(ptx.shr(w, 4 * q), 0x000F000F, ct.pair(ct.magic | 0x0008), ptx.LUT_AND_XOR)
-        v = ptx.fma_x2_cc(ct.x2, h, ct.pair(ct.one), ct.pair(ct.neg(ct.magic_plus(8))))
-        return self._apply_scale(v, ct, ctx)
+        x, j = self.field(w, q, ct, in_place)
+        h = ptx.lop3(x, 0x000F000F << j, ct.pair(ct.magic | (0x0008 << j)), ptx.LUT_AND_XOR)
+        return self._apply_scale(self.remove_magic(h, j, 8, ct), ct, ctx)
 
 
 class OffsetInt2(WeightFormat):
     bits, name = 2, "int2"
 
-    def decode_pair(self, w, q, ct, ctx):
-        h = ptx.lop3(ptx.shr(w, 2 * q), 0x00030003, ct.pair(ct.magic), ptx.LUT_AND_OR)
-        v = ptx.fma_x2_cc(ct.x2, h, ct.pair(ct.one), ct.pair(ct.neg(ct.magic_plus(2))))
-        return self._apply_scale(v, ct, ctx)
+    def decode_pair(self, w, q, ct, ctx, in_place=False):
+        x, j = self.field(w, q, ct, in_place)
+        h = ptx.lop3(x, 0x00030003 << j, ct.pair(ct.magic), ptx.LUT_AND_OR)
+        return self._apply_scale(self.remove_magic(h, j, 2, ct), ct, ctx)
 
 
 class SignBit1(WeightFormat):
     bits, name = 1, "int1"
+    # 2 * MAGIC * 2^-j + 1 is exact only for j >= 1 (2^(mantissa + 1) + 1 needs one bit more than the type has).
+    field_min_bit = 1
 
-    def decode_pair(self, w, q, ct, ctx):
-        # Move bits q and q+16 onto the two sign bits; XOR with (-1, -1) then gives +1 for a set bit, -1 for clear.
-        v = ptx.lop3(ptx.shl(w, 15 - q), 0x80008000, ct.pair(ct.neg(ct.one)), ptx.LUT_AND_XOR)
+    def decode_pair(self, w, q, ct, ctx, in_place=False):
+        if not in_place:
+            # Move bits q and q+16 onto the two sign bits; XOR with (-1, -1) gives +1 for a set bit, -1 for clear.
+            v = ptx.lop3(ptx.shl(w, 15 - q), 0x80008000, ct.pair(ct.neg(ct.one)), ptx.LUT_AND_XOR)
+            return self._apply_scale(v, ct, ctx)
+        # MAGIC + b 2^j, then (MAGIC + b 2^j) 2^(1-j) - (2 MAGIC 2^-j + 1) = 2b - 1: +1 for a set bit, -1 for clear.
+        x, j = self.field(w, q, ct, in_place)
+        h = ptx.lop3(x, 0x00010001 << j, ct.pair(ct.magic), ptx.LUT_AND_OR)
+        v = ptx.fma_x2_cc(ct.x2, h, ct.pair(ct.encode(2.0 ** (1 - j))),
+                          ct.pair(ct.neg(ct.encode(2.0 ** (ct.mantissa + 1 - j) + 1))))
         return self._apply_scale(v, ct, ctx)
 
 
@@ -148,12 +207,12 @@ class SignedInt8(WeightFormat):
     def prepare_word(self, w, ct):
         return ptx.xor_c(w, 0x80808080)  # int8 -> offset-128 binary, once per word
 
-    def group_ctx(self, ct, scale, zero):
+    def group_ctx(self, ct, scale, zero, in_place=False):
         if ct is BF16:
             return scale  # bf16 has 8 significant bits: the code goes through f32 and takes the scale there
-        return super().group_ctx(ct, scale, zero)
+        return super().group_ctx(ct, scale, zero, in_place)
 
-    def decode_pair(self, w, q, ct, ctx):
+    def decode_pair(self, w, q, ct, ctx, in_place=False):
         if ct is F16:
             # fp16 1024 + u is exact for u < 1024: bytes (b_2q, 0x64, b_2q+1, 0x64).
             h = ptx.prmt_c(w, 0x64646464, 0x4140 + 0x0202 * q)
@@ -176,14 +235,17 @@ class AwqInt4(WeightFormat):
 
     bits, name, has_zeros = 4, "awq", True
 
-    def group_ctx(self, ct, scale, zero):
-        neg_offset = ptx.splat_or(zero, ct.pair(ct.neg(ct.magic)))  # -(MAGIC + z) in both halves
-        return neg_offset, None if scale is None else ptx.cvt_pair_f32(ct.x2, scale, scale)
+    def group_ctx(self, ct, scale, zero, in_place=False):
+        # -(MAGIC 2^-j + z) in both halves for each field position j: z in units of 2^-j, the ULP of MAGIC 2^-j.
+        neg_offsets = {j: ptx.splat_or(ptx.shl(zero, j), ct.pair(ct.neg(ct.encode(2.0 ** (ct.mantissa - j)))))
+                       for j in self.field_bits(ct, in_place)}
+        return neg_offsets, None if scale is None else ptx.cvt_pair_f32(ct.x2, scale, scale)
 
-    def decode_pair(self, w, q, ct, ctx):
-        neg_offset, scale2 = ctx
-        h = ptx.lop3(ptx.shr(w, 4 * q), 0x000F000F, ct.pair(ct.magic), ptx.LUT_AND_OR)
-        v = ptx.fma_x2_cr(ct.x2, h, ct.pair(ct.one), neg_offset)  # u - z, exact
+    def decode_pair(self, w, q, ct, ctx, in_place=False):
+        neg_offsets, scale2 = ctx
+        x, j = self.field(w, q, ct, in_place)
+        h = ptx.lop3(x, 0x000F000F << j, ct.pair(ct.magic), ptx.LUT_AND_OR)
+        v = ptx.fma_x2_cr(ct.x2, h, ct.pair(ct.encode(2.0 ** -j)), neg_offsets[j])  # u - z, exact
         if scale2 is None:  # promoted scale: the kernel applies it to the step's partial sums
             return v
         return ptx.fma_x2_rc(ct.x2, v, scale2, NEG_ZERO2)  # (u - z) * s, rounded once

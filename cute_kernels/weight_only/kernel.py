@@ -70,6 +70,9 @@ class TileShape:
     token_major: the grid's fastest index runs over token tiles, so the CTAs of one row block that differ only in
     their tokens are scheduled together and all but one read the weights from L2 (M > 8 with one token tile per
     CTA: the weight stream stays one pass while each CTA keeps the registers of a single token tile).
+    fields_in_place: the decode leaves a pair's fields where they fit in the mantissa and scales them down in the
+    fma that removes the magic, instead of shifting every pair down to bit 0 (formats.py: fewer shifts, 1/2-bit and
+    4-bit in fp16; same values).
     """
 
     nt: int
@@ -80,6 +83,7 @@ class TileShape:
     x_ahead: bool = False
     token_major: bool = False
     swap_registers: bool = False
+    fields_in_place: bool = False
 
     @property
     def rows_per_cta(self) -> int:
@@ -110,7 +114,7 @@ class TileShape:
     @property
     def key(self) -> tuple:
         return (self.nt, self.mt, self.warps_n, self.warps_k, self.stages, self.x_ahead, self.token_major,
-                self.swap_registers)
+                self.swap_registers, self.fields_in_place)
 
 
 @dataclass(frozen=True)
@@ -375,7 +379,7 @@ class WeightOnlyGemm:
         base = blk * tile.row_slots
         # Promoted scales are applied to the partial sums (mma_step): the decode sees only the zero point.
         return [fmt.group_ctx(ct, None if self.promote else buf["s"][base + r],
-                              buf["z"][base + r] if fmt.has_zeros else None)
+                              buf["z"][base + r] if fmt.has_zeros else None, tile.fields_in_place)
                 for r in range(tile.row_slots)]
 
     def mma_step(self, x: cute.Tensor, th, wbuf: cute.Tensor, buf, acc: cute.Tensor, step, t: Int32):
@@ -405,10 +409,8 @@ class WeightOnlyGemm:
                     b = [(act.pair(xw[i], *p0), act.pair(xw[i], *p1)) for i in range(mt)]
                     for j in range(nt):
                         r0, r1 = 2 * j, 2 * j + 1  # rows g and g + 8 of tile j
-                        a = [fmt.decode_pair(wp[r0], 2 * q2, ct, ctx[r0]),
-                             fmt.decode_pair(wp[r1], 2 * q2, ct, ctx[r1]),
-                             fmt.decode_pair(wp[r0], 2 * q2 + 1, ct, ctx[r0]),
-                             fmt.decode_pair(wp[r1], 2 * q2 + 1, ct, ctx[r1])]
+                        a = [fmt.decode_pair(wp[r], q, ct, ctx[r], tile.fields_in_place)
+                             for q, r in ((2 * q2, r0), (2 * q2, r1), (2 * q2 + 1, r0), (2 * q2 + 1, r1))]
                         for i in range(mt):
                             base = (j * mt + i) * 4
                             for p in range(act.parts):
