@@ -102,6 +102,23 @@ def test_fields_in_place_saves_shifts():
         assert fmt.field_bits(ct, False) == [0]
 
 
+def test_fields_in_place_dispatch():
+    """Where the shipped plans decode in place (config.FIELDS_IN_PLACE_NOTE)."""
+    tile = config.decode_tile
+    assert tile(2, 1, 4096, 132).fields_in_place and tile(2, 8, 8192, 132).fields_in_place
+    assert not tile(2, 16, 8192, 132).fields_in_place and not tile(2, 16, 4096, 132).fields_in_place
+    # 1-bit at M <= 8 from 2 tiles per warp on (N = 8192 keeps 2, N = 4096 halves to 1)
+    assert tile(1, 8, 8192, 132).fields_in_place and not tile(1, 8, 4096, 132).fields_in_place
+    assert tile(1, 16, 4096, 132).fields_in_place and not tile(1, 16, 8192, 132).fields_in_place  # token-major
+    assert not tile("awq", 1, 8192, 132).fields_in_place and not tile(4, 1, 8192, 132).fields_in_place
+    assert not tile(8, 1, 8192, 132).fields_in_place
+    assert config.tensor_core_tile(64, True, "awq").fields_in_place and config.tensor_core_tile(4096, False, 4)\
+        .fields_in_place
+    assert not config.tensor_core_tile(64, False, 2).fields_in_place and not config.tensor_core_tile(64, False, 8)\
+        .fields_in_place
+    assert tile(1, 8, 8192, 132, fields_in_place=False).fields_in_place is False  # the override
+
+
 CASES = [  # bits, x dtype, M, N, K, group
     (8, torch.bfloat16, 1, 40, 256, None),
     (8, torch.float16, 3, 24, 288, 32),

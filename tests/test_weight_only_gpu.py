@@ -96,6 +96,20 @@ def test_decode_path_9_to_16_tokens_wide_layer(bits, m):
     _check(x, w, s, bits)
 
 
+@pytest.mark.parametrize("bits", [4, 2, 1])
+@pytest.mark.parametrize("m", [1, 8, 16])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_decode_path_fields_in_place(bits, m, dtype):
+    """Decode tiles with the fields left in place (config.FIELDS_IN_PLACE_NOTE), forced for every low width with 1
+    and 2 tiles per warp, N / K tails."""
+    import dataclasses
+
+    x, w, s, _ = _case(bits, m, 200, 1024 + 128, dtype, seed=m + 7)
+    for nt in (1, 2):
+        _check(x, w, s, bits, tile=dataclasses.replace(config.decode_tile(bits, m, 200, 132), nt=nt,
+                                                        fields_in_place=True))
+
+
 @pytest.mark.parametrize("bits", [8, 4, 2, 1])
 def test_tensor_core_path(bits):
     x, w, s, _ = _case(bits, 77, 300, 1536, torch.bfloat16)  # M, N tails on 32 x 128 CTA tiles (split-K tile)

@@ -58,6 +58,7 @@ class DecodePlan:
     # the plan to use instead of halving ``nt`` when this one would launch fewer than min_ctas_per_sm CTAs per SM
     narrow: "DecodePlan | None" = None
     fields_in_place: bool = False  # TileShape.fields_in_place (FIELDS_IN_PLACE_NOTE below)
+    fields_in_place_min_nt: int = 0  # >0: in place too where the tile keeps at least this many tiles per warp
 
 
 # Per format (bits, or "awq"), first plan whose max_m covers M. Measured on the H200 (N = K = 8192, 2026-11-22,
@@ -92,8 +93,9 @@ class DecodePlan:
 # 2-bit at M <= 8 (M = 1: +4-9% on all 8 layer x dtype points, 8192^2 10.47 -> 10.08 us bf16; M = 8: -1% to +8%),
 # 1-bit at 9-16 tokens on narrow layers, the token-major plan (4096 x 14336 M = 16 17.8 -> 15.5 us bf16, 18.1 ->
 # 15.2 fp16; 4096^2 7.1 -> 6.3, 7.2 -> 6.1), and the tensor-core tiles of 4-bit and AWQ (M = 64: +4-7% on all 8
-# points; the bf16 int4 decode is the same code either way). Not kept: 1-bit at M <= 8 (+2-10% on wide layers, 15-28%
-# slower on narrow ones), 1/2-bit tensor-core tiles (bf16 4-7% slower), AWQ at M = 1 (8192^2 15.5 -> 17.1 us),
+# points; the bf16 int4 decode is the same code either way), and 1-bit at M <= 8 where a warp keeps >= 2 tiles (the
+# wide layers: M = 8 +4-10%, 8192^2 14.2 -> 13.1 us; M = 1 -2% to +3%; on narrow layers, 1 tile per warp, it was
+# 15-28% slower). Not kept: 1/2-bit tensor-core tiles (bf16 4-7% slower), AWQ at M = 1 (8192^2 15.5 -> 17.1 us),
 # int4 decode in fp16 (-6% to +7%).
 _LOW_BIT_16 = DecodePlan(16, 4, True, False, stages=3, min_ctas_per_sm=0.9,
                          narrow=DecodePlan(16, 4, False, False, token_major=True, min_ctas_per_sm=0))
@@ -104,7 +106,7 @@ DECODE_PLANS = {
     8: (DecodePlan(8, 1, False, True), DecodePlan(16, 2, False, True)),
     4: (DecodePlan(8, 2, False, True), DecodePlan(16, 2, True, False, min_ctas_per_sm=0, stages=3)),
     2: (DecodePlan(8, 4, False, False, swap_registers=True, fields_in_place=True), _LOW_BIT_16),
-    1: (DecodePlan(8, 4, False, False), _ONE_BIT_16),
+    1: (DecodePlan(8, 4, False, False, fields_in_place_min_nt=2), _ONE_BIT_16),
     # AWQ at 9-16 tokens keeps 2 tiles per warp on narrow layers too (N = 4096: 128 CTAs): halving to 1 tile was
     # 10-17% slower there (H200, session 4: 4096 x 4096 10.3 vs 9.4 us, 4096 x 14336 27.5 vs 22.8).
     "awq": (DecodePlan(8, 1, False, True),
@@ -220,7 +222,8 @@ def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None
     x_ahead = plan.x_ahead if x_ahead is None else x_ahead
     swap = plan.swap_registers if swap_registers is None else swap_registers
     warps_n = 1 if k is None or token_major else side_by_side_warps(fmt, 16 * nt, n, k, sm_count)
-    in_place = plan.fields_in_place if fields_in_place is None else fields_in_place
+    in_place = plan.fields_in_place or 0 < plan.fields_in_place_min_nt <= nt
+    in_place = in_place if fields_in_place is None else fields_in_place
     return TileShape(nt=nt, mt=mt, warps_n=warps_n, warps_k=8 // warps_n, stages=stages if ring else 0,
                      x_ahead=x_ahead, token_major=token_major, swap_registers=swap and not ring,
                      fields_in_place=in_place)
