@@ -122,7 +122,7 @@ def main():
                 row[name] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"}
         rows.append(row)
         print(json.dumps(row), flush=True)
-        del bs, a, b
+        bs = a = b = None  # free before the next shape (the timing closures hold them)
 
     names = ["cute_kernels groupwise", "torch blockwise", "torch rowwise"]
     md = [f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}", "",

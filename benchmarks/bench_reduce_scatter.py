@@ -262,7 +262,7 @@ def sweep_m(m, args, gemm, groups, chunk_list):
             r[f"op_c{c}_hp"] = t(op(group=groups["hp"], chunks=c))
     # Last: a private torch API; if it fails on one rank only it may leave the group unusable.
     r["async_tp"] = t(lambda: async_tp(gemm, x1, x2, s1, s2, dist.group.WORLD))
-    del x1, x2, part, part_bf16, red, red_bf16
+    x1 = x2 = part = part_bf16 = red = red_bf16 = None  # free before the next M (closures above hold them)
     torch.cuda.empty_cache()
     return r
 

@@ -36,7 +36,7 @@ def _read_bandwidth_tbs():
     """Read-only stream: fp32 sum over 4 GiB, the floor for a GEMM that streams its weight once."""
     x = torch.ones(1 << 30, dtype=torch.float32, device="cuda")
     us, _ = graph_time_us([lambda: x.sum()] * 2, replays=5)
-    del x
+    x = None  # free now (closures above still name them)
     return 4 * (1 << 30) / (us * 1e-6) / 1e12
 
 
@@ -99,7 +99,7 @@ def bench_shape(m, n, k, l2_bytes, sm90):
     row["sm80_tops"] = flops / (row["sm80_us"] * 1e-6) / 1e12
     row["int_mm_tops"] = 2 * mi * n * k / (row["int_mm_us"] * 1e-6) / 1e12
     row["bytes"] = m * k + n * k + 2 * m * n + 4 * (m + n) + 2 * n
-    del data
+    data = None  # free now (closures above still name them)
     torch.cuda.empty_cache()
     return row
 
@@ -125,7 +125,7 @@ def sweep(l2_bytes):
                 rows.append({"M": m, "N": n, "K": k, "config": cfg.name, "split_k": split, "us": us})
         print(f"sweep {m}x{n}x{k}: best " + str(min((r for r in rows if r["M"] == m and r["N"] == n and r["K"] == k),
                                                    key=lambda r: r["us"])), flush=True)
-        del data
+        data = None  # free now (closures above still name them)
     return rows
 
 
@@ -213,7 +213,7 @@ def main():
     w = torch.randint(-128, 128, (8192, 8192), dtype=torch.int8, device="cuda").t()
     us, _ = graph_time_us([lambda: torch._int_mm(x, w)])
     meta["int_mm_peak_tops"] = 2 * 8192 ** 3 / (us * 1e-6) / 1e12
-    del x, w
+    x = w = None  # free now (closures above still name them)
     rows = []
     shapes = SHAPES[:1] + [(16, 4096, 4096), (4096, 14336, 4096)] if args.quick else SHAPES
     for m, n, k in shapes:

@@ -64,7 +64,7 @@ def main():
                                                     c=local[peer][None]))
         dist.barrier()
         torch.cuda.synchronize()
-        del buf, h, local, remote, dst
+        buf = h = local = remote = dst = None  # free now (closures above still name them)
         for rd, name in ((torch.float32, "fp32"), (torch.bfloat16, "bf16")):
             for mode in ("pull", "push"):
                 p2p_transport.MODE = mode

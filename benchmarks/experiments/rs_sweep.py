@@ -48,7 +48,7 @@ for M in (8192, 4096, 2048):
             if x["M"] == M:
                 k = x["rd"]; best[k] = min(best.get(k, (1e9,)), (x["us"], x["chunks"], x["reserve"], x["group"]))
         print("   best", best, flush=True)
-    del x1, x2
+    x1 = x2 = None  # free now (closures above still name them)
     release_workspaces(); torch.cuda.empty_cache()
 if rank == 0:
     json.dump(res, open(os.path.join(os.environ.get("OUT", "."), "rs_sweep.json"), "w"), indent=1)

@@ -36,7 +36,7 @@ for bits in (8, 4, 2, 1):
         tb, _ = graph_time_us([lambda w=w: torch.matmul(x, w.t()) for w in bf])
         run(f"bits={bits} M={m}", tb, lambda tl: [lambda w=w: quantized_mm(x, w, 0.01, bits, tile=tl, path="decode") for w in ws],
             lambda tl: _check(quantized_mm(x, ws[0], 0.01, bits, tile=tl, path="decode"), x, ws[0], 0.01, bits), variants(bits, m, N))
-    del ws
+    ws = None  # free now (closures above still name them)
 for oc, ic in ((8192, 8192), (4096, 14336)):
     s_sets = [_awq_set(ic, oc, torch.float16) for _ in range(4)]
     dense = [torch.randn(ic, oc, device="cuda", dtype=torch.float16) for _ in range(2)]
@@ -45,5 +45,5 @@ for oc, ic in ((8192, 8192), (4096, 14336)):
         tb, _ = graph_time_us([lambda w=w: torch.matmul(x, w) for w in dense])
         run(f"awq {oc}x{ic} M={m}", tb, lambda tl: [lambda s=s: awq_gemm(x, *s, tile=tl) for s in s_sets],
             lambda tl: _check_awq(awq_gemm(x, *s_sets[0], tile=tl), x, *s_sets[0]), variants("awq", m, oc))
-    del s_sets, dense
+    s_sets = dense = None  # free now (closures above still name them)
 json.dump(res, open(os.path.join(os.environ.get("OUT", "."), "tm.json"), "w"), indent=1)
