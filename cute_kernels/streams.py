@@ -1,4 +1,5 @@
-"""The caller's current stream as a cache key, cheaply, and the per-stream scratch buffers keyed on it.
+"""The caller's current stream as a cache key, cheaply; the per-stream scratch buffers keyed on it; and the few raw
+stream-ordered driver operations (events, async copies) that host hot paths issue without torch's Python overhead.
 
 Host hot paths keep scratch (split-K partial sums and semaphores, the distributed op's staging buffers) between
 calls instead of allocating per call. One set per (device, caller's current stream): calls on one stream never run
@@ -57,3 +58,53 @@ class StreamScratch:
         if torch.cuda.is_available():
             torch.cuda.synchronize()
         self._buffers.clear()
+
+
+# Raw stream-ordered operations through the CUDA driver (cuda-python, a dependency of the DSL). The distributed op's
+# hot path issues a handful of these per call; torch's Python equivalents (``with torch.cuda.stream(s)``,
+# ``wait_stream``, ``record_event``, ``copy_``) cost 3-15 µs each on the host (measured on an H200 host,
+# docs/distributed.md, session 9), the driver calls about 1 µs. They are captured into CUDA graphs like their torch
+# counterparts (an event recorded on a capturing stream and waited on by another stream forks the capture onto it).
+
+
+def _driver():
+    from cuda.bindings import driver
+
+    return driver
+
+
+def _checked(result, what: str):
+    err = result[0]
+    if err != 0:  # CUresult.CUDA_SUCCESS
+        raise RuntimeError(f"{what} failed: {err!r}")
+    return result[1] if len(result) > 1 else None
+
+
+class RawEvent:
+    """A CUDA event without timing, created in ``device``'s primary context (make that device current first: the
+    driver creates events in the calling thread's current context, which torch sets with ``torch.cuda.device``)."""
+
+    def __init__(self, device: torch.device):
+        with torch.cuda.device(device):
+            drv = _driver()
+            self.handle = _checked(drv.cuEventCreate(drv.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
+
+    def record(self, stream: int) -> None:
+        """Capture the work issued so far to ``stream`` (a raw handle, e.g. ``current_stream_id``)."""
+        _checked(_driver().cuEventRecord(self.handle, stream), "cuEventRecord")
+
+    def wait(self, stream: int) -> None:
+        """Make work issued to ``stream`` from now on wait for what the last ``record`` captured."""
+        _checked(_driver().cuStreamWaitEvent(stream, self.handle, 0), "cuStreamWaitEvent")
+
+    def __del__(self):
+        try:
+            _driver().cuEventDestroy(self.handle)
+        except Exception:  # noqa: BLE001 - interpreter shutdown: the driver module may be gone already
+            pass
+
+
+def memcpy_async(dst: int, src: int, nbytes: int, stream: int) -> None:
+    """Copy ``nbytes`` between device addresses (this GPU's or a peer's mapped into its address space) on ``stream``:
+    a copy-engine transfer, no SMs."""
+    _checked(_driver().cuMemcpyAsync(dst, src, nbytes, stream), "cuMemcpyAsync")

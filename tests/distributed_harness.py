@@ -322,3 +322,58 @@ def gpu_correctness(rank, world, device):
         p2p_transport.MODE = "pull"
     _expect_error(ValueError, "x2 must be column-major",
                   lambda: _call_and_check(rank, world, device, m_per_rank=128, n=512, ks=ks, column_major=False))
+
+
+def gpu_graph_replay(rank, world, device):
+    """The p2p op captured in a CUDA graph on every rank, replayed back to back on new operands copied into the
+    captured tensors (no host sync between replays): each replay matches the float64 reference. A replay reuses the
+    half of the symmetric buffer it captured, so this is what the captured call's leading barrier protects."""
+    from cute_kernels.distributed import p2p_transport
+
+    ks = [256 + 128 * (w % 2) for w in range(world)]
+    cases = [dict(reduce_dtype=torch.bfloat16, m_per_rank=384, with_bias=True),
+             dict(reduce_dtype=torch.float32, m_per_rank=1024, with_bias=False),  # two parts, fused sum
+             dict(reduce_dtype=torch.float32, m_per_rank=1024, with_bias=True),  # rank 0 unfused
+             dict(reduce_dtype=torch.float32, m_per_rank=256, with_bias=False, mode="push")]
+    for i, case in enumerate(cases):
+        m_per_rank, reduce_dtype = case["m_per_rank"], case["reduce_dtype"]
+        p2p_transport.MODE = case.get("mode", "pull")
+        try:
+            def inputs(seed):
+                return make_inputs(seed, world, m_per_rank * world, 512, ks, case["with_bias"], device, True)
+
+            ranks, bias = inputs(1000 + 10 * i)
+            x1, x2, s1, s2 = (t.clone() for t in ranks[rank])  # x2 clone keeps the column-major strides
+            bias = None if bias is None else bias.clone()
+            out = poisoned((m_per_rank, 512), torch.bfloat16, device)
+
+            def call():
+                quantized_matmul_reduce_scatter(x1, x2, s1, s2, bias, out=out, reduce_dtype=reduce_dtype,
+                                                transport="p2p", validate_across_ranks=False)
+
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                call()
+                call()
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                call()
+            expected, results = [], []
+            for replay in range(4):
+                new_ranks, new_bias = inputs(1001 + 10 * i + replay)
+                for dst, src in zip((x1, x2, s1, s2), new_ranks[rank]):
+                    dst.copy_(src)
+                if bias is not None:
+                    bias.copy_(new_bias)
+                out.fill_(float("nan"))
+                graph.replay()
+                results.append(out.clone())
+                expected.append(reference(new_ranks, new_bias))
+            torch.cuda.synchronize()
+            for replay, (got, (ref, mag)) in enumerate(zip(results, expected)):
+                assert_matches(got, _group_rows(ref, rank, world), _group_rows(mag, rank, world), torch.bfloat16,
+                               reduce_dtype, world, f"rank {rank} graph replay {replay} of case {case}")
+        finally:
+            p2p_transport.MODE = "pull"

@@ -15,6 +15,7 @@ from cute_kernels.distributed import (
     auto_num_chunks,
     plan_chunks,
 )
+from cute_kernels.distributed.chunk_gemm import run_block
 from cute_kernels.reference import int8_scaled_mm_ref
 
 from .distributed_harness import run_ranks
@@ -51,11 +52,12 @@ def test_auto_chunks_crossover_and_cap():
 
 
 def test_eager_p2p_threshold_grows_with_world_size():
-    # W = 8 measured the p2p path host-bound below M = 8192 (N = 8192): the eager threshold scales with W / 2.
+    # W = 2 (session 9's host path) took p2p from M = 256 at N = 8192; W = 8 measured the old p2p path host-bound
+    # below M = 8192: from W = 3 on the eager threshold scales with W / 2.
     from cute_kernels.distributed.matmul_reduce_scatter import P2P_MIN_OUTPUTS, p2p_min_outputs
 
-    assert p2p_min_outputs(2) == P2P_MIN_OUTPUTS == 2048 * 8192
-    assert p2p_min_outputs(8) == 8192 * 8192 and p2p_min_outputs(4) == 4096 * 8192
+    assert p2p_min_outputs(2) == P2P_MIN_OUTPUTS == 256 * 8192
+    assert p2p_min_outputs(8) == 8192 * 8192 and p2p_min_outputs(4) == 4096 * 8192 == 2 * p2p_min_outputs(3)
 
 
 def test_p2p_row_parts():
@@ -108,6 +110,10 @@ def test_gpu_chunk_gemms_follow_the_contract(make_gemm, with_bias, rows):
         magnitude += bias.double().abs() * scale.abs()
     assert not torch.isnan(got).any()
     assert ((got.double() - want.double()).abs() <= 4 * 2.0**-24 * magnitude).all()
+    # One block as 2-D operands (the p2p transport's call): the same arithmetic as that block of the batched call.
+    one = torch.full((rows, 24), float("nan"))
+    run_block(make_gemm(), a[1], b, a_scale[1], b_scale, bias, one)
+    assert torch.equal(one, got[1])
 
 
 def test_gloo_2_ranks():
@@ -126,3 +132,9 @@ def test_gloo_4_ranks_and_subgroup():
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 or more CUDA GPUs")
 def test_nccl_matches_reference():
     run_ranks(torch.cuda.device_count(), ["gpu_correctness"], backend="nccl", timeout_s=300)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 or more CUDA GPUs")
+def test_nccl_p2p_graph_replays_match_reference():
+    run_ranks(torch.cuda.device_count(), ["gpu_graph_replay"], backend="nccl", timeout_s=300)

@@ -14,7 +14,9 @@ Contract of a chunk GEMM ``gemm(a, b, a_scale, b_scale, bias, out, c=None)``:
 and ``gemm.check(x1, x2)`` raises TypeError/ValueError for operands this GEMM cannot run. The op calls ``check`` on
 every rank before its first collective, so a shape the kernel would reject becomes an error on all ranks instead of an
 exception on one rank while the others wait in a collective. ``gemm.row_align`` is the row granularity chunk
-boundaries keep (GEMM tile rows, 16-byte aligned scale slices).
+boundaries keep (GEMM tile rows, 16-byte aligned scale slices). Optionally, ``gemm.run_block(a, b, a_scale, b_scale,
+bias, out, c=None)`` takes one block as 2-D operands (a [m, K], a_scale [m], out and c [m, N]); the p2p transport
+calls it through ``run_block`` below, which falls back to the batched call with L = 1.
 """
 
 from __future__ import annotations
@@ -86,13 +88,26 @@ class Int8ScaledMmChunkGemm:
         checks.check_aligned("x2", x2)
 
     def __call__(self, a, b, a_scale, b_scale, bias, out, c=None) -> None:
-        scaled_bias = None if bias is None else (bias.double() * b_scale.double()).float()
+        scaled_bias = _scaled_bias(bias, b_scale)
         for block in range(a.shape[0]):
-            extra = {} if c is None else {"c": c[block]}
-            self._mm(a[block], b, a_scale[block], b_scale, out_dtype=out.dtype, out=out[block],
-                     **self._options, **extra)
-            if scaled_bias is not None:
-                out[block].addcmul_(a_scale[block].unsqueeze(-1), scaled_bias)
+            self._run(a[block], b, a_scale[block], b_scale, scaled_bias, out[block], None if c is None else c[block])
+
+    def run_block(self, a, b, a_scale, b_scale, bias, out, c=None) -> None:
+        """One row block, 2-D operands (a [m, K], a_scale [m], out and c [m, N]): the call without the per-block
+        views of ``__call__``, which cost the p2p transport's host path a few µs each (module ``run_block``)."""
+        self._run(a, b, a_scale, b_scale, _scaled_bias(bias, b_scale), out, c)
+
+    def _run(self, a, b, a_scale, b_scale, scaled_bias, out, c) -> None:
+        if c is None:
+            self._mm(a, b, a_scale, b_scale, out_dtype=out.dtype, out=out, **self._options)
+        else:
+            self._mm(a, b, a_scale, b_scale, out_dtype=out.dtype, out=out, c=c, **self._options)
+        if scaled_bias is not None:
+            out.addcmul_(a_scale.unsqueeze(-1), scaled_bias)
+
+
+def _scaled_bias(bias, b_scale):
+    return None if bias is None else (bias.double() * b_scale.double()).float()
 
 
 class TorchIntMmChunkGemm:
@@ -124,3 +139,13 @@ class TorchIntMmChunkGemm:
                 torch.mul(acc * a_scale[block].unsqueeze(-1), b_scale, out=out[block])
             else:
                 torch.add(acc * a_scale[block].unsqueeze(-1) * b_scale, c[block], out=out[block])
+
+
+def run_block(gemm, a, b, a_scale, b_scale, bias, out, c=None) -> None:
+    """``gemm`` on one row block given as 2-D operands (a [m, K], a_scale [m], out and c [m, N]): its ``run_block``
+    where it has one (no per-call batch views to build), else the contract's batched call with L = 1."""
+    fast = getattr(gemm, "run_block", None)
+    if fast is not None:
+        fast(a, b, a_scale, b_scale, bias, out, c=c)
+    else:
+        gemm(a[None], b, a_scale[None], b_scale, bias, out[None], c=None if c is None else c[None])

@@ -45,13 +45,15 @@ from .rank_agreement import agree_across_ranks, dtype_code, reduce_scatter_singl
 OUT_DTYPES = (torch.bfloat16, torch.float16)
 # transport="auto" picks p2p from this many outputs (M x N, all ranks' rows) on, and always inside CUDA graph
 # capture. Measured on 2 x H200 (N = K = 8192 per rank, docs/distributed.md): under CUDA graphs p2p wins at every M
-# (1.36-1.42x in bf16, 1.56-2.17x in fp32, M = 512..8192); called eagerly both paths are bound by host time up to
-# M = 1024 (~280-350 µs per call for 50-100 µs of GPU work), where the NCCL path's fewer launches win (bf16 280 vs
-# 335 µs at M = 512), and p2p wins from M = 2048 (1.40x).
-# Eagerly, the p2p path's host work grows with the W - 1 pull steps, so the threshold scales with W / 2: at W = 8 the
-# p2p call took 1296-1331 µs of host time at M = 2048 / 4096 against 560-813 µs for the NCCL path, and won from
-# M = 8192 (fp32 973 vs 1518 µs; 8 x H200, session 6). W = 4 (x2) sits between the two measured ends.
-P2P_MIN_OUTPUTS = 2048 * 8192
+# (1.25-1.36x in bf16, 1.42-1.69x in fp32, M = 256..8192). Called eagerly, p2p wins at every M measured too since
+# session 9's lean host path (94-195 µs of host time per call, was 179-353): bf16 172 vs 302 µs at M = 256, 116 vs
+# 161 at M = 1024; fp32 99 vs 167 at M = 512. Before it, the NCCL path's fewer launches won eagerly up to M = 1024.
+P2P_MIN_OUTPUTS = 256 * 8192
+# W > 2 keeps the session-6 rule, measured with the old host path and not re-measured since (no 4/8-GPU machine
+# was lent): the p2p path's host work grows with the W - 1 pull steps, so the threshold scales with W / 2; at W = 8
+# the p2p call took 1296-1331 µs of host time at M = 2048 / 4096 against 560-813 µs for the NCCL path, and won from
+# M = 8192 (fp32 973 vs 1518 µs; 8 x H200). W = 4 (x2) sits between the two measured ends.
+P2P_MIN_OUTPUTS_PER_HALF_WORLD = 2048 * 8192
 
 # Two chunks in flight: one being reduce-scattered while the next is computed. A third buffer would only absorb
 # jitter between ranks, at the price of another W x rows x N partial.
@@ -61,7 +63,7 @@ BIAS_RANK = 0
 
 def p2p_min_outputs(world: int) -> int:
     """Outputs (M x N) from which an eager ``transport="auto"`` call takes the p2p path at world size ``world``."""
-    return P2P_MIN_OUTPUTS * max(1, world // 2)
+    return P2P_MIN_OUTPUTS if world <= 2 else P2P_MIN_OUTPUTS_PER_HALF_WORLD * (world // 2)
 
 
 _default_gemms: dict[str, object] = {}

@@ -27,7 +27,18 @@ P_r alternates between two halves of the symmetric buffer on successive calls: c
 peers pulled in call i, and it runs after this rank's first barrier of call i + 1, which no rank passes before it
 has joined its pulls of call i. (Every rank calls the op the same number of times, so the halves agree.) Needs CUDA
 tensors, an NCCL group and torch's symmetric memory (``torch.distributed._symmetric_memory``, a private torch API:
-``available()`` says whether it imports). CUDA-graph capturable.
+``available()`` says whether it imports).
+
+CUDA graphs. The op is capturable (every rank captures it together). A replayed graph reuses the one half it
+captured, so a captured call starts with one more barrier: no rank's GEMMs overwrite its half before every rank has
+finished the previous call, pulls included.
+
+Host cost. Called eagerly, the op is bound by its host side when each call issues its work slower than the GPU runs
+it (M = 2048 on 2 x H200: ~200 µs of GPU work, 212 µs of host work per bf16 call before session 9, and the two
+ranks' host delays add up through the barriers). Everything that depends on shapes only - parts, output views
+into both halves of the symmetric buffer, the pulls as address triples, scratch views, events - is built once per
+problem and calling stream (``_PullPlan``), and the side stream is driven by driver calls (``streams.RawEvent``,
+``memcpy_async``; ~1 µs each, against 3-15 µs for torch's stream context, ``wait_stream`` and ``copy_``).
 """
 
 from __future__ import annotations
@@ -36,10 +47,13 @@ import functools
 
 import torch
 
+from ..streams import RawEvent, current_stream_id, memcpy_async
 from . import scratch
+from .chunk_gemm import run_block
 
 _side_streams: dict = {}
-_symmetric: dict = {}  # (group name, device) -> [symmetric byte tensor, its rendezvous handle, calls so far]
+_symmetric: dict = {}  # (group name, device) -> _Symmetric
+MAX_PLANS = 16  # cached call plans per symmetric buffer (one per problem shape and calling stream in use)
 
 
 @functools.lru_cache(maxsize=None)
@@ -59,22 +73,38 @@ def _side_stream(device) -> torch.cuda.Stream:
     return _side_streams[device]
 
 
-def _symmetric_handle(group, device, nbytes: int):
-    """This group's symmetric buffer (two halves of at least ``nbytes``), its handle and the half this call uses.
-    Growing it is a rendezvous (collective): every rank grows at the same call, because the size derives from values
-    the ranks share (M, N, W, dtype)."""
+class _Symmetric:
+    """A group's symmetric buffer (two halves), its rendezvous handle, the calls so far and the call plans built
+    on it (dropped with it when it grows)."""
+
+    def __init__(self, tensor, handle):
+        self.tensor, self.handle, self.calls, self.plans = tensor, handle, 0, {}
+
+    def next_half(self) -> int:
+        half = self.calls % 2
+        self.calls += 1
+        return half
+
+
+def _symmetric_entry(group, device, nbytes: int) -> _Symmetric:
+    """This group's symmetric buffer, two halves of at least ``nbytes``. Growing it is a rendezvous (collective):
+    every rank grows at the same call, because the size derives from values the ranks share (M, N, W, dtype)."""
     from torch.distributed import _symmetric_memory as symm_mem
 
     key = (group.group_name, str(device))
     entry = _symmetric.get(key)
-    if entry is None or entry[0].numel() < 2 * nbytes:
+    if entry is None or entry.tensor.numel() < 2 * nbytes:
         if entry is not None:
             torch.cuda.synchronize(device)  # peers may still read the old buffer; the new rendezvous syncs ranks
         tensor = symm_mem.empty(2 * nbytes, dtype=torch.uint8, device=device)
-        entry = _symmetric[key] = [tensor, symm_mem.rendezvous(tensor, group), 0]
-    half = entry[2] % 2
-    entry[2] += 1
-    return entry[1], half * (entry[0].numel() // 2)
+        entry = _symmetric[key] = _Symmetric(tensor, symm_mem.rendezvous(tensor, group))
+    return entry
+
+
+def _symmetric_handle(group, device, nbytes: int):
+    """(handle, byte offset of the half this call uses); the push schedule's entry point."""
+    entry = _symmetric_entry(group, device, nbytes)
+    return entry.handle, entry.next_half() * (entry.tensor.numel() // 2)
 
 
 def release() -> None:
@@ -104,60 +134,107 @@ def plan_parts(rows: int, world: int, reduce_dtype) -> list[tuple[int, int]]:
 MODE = "pull"
 
 
+class _PullPlan:
+    """Everything about a pull-schedule call that depends on shapes only, built on the first call of a problem on a
+    stream and reused: the row parts, this rank's GEMM outputs in each half of the symmetric buffer, the pulls as
+    (destination, source, bytes) address triples, the receive / own-block scratch views and the events that order
+    the side stream. A call then costs its launches plus a few µs of Python (``run``)."""
+
+    def __init__(self, sym: _Symmetric, device, rows: int, n: int, reduce_dtype, world: int, rank: int,
+                 fused: bool):
+        self.parts = plan_parts(rows, world, reduce_dtype)
+        self.peers = [(rank + s) % world for s in range(1, world)]
+        self.fused = fused
+        self.rows = rows
+        elem = reduce_dtype.itemsize
+        half_bytes = sym.tensor.numel() // 2
+        self.recv = scratch.buffer(device, reduce_dtype, "p2p_recv", (world - 1) * rows * n).view(world - 1, rows, n)
+        self.recv_parts = [self.recv[0, r0:r1] for r0, r1 in self.parts]  # the fused epilogue's c (W = 2)
+        self.own = None if fused else scratch.buffer(device, reduce_dtype, "p2p_own", rows * n).view(rows, n)
+        self.own_parts = [None if fused else self.own[r0:r1] for r0, r1 in self.parts]
+        self.peer_out, self.pulls = [], []
+        for half in (0, 1):
+            offset = half * half_bytes // elem  # get_buffer counts its offset in elements of the view's dtype
+            mine = sym.handle.get_buffer(rank, (world, rows, n), reduce_dtype, offset)
+            theirs = {w: sym.handle.get_buffer(w, (world, rows, n), reduce_dtype, offset)[rank] for w in self.peers}
+            # Step s computes peer (rank + s)'s block; after the step's barrier the block of this rank that peer
+            # (rank - s) computed in the same step is ready to pull.
+            self.peer_out.append([[mine[w, r0:r1] for w in self.peers] for r0, r1 in self.parts])
+            self.pulls.append([[(self.recv[self.peers.index((rank - s) % world), r0:r1].data_ptr(),
+                                 theirs[(rank - s) % world][r0:r1].data_ptr(), (r1 - r0) * n * elem)
+                                for s in range(1, world)] for r0, r1 in self.parts])
+        self.side = _side_stream(device).cuda_stream
+        self.ready = RawEvent(device)
+        self.done = [RawEvent(device) for _ in self.parts]
+
+
 def run(x1, x2, scale_x1, scale_x2, bias, out, reduce_dtype, gemm, group, world: int, rank: int,
         mode: str | None = None) -> None:
-    rows, n = x1.shape[0] // world, x2.shape[1]
     device = x1.device
-    a_blocks = x1.unflatten(0, (world, rows))
-    s_blocks = scale_x1.unflatten(0, (world, rows))
-    elem = reduce_dtype.itemsize
-    handle, offset_bytes = _symmetric_handle(group, device, world * rows * n * elem)
-    offset = offset_bytes // elem  # get_buffer's offset counts elements of the view's dtype
-    mine = handle.get_buffer(rank, (world, rows, n), reduce_dtype, offset)
-    peers = [(rank + s) % world for s in range(1, world)]
-    theirs = {w: handle.get_buffer(w, (world, rows, n), reduce_dtype, offset)[rank] for w in peers}
+    if device.index != torch.cuda.current_device():
+        with torch.cuda.device(device):  # the driver calls act in the current device's context
+            return run(x1, x2, scale_x1, scale_x2, bias, out, reduce_dtype, gemm, group, world, rank, mode)
     if (MODE if mode is None else mode) == "push":
-        _run_push(a_blocks, x2, s_blocks, scale_x2, bias, out, reduce_dtype, gemm, handle, mine, theirs, rank)
+        _run_push(x1, x2, scale_x1, scale_x2, bias, out, reduce_dtype, gemm, group, world, rank)
         return
-    parts = plan_parts(rows, world, reduce_dtype)
-    fused = len(parts) > 1 and bias is None
+    rows, n = x1.shape[0] // world, x2.shape[1]
+    sym = _symmetric_entry(group, device, world * rows * n * reduce_dtype.itemsize)
+    half = sym.next_half()
+    caller = current_stream_id(device)
+    fused = world == 2 and bias is None and len(plan_parts(rows, world, reduce_dtype)) > 1
+    key = (caller, rows, n, reduce_dtype, fused)
+    plan = sym.plans.get(key)
+    if plan is None:
+        if len(sym.plans) >= MAX_PLANS:
+            sym.plans.clear()
+        plan = sym.plans[key] = _PullPlan(sym, device, rows, n, reduce_dtype, world, rank, fused)
 
-    caller = torch.cuda.current_stream(device)
-    side = _side_stream(device)
-    recv = scratch.buffer(device, reduce_dtype, "p2p_recv", (world - 1) * rows * n).view(world - 1, rows, n)
-    pulled = []
     barriers = 0
-    for r0, r1 in parts:
-        # Step s computes peer (rank + s)'s block, so after the step's barrier the block of this rank that peer
-        # (rank - s) computed in the same step is ready: pull it while the next step's GEMM runs.
-        for s, w in enumerate(peers, start=1):
-            gemm(a_blocks[w:w + 1, r0:r1], x2, s_blocks[w:w + 1, r0:r1], scale_x2, bias, mine[w:w + 1, r0:r1])
-            handle.barrier(channel=barriers % 2)
+    if torch.cuda.is_current_stream_capturing():
+        # A replay reuses the half it captured: no GEMM may overwrite it before every rank has finished its previous
+        # call, pulls included (module docstring). A barrier costs 3-5 µs per replay at M = 2048 on 2 x H200; a
+        # one-way signal from each puller, waited for at the end of the call, measured 4-10 µs (session 9).
+        sym.handle.barrier(channel=0)
+        barriers = 1
+    for p, (r0, r1) in enumerate(plan.parts):
+        for s, w in enumerate(plan.peers):
+            a0 = w * rows + r0
+            run_block(gemm, x1[a0:a0 + r1 - r0], x2, scale_x1[a0:a0 + r1 - r0], scale_x2, bias,
+                      plan.peer_out[half][p][s])
+            sym.handle.barrier(channel=barriers % 2)
             barriers += 1
-            src = (rank - s) % world
-            side.wait_stream(caller)
-            with torch.cuda.stream(side):
-                recv[peers.index(src), r0:r1].copy_(theirs[src][r0:r1])
-        pulled.append(side.record_event())
-    own = None if fused else scratch.buffer(device, reduce_dtype, "p2p_own", rows * n).view(1, rows, n)
-    for (r0, r1), event in zip(parts, pulled):
-        mine_rows = (a_blocks[rank:rank + 1, r0:r1], x2, s_blocks[rank:rank + 1, r0:r1], scale_x2, bias)
+            plan.ready.record(caller)
+            plan.ready.wait(plan.side)
+            memcpy_async(*plan.pulls[half][p][s], plan.side)
+        plan.done[p].record(plan.side)
+    for p, (r0, r1) in enumerate(plan.parts):
+        a0 = rank * rows + r0
+        a, a_scale = x1[a0:a0 + r1 - r0], scale_x1[a0:a0 + r1 - r0]
         if fused:
-            caller.wait_event(event)
-            gemm(*mine_rows, out[None, r0:r1], c=recv[:, r0:r1])
+            plan.done[p].wait(caller)
+            run_block(gemm, a, x2, a_scale, scale_x2, bias, out[r0:r1], c=plan.recv_parts[p])
         else:
-            gemm(*mine_rows, own[:, r0:r1])
+            run_block(gemm, a, x2, a_scale, scale_x2, bias, plan.own_parts[p])
     if not fused:
-        caller.wait_stream(side)
+        for event in plan.done:
+            event.wait(caller)
         # One pass: the sum runs in the reduce dtype and is cast once on the store into `out`.
-        torch.add(own[0], recv[0] if world == 2 else recv.sum(0), out=out)
+        torch.add(plan.own, plan.recv[0] if world == 2 else plan.recv.sum(0), out=out)
 
 
-def _run_push(a_blocks, x2, s_blocks, scale_x2, bias, out, reduce_dtype, gemm, handle, mine, theirs, rank) -> None:
+def _run_push(x1, x2, scale_x1, scale_x2, bias, out, reduce_dtype, gemm, group, world, rank) -> None:
     """The push schedule (``MODE``): peer w's block goes straight into slot ``rank`` of w's buffer; after the one
     barrier, slot w of this rank's buffer holds w's partial of this rank's block."""
-    world = mine.shape[0]
+    rows, n = x1.shape[0] // world, x2.shape[1]
+    a_blocks, s_blocks = x1.unflatten(0, (world, rows)), scale_x1.unflatten(0, (world, rows))
+    elem = reduce_dtype.itemsize
+    handle, offset_bytes = _symmetric_handle(group, x1.device, world * rows * n * elem)
+    mine = handle.get_buffer(rank, (world, rows, n), reduce_dtype, offset_bytes // elem)
+    theirs = {w: handle.get_buffer(w, (world, rows, n), reduce_dtype, offset_bytes // elem)[rank]
+              for w in range(world) if w != rank}
     peers = sorted(theirs)
+    if torch.cuda.is_current_stream_capturing():
+        handle.barrier(channel=1)  # as in ``run``: a replay reuses its half, so wait for the previous replay first
     for w in peers:
         gemm(a_blocks[w:w + 1], x2, s_blocks[w:w + 1], scale_x2, bias, theirs[w][None])
     handle.barrier(channel=0)
