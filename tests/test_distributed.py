@@ -52,11 +52,11 @@ def test_auto_chunks_crossover_and_cap():
 
 
 def test_eager_p2p_threshold_grows_with_world_size():
-    # W = 2 (session 9's host path) took p2p from M = 256 at N = 8192; W = 8 measured the old p2p path host-bound
+    # W = 2 (session 9's host path) takes p2p from M = 64 at N = 8192; W = 8 measured the old p2p path host-bound
     # below M = 8192: from W = 3 on the eager threshold scales with W / 2.
     from cute_kernels.distributed.matmul_reduce_scatter import P2P_MIN_OUTPUTS, p2p_min_outputs
 
-    assert p2p_min_outputs(2) == P2P_MIN_OUTPUTS == 256 * 8192
+    assert p2p_min_outputs(2) == P2P_MIN_OUTPUTS == 64 * 8192
     assert p2p_min_outputs(8) == 8192 * 8192 and p2p_min_outputs(4) == 4096 * 8192 == 2 * p2p_min_outputs(3)
 
 

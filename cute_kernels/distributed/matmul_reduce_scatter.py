@@ -44,11 +44,12 @@ from .rank_agreement import agree_across_ranks, dtype_code, reduce_scatter_singl
 
 OUT_DTYPES = (torch.bfloat16, torch.float16)
 # transport="auto" picks p2p from this many outputs (M x N, all ranks' rows) on, and always inside CUDA graph
-# capture. Measured on 2 x H200 (N = K = 8192 per rank, docs/distributed.md): under CUDA graphs p2p wins at every M
-# (1.25-1.36x in bf16, 1.42-1.69x in fp32, M = 256..8192). Called eagerly, p2p wins at every M measured too since
-# session 9's lean host path (94-195 µs of host time per call, was 179-353): bf16 172 vs 302 µs at M = 256, 116 vs
-# 161 at M = 1024; fp32 99 vs 167 at M = 512. Before it, the NCCL path's fewer launches won eagerly up to M = 1024.
-P2P_MIN_OUTPUTS = 256 * 8192
+# capture. Measured on 2 x H200 (N = K = 8192 per rank, docs/distributed.md): under CUDA graphs p2p ties the NCCL
+# path at M = 32 (56 vs 55 µs bf16) and wins from M = 64 (1.04-1.36x bf16, 1.12-1.69x fp32 up to M = 8192). Called
+# eagerly, p2p wins at every M measured (32-8192) since session 9's lean host path (94-195 µs of host time per call,
+# was 179-353): bf16 188-197 vs 300-325 µs at M = 32-64, 116 vs 161 at M = 1024. Before it, the NCCL path's fewer
+# launches won eagerly up to M = 1024. The threshold sits at M = 64 (N = 8192), where both measurements agree.
+P2P_MIN_OUTPUTS = 64 * 8192
 # W > 2 keeps the session-6 rule, measured with the old host path and not re-measured since (no 4/8-GPU machine
 # was lent): the p2p path's host work grows with the W - 1 pull steps, so the threshold scales with W / 2; at W = 8
 # the p2p call took 1296-1331 µs of host time at M = 2048 / 4096 against 560-813 µs for the NCCL path, and won from
