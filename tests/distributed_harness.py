@@ -377,3 +377,22 @@ def gpu_graph_replay(rank, world, device):
                                reduce_dtype, world, f"rank {rank} graph replay {replay} of case {case}")
         finally:
             p2p_transport.MODE = "pull"
+
+
+def gpu_errors(rank, world, device):
+    """On an NCCL group (the cross-rank check's all-gather on the device): a rank's disagreeing N or rejected dtype
+    raises on every rank, and the group stays in step for correct calls after, on both transports."""
+    ks = [256] * world
+    ranks, bias = make_inputs(7, world, 128 * world, 512, ks, True, device, column_major=True)
+    x1, x2, s1, s2 = ranks[rank]
+    op = quantized_matmul_reduce_scatter
+    last = world - 1
+    narrow = rank == last
+    _expect_error(ValueError, "N (x2.shape[1]) must be the same on every rank",
+                  lambda: op(x1, x2[:, :256] if narrow else x2, s1, s2[:256] if narrow else s2,
+                             bias[:256] if narrow else bias))
+    fragment = "x1 must have dtype int8" if rank == last else f"rank {last} of the group rejected its arguments"
+    _expect_error(TypeError, fragment, lambda: op(x1.float() if rank == last else x1, x2, s1, s2, bias))
+    for transport in ("nccl", "p2p"):
+        _call_and_check(rank, world, device, seed=31, ks=ks, column_major=True, m_per_rank=256, n=512,
+                        transport=transport)

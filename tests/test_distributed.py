@@ -131,7 +131,7 @@ def test_gloo_4_ranks_and_subgroup():
 @pytest.mark.gpu
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 or more CUDA GPUs")
 def test_nccl_matches_reference():
-    run_ranks(torch.cuda.device_count(), ["gpu_correctness"], backend="nccl", timeout_s=300)
+    run_ranks(torch.cuda.device_count(), ["gpu_correctness", "gpu_errors"], backend="nccl", timeout_s=300)
 
 
 @pytest.mark.gpu
