@@ -67,10 +67,16 @@ class StreamScratch:
 # counterparts (an event recorded on a capturing stream and waited on by another stream forks the capture onto it).
 
 
-def _driver():
-    from cuda.bindings import driver
+_driver_module = None
 
-    return driver
+
+def _driver():
+    global _driver_module
+    if _driver_module is None:  # imported on first use: the CPU-only paths never need it
+        from cuda.bindings import driver
+
+        _driver_module = driver
+    return _driver_module
 
 
 def _checked(result, what: str):
