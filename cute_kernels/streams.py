@@ -47,6 +47,10 @@ class StreamScratch:
             buf = self._buffers[key] = (torch.zeros if zeroed else torch.empty)(size, dtype=dtype, device=device)
         return buf
 
+    def current(self, device: torch.device, name: str, dtype: torch.dtype = torch.int32) -> torch.Tensor | None:
+        """The buffer ``get`` would return now for (device, current stream, name, dtype), without making one."""
+        return self._buffers.get((device, current_stream_id(device), name, dtype))
+
     def buffers(self) -> list[torch.Tensor]:
         return list(self._buffers.values())
 

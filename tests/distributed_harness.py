@@ -396,3 +396,25 @@ def gpu_errors(rank, world, device):
     for transport in ("nccl", "p2p"):
         _call_and_check(rank, world, device, seed=31, ks=ks, column_major=True, m_per_rank=256, n=512,
                         transport=transport)
+
+
+def gpu_plan_growth(rank, world, device):
+    """p2p call plans across problems that grow the shared scratch buffers (sizes up and down, both reduce dtypes,
+    fused and unfused sums): every call matches the reference, and every plan kept for this stream is built on the
+    buffers the scratch holds now (a plan on a replaced buffer would keep that buffer alive)."""
+    from cute_kernels.distributed import p2p_transport, scratch
+    from cute_kernels.streams import current_stream_id
+
+    ks = [256] * world
+    for m_per_rank in (128, 384, 128, 1024, 384, 1024):
+        for reduce_dtype in (torch.bfloat16, torch.float32):
+            _call_and_check(rank, world, device, seed=m_per_rank, ks=ks, column_major=True, m_per_rank=m_per_rank,
+                            n=512, reduce_dtype=reduce_dtype, transport="p2p", with_bias=False)
+    stream = current_stream_id(device)
+    plans = [(key, plan) for sym in p2p_transport._symmetric.values() for key, plan in sym.plans.items()
+             if key[0] == stream]
+    assert plans
+    for key, plan in plans:
+        recv, own = scratch.current(device, key[3], "p2p_recv"), scratch.current(device, key[3], "p2p_own")
+        assert plan.buffers[0] == recv.data_ptr(), f"plan {key} holds a replaced receive buffer"
+        assert plan.buffers[1] is None or plan.buffers[1] == own.data_ptr(), f"plan {key} holds a replaced own buffer"

@@ -137,4 +137,4 @@ def test_nccl_matches_reference():
 @pytest.mark.gpu
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 or more CUDA GPUs")
 def test_nccl_p2p_graph_replays_match_reference():
-    run_ranks(torch.cuda.device_count(), ["gpu_graph_replay"], backend="nccl", timeout_s=300)
+    run_ranks(torch.cuda.device_count(), ["gpu_graph_replay", "gpu_plan_growth"], backend="nccl", timeout_s=300)

@@ -29,3 +29,13 @@ def test_buffers_are_reused_grown_and_zeroed_on_request():
     assert s.nbytes() == (512 + 20 + 8) * 4
     s.clear()
     assert s.nbytes() == 0 and s.buffers() == []
+
+
+def test_current_peeks_without_allocating():
+    s = StreamScratch()
+    assert s.current(CPU, "p2p_own", torch.float32) is None and s.nbytes() == 0
+    a = s.get(CPU, "p2p_own", 64, torch.float32)
+    assert s.current(CPU, "p2p_own", torch.float32) is a
+    b = s.get(CPU, "p2p_own", 128, torch.float32)  # grown: the replacement is what current() sees
+    assert s.current(CPU, "p2p_own", torch.float32) is b and b.data_ptr() != a.data_ptr()
+    assert s.current(CPU, "p2p_own", torch.bfloat16) is None

@@ -141,16 +141,17 @@ class _PullPlan:
     the side stream. A call then costs its launches plus a few µs of Python (``run``)."""
 
     def __init__(self, sym: _Symmetric, device, rows: int, n: int, reduce_dtype, world: int, rank: int,
-                 fused: bool):
+                 fused: bool, recv, own):
         self.parts = plan_parts(rows, world, reduce_dtype)
         self.peers = [(rank + s) % world for s in range(1, world)]
         self.fused = fused
         self.rows = rows
         elem = reduce_dtype.itemsize
         half_bytes = sym.tensor.numel() // 2
-        self.recv = scratch.buffer(device, reduce_dtype, "p2p_recv", (world - 1) * rows * n).view(world - 1, rows, n)
+        self.buffers = (recv.data_ptr(), None if own is None else own.data_ptr())
+        self.recv = recv.view(world - 1, rows, n)
         self.recv_parts = [self.recv[0, r0:r1] for r0, r1 in self.parts]  # the fused epilogue's c (W = 2)
-        self.own = None if fused else scratch.buffer(device, reduce_dtype, "p2p_own", rows * n).view(rows, n)
+        self.own = None if fused else own.view(rows, n)
         self.own_parts = [None if fused else self.own[r0:r1] for r0, r1 in self.parts]
         self.peer_out, self.pulls = [], []
         for half in (0, 1):
@@ -182,12 +183,21 @@ def run(x1, x2, scale_x1, scale_x2, bias, out, reduce_dtype, gemm, group, world:
     half = sym.next_half()
     caller = current_stream_id(device)
     fused = world == 2 and bias is None and len(plan_parts(rows, world, reduce_dtype)) > 1
+    # The scratch buffers are shared by every problem on this stream and grow with the largest: a plan built on a
+    # buffer that has since been replaced would keep it alive (one stale buffer per plan), so such plans are rebuilt.
+    recv = scratch.buffer(device, reduce_dtype, "p2p_recv", (world - 1) * rows * n)
+    own = None if fused else scratch.buffer(device, reduce_dtype, "p2p_own", rows * n)
     key = (caller, rows, n, reduce_dtype, fused)
     plan = sym.plans.get(key)
-    if plan is None:
+    if plan is None or plan.buffers != (recv.data_ptr(), None if own is None else own.data_ptr()):
+        kept_own = own if own is not None else scratch.current(device, reduce_dtype, "p2p_own")
+        current = (recv.data_ptr(), None if kept_own is None else kept_own.data_ptr())
+        for k in [k for k, p in sym.plans.items() if k[0] == caller and k[3] == reduce_dtype
+                  and (p.buffers[0] != current[0] or p.buffers[1] not in (None, current[1]))]:
+            del sym.plans[k]  # built on a replaced buffer
         if len(sym.plans) >= MAX_PLANS:
             sym.plans.clear()
-        plan = sym.plans[key] = _PullPlan(sym, device, rows, n, reduce_dtype, world, rank, fused)
+        plan = sym.plans[key] = _PullPlan(sym, device, rows, n, reduce_dtype, world, rank, fused, recv, own)
 
     barriers = 0
     if torch.cuda.is_current_stream_capturing():

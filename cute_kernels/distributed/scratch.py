@@ -20,6 +20,11 @@ def buffer(device: torch.device, dtype: torch.dtype, name: str, numel: int) -> t
     return _scratch.get(device, name, numel, dtype, sync_on_grow=True)[:numel]
 
 
+def current(device: torch.device, dtype: torch.dtype, name: str) -> torch.Tensor | None:
+    """The kept buffer of that name on the current stream, or None (nothing is allocated)."""
+    return _scratch.current(device, name, dtype)
+
+
 def release() -> None:
     """Free every kept buffer (they are re-created on the next call)."""
     _scratch.clear()
