@@ -140,19 +140,18 @@ class _PullPlan:
     (destination, source, bytes) address triples, the receive / own-block scratch views and the events that order
     the side stream. A call then costs its launches plus a few µs of Python (``run``)."""
 
-    def __init__(self, sym: _Symmetric, device, rows: int, n: int, reduce_dtype, world: int, rank: int,
-                 fused: bool, recv, own):
+    def __init__(self, sym: _Symmetric, device, rows: int, n: int, reduce_dtype, world: int, rank: int, recv,
+                 own):
+        """``own`` is None where the sum is fused into the own-block GEMMs (no own-block buffer)."""
         self.parts = plan_parts(rows, world, reduce_dtype)
         self.peers = [(rank + s) % world for s in range(1, world)]
-        self.fused = fused
-        self.rows = rows
         elem = reduce_dtype.itemsize
         half_bytes = sym.tensor.numel() // 2
         self.buffers = (recv.data_ptr(), None if own is None else own.data_ptr())
         self.recv = recv.view(world - 1, rows, n)
         self.recv_parts = [self.recv[0, r0:r1] for r0, r1 in self.parts]  # the fused epilogue's c (W = 2)
-        self.own = None if fused else own.view(rows, n)
-        self.own_parts = [None if fused else self.own[r0:r1] for r0, r1 in self.parts]
+        self.own = None if own is None else own.view(rows, n)
+        self.own_parts = [None if own is None else self.own[r0:r1] for r0, r1 in self.parts]
         self.peer_out, self.pulls = [], []
         for half in (0, 1):
             offset = half * half_bytes // elem  # get_buffer counts its offset in elements of the view's dtype
@@ -197,7 +196,7 @@ def run(x1, x2, scale_x1, scale_x2, bias, out, reduce_dtype, gemm, group, world:
             del sym.plans[k]  # built on a replaced buffer
         if len(sym.plans) >= MAX_PLANS:
             sym.plans.clear()
-        plan = sym.plans[key] = _PullPlan(sym, device, rows, n, reduce_dtype, world, rank, fused, recv, own)
+        plan = sym.plans[key] = _PullPlan(sym, device, rows, n, reduce_dtype, world, rank, recv, own)
 
     barriers = 0
     if torch.cuda.is_current_stream_capturing():
