@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Optional
 
 import cutlass
 import cutlass.cute as cute
@@ -33,6 +33,7 @@ class EpilogueContext:
     acc: cute.Tensor
     coord: Callable
     tensors: dict
+    fetched: Optional[dict] = None  # operand fragments a kernel loaded ahead (``EpilogueTree.fetch``), by operand name
 
 
 class EpilogueNode:
@@ -121,7 +122,9 @@ class Matrix(_Operand):
 
     kind = "matrix"
 
-    def visit(self, ctx):
+    def fetch(self, ctx):
+        """Issue the loads of this fragment's elements. A kernel may call it for its next epilogue sub-tile before it
+        finishes the current one and pass the result back in ``ctx.fetched``, so the loads' latency overlaps work."""
         src = ctx.tensors[self.name]
         frag = cute.make_rmem_tensor(ctx.acc.shape, Float32)
         last_m, last_n = cute.size(src, mode=[0]) - 1, cute.size(src, mode=[1]) - 1
@@ -129,6 +132,11 @@ class Matrix(_Operand):
             c = ctx.coord(i)
             frag[i] = src[cutlass.min(c[0], last_m), cutlass.min(c[1], last_n), c[2]].to(Float32)
         return frag.load()
+
+    def visit(self, ctx):
+        if ctx.fetched is not None and self.name in ctx.fetched:
+            return ctx.fetched[self.name]
+        return self.fetch(ctx)
 
 
 _OPS: dict[str, Callable] = {"mul": operator.mul, "add": operator.add, "sub": operator.sub}

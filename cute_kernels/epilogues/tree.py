@@ -22,6 +22,11 @@ class EpilogueTree:
     def visit(self, ctx):
         return self.root.visit(ctx)
 
+    def fetch(self, ctx) -> dict:
+        """The full-matrix operands' fragments for ``ctx``, loaded now: {operand name: values}. A kernel passes
+        them back as ``ctx.fetched`` when it visits that fragment (software pipelining of the epilogue's loads)."""
+        return {node.name: node.fetch(ctx) for node in self.root.walk() if isinstance(node, Matrix)}
+
     def __repr__(self):
         return f"EpilogueTree({self.key})"
 
