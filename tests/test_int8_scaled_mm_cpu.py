@@ -113,6 +113,8 @@ def test_shipped_config_sass(cfg):
     assert "UTMALDG" in s.instructions and "UTMASTG" in s.instructions, "TMA load/store missing"
     # programmatic dependent launch: griddepcontrol.wait (ACQBULK) before any global access, launch_dependents
     assert "ACQBULK" in s.instructions and "PREEXIT" in s.instructions, "griddepcontrol (PDL) missing"
+    # the first K-tiles' L2 prefetch before the PDL wait (Sm90GemmKernel.l2_warmup), one per operand and K-tile
+    assert s.instructions["UTMAPF"] >= 2, "TMA L2 prefetch (l2_warmup) missing"
 
 
 def test_batched_fp16_scalar_variant_compiles():

@@ -84,6 +84,10 @@ def _validate(a, b, a_scale, b_scale, bias, out_dtype, out):
     return device, m, n, k, out_shape
 
 
+# K-tiles of each CTA's first tile prefetched into L2 before the PDL wait (Sm90GemmKernel.l2_warmup); 0 = off.
+L2_WARMUP_KTILES = 2
+
+
 def build_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm_count=132, extra_options="",
                c_dtype=None):
     """Compile the SM90 kernel for one variant from fake tensors (no GPU needed); returns the TVM-FFI function.
@@ -108,7 +112,7 @@ def build_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm
     f_bs = fake_vector(cutlass.Float32, n if b_kind == "vector" else 1)
     f_bias = fake_vector(d_cute, n, align=d_cute.width // 8) if has_bias else None
     tree = scaled_mm_tree(a_kind, b_kind, has_bias, swap_ab=config.swap_ab, source=c_dtype is not None)
-    kernel = Sm90GemmKernel(config, tree, cutlass.Int32, sm_count=sm_count)
+    kernel = Sm90GemmKernel(config, tree, cutlass.Int32, sm_count=sm_count, l2_warmup=L2_WARMUP_KTILES)
     swap = config.swap_ab
     options = f"--enable-tvm-ffi --gpu-arch sm_90a {extra_options}".strip()
 
@@ -160,6 +164,8 @@ def build_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm
 
 def _compile_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm_count, c_dtype=None):
     key = ("sm_90a", rank, a_kind, b_kind, has_bias, str(out_dtype), config.key, sm_count)
+    if L2_WARMUP_KTILES:
+        key += ("l2_warmup", L2_WARMUP_KTILES)
     if c_dtype is not None:
         key += ("c", str(c_dtype))
     return cached_compile("int8_scaled_mm", key,

@@ -56,9 +56,12 @@ class Sm90GemmKernel:
     mainloop_operand_names: tuple[str, ...] = ()  # subclasses that read extra operands in ``mainloop`` name them
 
     def __init__(self, config: TileConfig, epilogue: EpilogueTree, acc_dtype, sm_count: int = 132,
-                 use_pdl: bool = True):
+                 use_pdl: bool = True, l2_warmup: int = 0):
+        """l2_warmup: K-tiles of the CTA's first work tile whose A and B the producer asks L2 for (TMA prefetch)
+        before ``griddepcontrol.wait``, i.e. while the previous kernel on the stream may still run (PDL); 0 = off."""
         self.config = config
         self.use_pdl = use_pdl
+        self.l2_warmup = l2_warmup if use_pdl else 0
         self.epilogue = epilogue
         self.acc_dtype = acc_dtype
         self.cluster_shape_mn = (config.cluster_m, config.cluster_n)
@@ -217,6 +220,9 @@ class Sm90GemmKernel:
 
         wg_idx = cute.arch.make_warp_uniform(tidx // self.threads_per_wg)
         pipeline_init_wait(cluster_shape_mn=self.cluster_shape_mn)
+        if cutlass.const_expr(self.l2_warmup > 0):
+            if warp_idx == 0:
+                self.warm_l2(tma_a, tAgA, tma_b, tBgB, sched_params, k_tiles, split)
         if cutlass.const_expr(self.use_pdl):
             # Programmatic dependent launch: this grid may be scheduled while the previous kernel on the stream is
             # finishing, so the setup above (barrier init, descriptor prefetch, layouts) overlaps that kernel's
@@ -322,6 +328,21 @@ class Sm90GemmKernel:
             sched.advance_to_next_work()
             work = sched.get_current_work()
         store_pipe.producer_tail()
+
+    @cute.jit
+    def warm_l2(self, tma_a, tAgA, tma_b, tBgB, sched_params, k_tiles, split):
+        """TMA prefetches into L2 of the first ``l2_warmup`` K-tiles of this CTA's first work tile. Safe before
+        ``griddepcontrol.wait`` even if the previous kernel writes these operands: L2 is where every write to this
+        GPU's memory lands, so the loads issued after the wait read the current bytes whether or not the prefetch
+        saw them."""
+        sched = utils.StaticPersistentTileScheduler.create(sched_params, cute.arch.block_idx(), cute.arch.grid_dim())
+        work = sched.initial_work_tile_info()
+        if work.is_valid_tile:
+            tile = work.tile_idx
+            l_idx, _s, k_begin, k_count = self.split_range(tile[2], k_tiles, split)
+            for k in range(cutlass.min(k_count, self.l2_warmup)):
+                cute.prefetch(tma_b, tBgB[(None, tile[1], k_begin + k, l_idx)])
+                cute.prefetch(tma_a, tAgA[(None, tile[0], k_begin + k, l_idx)])
 
     @cute.jit
     def split_range(self, work_l, k_tiles, split):
