@@ -39,6 +39,8 @@ _OUT_DTYPES = (torch.float16, torch.bfloat16)
 _FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
 SUPPORTED_GRANULARITIES = ((1, 128, 128), (128, 128, 128))
 _validated = PlanCache()
+# K-tiles of each CTA's first tile prefetched into L2 before the PDL wait (Sm90GemmKernel.l2_warmup); 0 = off.
+L2_WARMUP_KTILES = 2
 USE_SFA_TMA = True  # stage per-token a_scale with TMA where the tensor allows (sfa_tma_eligible)
 
 # (max_m, config), first match wins; ``select_config`` then picks the tile size. Decode-size M (<= 64 tokens) swaps
@@ -229,7 +231,7 @@ def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], co
     # computes D^T = B A^T: its rows are the weight's N (gN-row scale blocks), its columns the tokens (gM).
     g_m, g_n, g_k = gran
     kernel = Fp8BlockwiseGemmSm90(config, EpilogueTree(Accumulator()), (g_n, g_m, g_k) if swap else gran,
-                                  sm_count=sm_count, sfa_tma=sfa_tma)
+                                  sm_count=sm_count, sfa_tma=sfa_tma, l2_warmup=L2_WARMUP_KTILES)
 
     options = f"--enable-tvm-ffi --gpu-arch sm_90a {extra_options}".strip()
 
@@ -261,6 +263,7 @@ def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], co
 def _compile_sm90(rank, out_dtype, gran, config: TileConfig, sm_count, sfa_tma: bool, a_dtype, b_dtype):
     key = ("sm_90a", rank, str(a_dtype), str(b_dtype), str(out_dtype), gran, config.key, sm_count)
     key += ("sfa_tma",) if sfa_tma else ()
+    key += ("l2_warmup", L2_WARMUP_KTILES) if L2_WARMUP_KTILES else ()
     return cached_compile("fp8_blockwise_scaled_mm", key,
                           lambda: build_sm90(rank, out_dtype, gran, config, sm_count, sfa_tma=sfa_tma,
                                              a_dtype=a_dtype, b_dtype=b_dtype))
