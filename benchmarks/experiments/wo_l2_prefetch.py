@@ -21,7 +21,7 @@ from cute_kernels.weight_only import config  # noqa: E402
 
 OUT = os.environ.get("OUT", ".")
 SHAPES = [(8192, 8192), (14336, 4096), (4096, 14336), (4096, 4096)]
-BUDGETS = (16, 32)
+BUDGETS = tuple(int(v) for v in os.environ.get("WO_L2_BUDGETS", "16,32").split(","))  # MB; session 10 ran 1,2,4
 
 
 def variants(fmt, m, n, k, scaled=False):
