@@ -198,6 +198,15 @@ def side_by_side_warps(fmt: int | str, rows_per_warp: int, n: int, k: int, sm_co
     return 1
 
 
+# Session 10 (docs/weight_only.md): the leading bytes of every weight row, DECODE_L2_PREFETCH_MB over the whole
+# weight, asked of L2 before the wait for the previous grid (TileShape.l2_prefetch_mb). Measured twice: faster for
+# the 4-bit formats (with or without group scales) at every decode M and for 2-bit up to 8 tokens, on layers at least
+# as wide as deep (N >= K); slower elsewhere (long K, 1-bit, int8 at 4096^2, AWQ at 16 tokens, 2-bit at 16 tokens),
+# hence the rule: bits -> the most tokens it applies to.
+DECODE_L2_PREFETCH_MB = 4
+DECODE_L2_PREFETCH_MAX_M = {4: 16, 2: 8}
+
+
 def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None = None,
                 x_ahead: bool | None = None, token_major: bool | None = None, scaled: bool = False,
                 swap_registers: bool | None = None, k: int | None = None,
@@ -224,9 +233,11 @@ def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None
     warps_n = 1 if k is None or token_major else side_by_side_warps(fmt, 16 * nt, n, k, sm_count)
     in_place = plan.fields_in_place or 0 < plan.fields_in_place_min_nt <= nt
     in_place = in_place if fields_in_place is None else fields_in_place
+    prefetch = (DECODE_L2_PREFETCH_MB if m <= DECODE_L2_PREFETCH_MAX_M.get(fmt, 0) and k is not None and n >= k
+                else 0)
     return TileShape(nt=nt, mt=mt, warps_n=warps_n, warps_k=8 // warps_n, stages=stages if ring else 0,
                      x_ahead=x_ahead, token_major=token_major, swap_registers=swap and not ring,
-                     fields_in_place=in_place)
+                     fields_in_place=in_place, l2_prefetch_mb=prefetch)
 
 
 def tensor_core_tile(m: int, scaled: bool = False, fmt: int | str | None = None) -> TileShape:

@@ -73,6 +73,9 @@ class TileShape:
     fields_in_place: the decode leaves a pair's fields where they fit in the mantissa and scales them down in the
     fma that removes the magic, instead of shifting every pair down to bit 0 (formats.py: fewer shifts, 1/2-bit and
     4-bit in fp16; same values).
+    l2_prefetch_mb: > 0: each CTA first asks L2 for its rows' bytes with bulk prefetches (one per thread, before
+    the wait for the previous grid), at most this many MB over the whole weight (the leading bytes of every row when
+    it is larger), so the DRAM stream no longer waits on each warp's short chain of dependent loads.
     """
 
     nt: int
@@ -84,6 +87,7 @@ class TileShape:
     token_major: bool = False
     swap_registers: bool = False
     fields_in_place: bool = False
+    l2_prefetch_mb: int = 0
 
     @property
     def rows_per_cta(self) -> int:
@@ -114,7 +118,7 @@ class TileShape:
     @property
     def key(self) -> tuple:
         return (self.nt, self.mt, self.warps_n, self.warps_k, self.stages, self.x_ahead, self.token_major,
-                self.swap_registers, self.fields_in_place)
+                self.swap_registers, self.fields_in_place, self.l2_prefetch_mb)
 
 
 @dataclass(frozen=True)
@@ -202,6 +206,8 @@ class WeightOnlyGemm:
         n0 = bx * tile.rows_per_cta + wn * (16 * nt)
         m0 = by * tile.tokens_per_cta
         row_bytes = w.shape[1]
+        if const_expr(tile.l2_prefetch_mb > 0):
+            self.prefetch_rows_l2(w, bx, tidx)
         # Nothing in global memory is read before the previous grid on the stream has completed (any input, weights
         # included, may be its output). Our dependents may launch at once: they wait the same way.
         cute.arch.griddepcontrol_wait()
@@ -281,6 +287,22 @@ class WeightOnlyGemm:
             ptx.cp_async_wait(0)  # nothing may land in shared memory after the CTA's last use of it
 
         self.epilogue(acc, out, scale, n0, m0, g, t, lane, wn, wk)
+
+    def prefetch_rows_l2(self, w: cute.Tensor, bx, tidx):
+        """Bulk L2 prefetches of this CTA's weight rows, one per row, spread over the warps (lane j of a warp takes
+        its j-th row: ptxas issues the uniform-datapath prefetch once per active lane). Only the leading
+        ``budget / N`` bytes of each row when the whole weight exceeds ``tile.l2_prefetch_mb``, so that what is
+        prefetched stays resident until it is read."""
+        tile = self.tile
+        warps = tile.threads // 32
+        rows_per_warp = (tile.rows_per_cta + warps - 1) // warps
+        span = cutlass.min(w.shape[1], Int32(tile.l2_prefetch_mb << 20) // w.shape[0]) // 16 * 16
+        lane, warp = tidx % 32, tidx // 32
+        for i in range((rows_per_warp + 31) // 32):
+            r = warp * rows_per_warp + lane + 32 * i
+            row = bx * tile.rows_per_cta + r
+            live = (lane + 32 * i < rows_per_warp) & (r < tile.rows_per_cta) & (row < w.shape[0]) & (span > 0)
+            ptx.prefetch_l2_bulk(w.iterator.toint() + Int64(row) * w.stride[0], span, live)
 
     def thread_setup(self, x: cute.Tensor, w: cute.Tensor, n0, m0, g, t):
         """Loop-invariant per-thread addressing: row base addresses of the weights and activations it reads.

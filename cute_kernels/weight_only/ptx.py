@@ -231,3 +231,15 @@ def f16x2_to_f32(v, loc=None, ip=None) -> tuple:
                           "=f,=f,r", has_side_effects=False, is_align_stack=False)
     return (Float32(llvm.extractvalue(T.f32(), res, [0], loc=loc, ip=ip)),
             Float32(llvm.extractvalue(T.f32(), res, [1], loc=loc, ip=ip)))
+
+
+@dsl_user_op
+def prefetch_l2_bulk(gmem_addr, nbytes, pred, loc=None, ip=None) -> None:
+    """``cp.async.bulk.prefetch.L2`` of ``nbytes`` (a multiple of 16, 16-byte aligned address) into L2, when ``pred``:
+    a request the memory system serves on its own, with no register, shared-memory slot or barrier held for it. L2
+    is the GPU's point of coherence, so a prefetch may run before the previous grid has finished (its writes land
+    in L2 too); only reads into the SM must wait for it."""
+    llvm.inline_asm(None, [Int64(gmem_addr).ir_value(loc=loc, ip=ip), Int32(nbytes).ir_value(loc=loc, ip=ip),
+                           Boolean(pred).ir_value(loc=loc, ip=ip)],
+                    "@$2 cp.async.bulk.prefetch.L2.global [$0], $1;", "l,r,b",
+                    has_side_effects=True, is_align_stack=False)
