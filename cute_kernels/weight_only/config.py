@@ -200,11 +200,11 @@ def side_by_side_warps(fmt: int | str, rows_per_warp: int, n: int, k: int, sm_co
 
 # Session 10 (docs/weight_only.md): the leading bytes of every weight row, DECODE_L2_PREFETCH_MB over the whole
 # weight, asked of L2 before the wait for the previous grid (TileShape.l2_prefetch_mb). Measured twice: faster for
-# the 4-bit formats (with or without group scales) at every decode M and for 2-bit up to 8 tokens, on layers at least
-# as wide as deep (N >= K); slower elsewhere (long K, 1-bit, int8 at 4096^2, AWQ at 16 tokens, 2-bit at 16 tokens),
-# hence the rule: bits -> the most tokens it applies to.
+# the 4-bit formats (with or without group scales) at every decode M, for 2-bit and AWQ up to 8 tokens, on layers at
+# least as wide as deep (N >= K); slower elsewhere (long K, 1-bit, int8 at 4096^2, AWQ and 2-bit at 16 tokens),
+# hence the rule: format -> the most tokens it applies to.
 DECODE_L2_PREFETCH_MB = 4
-DECODE_L2_PREFETCH_MAX_M = {4: 16, 2: 8}
+DECODE_L2_PREFETCH_MAX_M = {4: 16, 2: 8, "awq": 8}
 
 
 def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None = None,
