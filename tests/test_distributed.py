@@ -52,12 +52,14 @@ def test_auto_chunks_crossover_and_cap():
 
 
 def test_eager_p2p_threshold_grows_with_world_size():
-    # W = 2 (session 9's host path) takes p2p from M = 64 at N = 8192; W = 8 measured the old p2p path host-bound
-    # below M = 8192: from W = 3 on the eager threshold scales with W / 2.
+    # W = 2 (session 9's host path) takes p2p from M = 64 at N = 8192, W = 3-4 from M = 256 (measured at W = 4 in
+    # session 10); W = 8 measured the old p2p path host-bound below M = 8192: above W = 4 it scales with W / 2.
     from cute_kernels.distributed.matmul_reduce_scatter import P2P_MIN_OUTPUTS, p2p_min_outputs
 
     assert p2p_min_outputs(2) == P2P_MIN_OUTPUTS == 64 * 8192
-    assert p2p_min_outputs(8) == 8192 * 8192 and p2p_min_outputs(4) == 4096 * 8192 == 2 * p2p_min_outputs(3)
+    assert p2p_min_outputs(3) == p2p_min_outputs(4) == 256 * 8192
+    assert p2p_min_outputs(8) == 8192 * 8192 == 2 * p2p_min_outputs(5)
+    assert all(p2p_min_outputs(w) <= p2p_min_outputs(w + 1) for w in range(1, 16))
 
 
 def test_p2p_row_parts():

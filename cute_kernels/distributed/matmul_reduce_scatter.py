@@ -50,10 +50,14 @@ OUT_DTYPES = (torch.bfloat16, torch.float16)
 # was 179-353): bf16 188-197 vs 300-325 µs at M = 32-64, 116 vs 161 at M = 1024. Before it, the NCCL path's fewer
 # launches won eagerly up to M = 1024. The threshold sits at M = 64 (N = 8192), where both measurements agree.
 P2P_MIN_OUTPUTS = 64 * 8192
-# W > 2 keeps the session-6 rule, measured with the old host path and not re-measured since (no 4/8-GPU machine
-# was lent): the p2p path's host work grows with the W - 1 pull steps, so the threshold scales with W / 2; at W = 8
-# the p2p call took 1296-1331 µs of host time at M = 2048 / 4096 against 560-813 µs for the NCCL path, and won from
-# M = 8192 (fp32 973 vs 1518 µs; 8 x H200). W = 4 (x2) sits between the two measured ends.
+# W = 3-4 (session 10, 4 x H200, session 9's host path): p2p won eagerly at every M measured, 256-8192 (fp32 287 vs
+# 457 µs at M = 256, 287 vs 418 at 2048; bf16 304 vs 312 at 256, 259 vs 318 at 2048), and under graphs by 1.10-1.59x;
+# the threshold sits at the smallest M measured. W = 3 was not measured; it gets W = 4's.
+P2P_MIN_OUTPUTS_UP_TO_4 = 256 * 8192
+# W > 4 keeps the session-6 rule, measured with the old host path and not re-measured since (no 8-GPU machine was
+# lent): the p2p path's host work grows with the W - 1 pull steps, so the threshold scales with W / 2; at W = 8 the
+# p2p call took 1296-1331 µs of host time at M = 2048 / 4096 against 560-813 µs for the NCCL path, and won from
+# M = 8192 (fp32 973 vs 1518 µs; 8 x H200).
 P2P_MIN_OUTPUTS_PER_HALF_WORLD = 2048 * 8192
 
 # Two chunks in flight: one being reduce-scattered while the next is computed. A third buffer would only absorb
@@ -64,7 +68,11 @@ BIAS_RANK = 0
 
 def p2p_min_outputs(world: int) -> int:
     """Outputs (M x N) from which an eager ``transport="auto"`` call takes the p2p path at world size ``world``."""
-    return P2P_MIN_OUTPUTS if world <= 2 else P2P_MIN_OUTPUTS_PER_HALF_WORLD * (world // 2)
+    if world <= 2:
+        return P2P_MIN_OUTPUTS
+    if world <= 4:
+        return P2P_MIN_OUTPUTS_UP_TO_4
+    return P2P_MIN_OUTPUTS_PER_HALF_WORLD * (world // 2)
 
 
 _default_gemms: dict[str, object] = {}

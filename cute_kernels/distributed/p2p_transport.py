@@ -253,5 +253,7 @@ def _run_push(x1, x2, scale_x1, scale_x2, bias, out, reduce_dtype, gemm, group, 
         return
     own_buf = scratch.buffer(out.device, reduce_dtype, "p2p_own", out.numel()).view(1, *out.shape)
     gemm(*own, own_buf)
-    received = mine[peers[0]] if world == 2 else mine[peers].sum(0)
+    # Peer slots by views, not by indexing with a list: that builds a CPU index tensor and copies it to the GPU,
+    # which a CUDA-graph capture refuses (found at W = 4 in session 10).
+    received = mine[peers[0]] if world == 2 else torch.stack([mine[w] for w in peers]).sum(0)
     torch.add(own_buf[0], received, out=out)
