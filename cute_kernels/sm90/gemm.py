@@ -19,7 +19,9 @@ Roles (one CTA = 1 producer warpgroup + 2 consumer warpgroups, launched persiste
     (which clips at the tensor edge, so ragged M/N need no predication). TMA loads zero-fill past the edge, so
     a ragged K adds zeros.
 The schedule is cutlass.utils.StaticPersistentTileScheduler over (M tiles, N tiles, L); all roles advance it in
-lockstep, so they agree on the tile without communicating.
+lockstep, so they agree on the tile without communicating. With ``l2_warmup`` the producer warp first asks L2 for
+the first K-tiles of its first tile (TMA prefetch), before the programmatic-dependent-launch wait, so the pipeline
+fill overlaps the previous kernel's tail (``warm_l2``).
 
 Split-K (``split`` given to ``__call__``, for decode-size problems whose few output tiles cannot fill the GPU): the
 schedule's third mode becomes L x S, each work tile covers a contiguous range of K-tiles, and ``split_k_fixup`` makes
