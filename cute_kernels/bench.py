@@ -77,6 +77,18 @@ def _time_us(fn) -> float:
     return ms * 1e3
 
 
+def int8_operand_sets(m: int, n: int, k: int, copies: int) -> list[tuple]:
+    """``copies`` fresh operand sets of ``int8_scaled_mm`` on the GPU, for rotating through more than L2: (a [m, k]
+    full-range int8, b [k, n] int8 column-major (the ``.t()`` of a row-major weight), a_scale [m], b_scale [n],
+    bf16 bias [n])."""
+    import torch
+
+    return [(torch.randint(-128, 128, (m, k), dtype=torch.int8, device="cuda"),
+             torch.randint(-128, 128, (n, k), dtype=torch.int8, device="cuda").t(),
+             torch.rand(m, device="cuda") * 0.01, torch.rand(n, device="cuda") * 0.01,
+             torch.randn(n, device="cuda").bfloat16()) for _ in range(copies)]
+
+
 def _int8_case(m, n, k):
     import torch
 
@@ -85,12 +97,7 @@ def _int8_case(m, n, k):
 
     bytes_one = m * k + n * k + 2 * m * n + 4 * (m + n) + 2 * n
     copies = max(1, min(16, -(-3 * L2_BYTES // bytes_one))) if bytes_one < 2 * L2_BYTES else 1
-    sets = []
-    for _ in range(copies):
-        a = torch.randint(-128, 128, (m, k), dtype=torch.int8, device="cuda")
-        w = torch.randint(-128, 128, (n, k), dtype=torch.int8, device="cuda")
-        sets.append((a, w.t(), torch.rand(m, device="cuda") * 0.01, torch.rand(n, device="cuda") * 0.01,
-                     torch.randn(n, device="cuda").bfloat16()))
+    sets = int8_operand_sets(m, n, k, copies)
     a, b, sa, sb, bias = sets[0]
     out = int8_scaled_mm(a, b, sa, sb, bias)
     rows = slice(0, min(m, 512))

@@ -12,7 +12,7 @@ import sys
 import torch
 
 from cute_kernels import int8_scaled_mm
-from cute_kernels.bench import graph_time_us
+from cute_kernels.bench import graph_time_us, int8_operand_sets
 from cute_kernels.reference import int8_scaled_mm_ref
 
 TAG = sys.argv[1] if len(sys.argv) > 1 else "run"
@@ -22,11 +22,7 @@ rows = []
 
 
 def int8_problem(m, n, k):
-    copies = max(2, min(16, -(-L2_MARGIN // (n * k))))
-    sets = [(torch.randint(-128, 128, (m, k), dtype=torch.int8, device="cuda"),
-             torch.randint(-128, 128, (n, k), dtype=torch.int8, device="cuda").t(),
-             torch.rand(m, device="cuda") * 0.01, torch.rand(n, device="cuda") * 0.01,
-             torch.randn(n, device="cuda").bfloat16()) for _ in range(copies)]
+    sets = int8_operand_sets(m, n, k, max(2, min(16, -(-L2_MARGIN // (n * k)))))
     out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
     int8_scaled_mm(*sets[0], out=out)
     r = slice(0, min(m, 256))
