@@ -122,8 +122,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--ms", help="comma-separated token counts (default: all of MS)")
     args = ap.parse_args()
     shapes, ms = (SHAPES[-1:], [1, 16, 256]) if args.quick else (SHAPES, MS)
+    if args.ms:
+        ms = [int(m) for m in args.ms.split(",")]
     device = torch.cuda.get_device_name()
     os.makedirs(args.out, exist_ok=True)
 

@@ -9,6 +9,7 @@ large-M paths are also forced side by side - the tensor-core tiles of the kernel
 (``dequantize_weights``: packed bytes read + dense bf16 bytes written / time). A second table times the decode and
 tensor-core paths forced at M in {8, 16} (the crossover the dispatcher's DECODE_MAX_M comes from).
 ``--quick``: N = K = 8192, bits {4, 8}, M {64, 128, 256, 1024, 4096}, no second table (well under a minute).
+``--decode``: the three layers, every width, M {1, 4, 16} only (the decode path, issue #4's targets), no second table.
 
 Method (../.library/device/METHOD.md): each timing is the median over CUDA-graph replays of a graph that runs every
 input set once; weights rotate over enough sets that each call streams them from HBM, not L2 (tensor-core rows with
@@ -34,6 +35,7 @@ BITS = [1, 2, 4, 8]
 MS = [1, 4, 16, 64, 256, 4096]
 QUICK_BITS = [4, 8]
 QUICK_MS = [64, 128, 256, 1024, 4096]
+DECODE_MS = [1, 4, 16]
 LARGE_M = 64  # from here on both large-M paths are timed side by side
 L2_MARGIN_BYTES = 4 * 60 * 2**20  # 4x the largest Hopper L2
 
@@ -240,6 +242,8 @@ def main():
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--quick", action="store_true",
                     help=f"N = K = 8192, bits {QUICK_BITS}, M {QUICK_MS}: the large-M paths only")
+    ap.add_argument("--decode", action="store_true",
+                    help=f"every layer and width, M {DECODE_MS}: the decode path only")
     ap.add_argument("--plot", metavar="RESULTS_JSON", help="only draw the plot from a results.json")
     ap.add_argument("--png", default="weight_only_speedup.png")
     args = ap.parse_args()
@@ -247,6 +251,8 @@ def main():
         plot(args.plot, args.png)
         return
     shapes, bits_list, ms = (SHAPES[:1], QUICK_BITS, QUICK_MS) if args.quick else (SHAPES, BITS, MS)
+    if args.decode:
+        shapes, bits_list, ms = SHAPES, BITS, DECODE_MS
     device = torch.cuda.get_device_name()
     copy_gbs, read_gbs = copy_bandwidth_gbs()
     print(f"{device}: copy bandwidth {copy_gbs:.0f} GB/s (read + write), read-only {read_gbs:.0f} GB/s", flush=True)
@@ -258,7 +264,7 @@ def main():
         with open(os.path.join(args.out, "weight_only_results.json"), "w") as f:
             json.dump(data, f, indent=1)
 
-    if not args.quick:
+    if not (args.quick or args.decode):
         data["paths"] = bench_paths(shapes[:1], BITS)
         save()
         data["tc_tiles"] = bench_tc_tiles()

@@ -29,11 +29,14 @@ class StreamScratch:
     reset after use. ``grow`` over-allocates a replacement (a run of growing problems then reallocates rarely).
     ``sync_on_grow``: wait for the stream before dropping a buffer that work on *other* streams (a collective, a
     peer's copy) may still read; buffers used only by kernels on the calling stream need no wait, the caching
-    allocator orders their reuse on that stream.
+    allocator orders their reuse on that stream. While the stream is being captured into a CUDA graph it cannot be
+    waited for (and a graph captured earlier may still replay with the old buffer), so the replaced buffer is kept
+    alive instead, until ``clear``.
     """
 
     def __init__(self):
         self._buffers: dict[tuple, torch.Tensor] = {}
+        self._retired: list[torch.Tensor] = []
 
     def get(self, device: torch.device, name: str, numel: int, dtype: torch.dtype = torch.int32, *,
             zeroed: bool = False, grow: float = 1.0, min_numel: int = 0, sync_on_grow: bool = False) -> torch.Tensor:
@@ -43,7 +46,10 @@ class StreamScratch:
         if buf is None or buf.numel() < numel:
             size = max(numel, min_numel, int(grow * buf.numel()) if buf is not None else 0)
             if buf is not None and sync_on_grow and device.type == "cuda":
-                torch.cuda.current_stream(device).synchronize()
+                if torch.cuda.is_current_stream_capturing():
+                    self._retired.append(buf)
+                else:
+                    torch.cuda.current_stream(device).synchronize()
             buf = self._buffers[key] = (torch.zeros if zeroed else torch.empty)(size, dtype=dtype, device=device)
         return buf
 
@@ -62,6 +68,7 @@ class StreamScratch:
         if torch.cuda.is_available():
             torch.cuda.synchronize()
         self._buffers.clear()
+        self._retired.clear()
 
 
 # Raw stream-ordered operations through the CUDA driver (cuda-python, a dependency of the DSL). The distributed op's

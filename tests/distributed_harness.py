@@ -200,6 +200,9 @@ def shapes(rank, world, device):
 
 def errors(rank, world, device):
     """Bad or disagreeing inputs raise the same error on every rank, and the group stays usable after each."""
+    from cute_kernels.distributed.rank_agreement import metadata_group
+
+    assert metadata_group(None, device) == (dist.group.WORLD, torch.device("cpu"))  # gloo already: no mirror
     ranks, bias = make_inputs(5, world, 4 * world, 24, [16] * world, True, device)
     x1, x2, s1, s2 = ranks[rank]
     op = quantized_matmul_reduce_scatter
@@ -332,8 +335,11 @@ def gpu_graph_replay(rank, world, device):
 
     ks = [256 + 128 * (w % 2) for w in range(world)]
     cases = [dict(reduce_dtype=torch.bfloat16, m_per_rank=384, with_bias=True),
+             # a larger problem on the same capture stream: its kept buffers grow inside the capture
+             dict(reduce_dtype=torch.bfloat16, m_per_rank=768, with_bias=False),
              dict(reduce_dtype=torch.float32, m_per_rank=1024, with_bias=False),  # two parts, fused sum
-             dict(reduce_dtype=torch.float32, m_per_rank=1024, with_bias=True),  # rank 0 unfused
+             dict(reduce_dtype=torch.float32, m_per_rank=1024, with_bias=True, validate=True),  # rank 0 unfused;
+             # validate: the default cross-rank check, over the gloo mirror group, captured with the op
              dict(reduce_dtype=torch.float32, m_per_rank=256, with_bias=False, mode="push")]
     for i, case in enumerate(cases):
         m_per_rank, reduce_dtype = case["m_per_rank"], case["reduce_dtype"]
@@ -349,7 +355,7 @@ def gpu_graph_replay(rank, world, device):
 
             def call():
                 quantized_matmul_reduce_scatter(x1, x2, s1, s2, bias, out=out, reduce_dtype=reduce_dtype,
-                                                transport="p2p", validate_across_ranks=False)
+                                                transport="p2p", validate_across_ranks=case.get("validate", False))
 
             side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
@@ -380,8 +386,14 @@ def gpu_graph_replay(rank, world, device):
 
 
 def gpu_errors(rank, world, device):
-    """On an NCCL group (the cross-rank check's all-gather on the device): a rank's disagreeing N or rejected dtype
-    raises on every rank, and the group stays in step for correct calls after, on both transports."""
+    """On an NCCL group (the cross-rank check's all-gather on the device; its gloo mirror, used while capturing, is
+    made once): a rank's disagreeing N or rejected dtype raises on every rank, and the group stays in step for
+    correct calls after, on both transports."""
+    from cute_kernels.distributed.rank_agreement import metadata_group
+
+    mirror, meta_device = metadata_group(None, device)
+    assert "gloo" in str(dist.get_backend(mirror)) and meta_device.type == "cpu"
+    assert metadata_group(None, device)[0] is mirror  # made once per group
     ks = [256] * world
     ranks, bias = make_inputs(7, world, 128 * world, 512, ks, True, device, column_major=True)
     x1, x2, s1, s2 = ranks[rank]

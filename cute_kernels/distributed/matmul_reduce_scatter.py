@@ -40,7 +40,7 @@ from .. import checks
 from .chunk_gemm import Int8ScaledMmChunkGemm, ReferenceChunkGemm
 from . import p2p_transport, scratch
 from .chunking import auto_num_chunks, plan_chunks
-from .rank_agreement import agree_across_ranks, dtype_code, reduce_scatter_single
+from .rank_agreement import agree_across_ranks, dtype_code, metadata_group, reduce_scatter_single
 
 OUT_DTYPES = (torch.bfloat16, torch.float16)
 # transport="auto" picks p2p from this many outputs (M x N, all ranks' rows) on, and always inside CUDA graph
@@ -64,6 +64,16 @@ P2P_MIN_OUTPUTS_PER_HALF_WORLD = 2048 * 8192
 # jitter between ranks, at the price of another W x rows x N partial.
 PIPELINE_DEPTH = 2
 BIAS_RANK = 0
+
+
+# Eager calls run the cross-rank check on the device (all-gather, then a host read that waits for the GPU work queued
+# before it); CUDA-graph captures run it over the group's gloo mirror. True: eager calls use the mirror too, whose
+# host time can hide behind queued GPU work. Two runs on 2 x H200 (session 11, benchmarks/experiments/
+# rs_validate_cost.py, N = K = 8192, µs added per call, device / gloo): M = 512 +269 / +570 and +109 / +419;
+# M = 2048 +267 / +406 and +118 / +85; M = 8192 +388 / +32 and +227 / +59. The mirror wins only for large M, and a
+# choice by size could differ between ranks whose shapes disagree - the case the check is for - so it is all or
+# nothing: off.
+EAGER_CHECK_OVER_GLOO = False
 
 
 def p2p_min_outputs(world: int) -> int:
@@ -118,8 +128,9 @@ def quantized_matmul_reduce_scatter(
         gemm: the chunk GEMM (chunk_gemm.py contract); default: the float64 reference on CPU, ``int8_scaled_mm``
             on CUDA.
         validate_across_ranks: gather every rank's shapes and check results before the first data collective, so
-            disagreeing or rejected inputs raise on every rank instead of hanging (one small all-gather and a host
-            sync per call).
+            disagreeing or rejected inputs raise on every rank instead of hanging: one small all-gather per call,
+            on the device with a host sync for eager calls; inside a CUDA-graph capture over a gloo mirror of
+            ``group`` (replays carry no check).
         transport: "nccl" (the chunked reduce-scatter pipeline), "p2p" (CUDA only: peer pulls over torch's
             symmetric memory by copy engine, see p2p_transport.py; ``chunks`` does not apply) or "auto" (default:
             "p2p" for CUDA tensors when ``chunks`` is None, torch's symmetric memory imports and either M x N >=
@@ -150,7 +161,15 @@ def quantized_matmul_reduce_scatter(
         transport == "auto" and chunks is None and x1.device.type == "cuda" and p2p_transport.available()
         and (x1.shape[0] * x2.shape[1] >= p2p_min_outputs(world) or torch.cuda.is_current_stream_capturing())))
     if validate_across_ranks:
-        agree_across_ranks(group, _metadata_device(x1, group), local_error, {
+        # While a CUDA graph is captured the device's table cannot be read back: the exchange moves to a gloo
+        # mirror of the group (host work at capture time only; see EAGER_CHECK_OVER_GLOO for eager calls).
+        meta_group, meta_device = group, _metadata_device(x1, group)
+        if meta_device.type == "cuda" and (EAGER_CHECK_OVER_GLOO or torch.cuda.is_current_stream_capturing()):
+            meta_group, meta_device = metadata_group(group, meta_device)
+            if meta_device.type == "cuda":
+                raise RuntimeError("validate_across_ranks=True needs a gloo group for its check while a CUDA graph "
+                                   "is captured (none could be created here); pass validate_across_ranks=False")
+        agree_across_ranks(meta_group, meta_device, local_error, {
             "M (x1.shape[0])": _dim(x1, 0),
             "N (x2.shape[1])": _dim(x2, 1),
             "has bias": -1 if not (bias is None or isinstance(bias, torch.Tensor)) else int(bias is not None),

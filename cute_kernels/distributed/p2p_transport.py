@@ -94,6 +94,13 @@ def _symmetric_entry(group, device, nbytes: int) -> _Symmetric:
     key = (group.group_name, str(device))
     entry = _symmetric.get(key)
     if entry is None or entry.tensor.numel() < 2 * nbytes:
+        if torch.cuda.is_current_stream_capturing():
+            # Growing means allocating and mapping new memory and a rendezvous with the peers: host work that a
+            # graph replay would not repeat.
+            raise RuntimeError(
+                f"quantized_matmul_reduce_scatter: this capture needs a larger symmetric buffer ({2 * nbytes} bytes; "
+                f"{0 if entry is None else entry.tensor.numel()} mapped): call the op once outside the capture with "
+                "the largest M (and reduce dtype) you will capture, then capture")
         if entry is not None:
             torch.cuda.synchronize(device)  # peers may still read the old buffer; the new rendezvous syncs ranks
         tensor = symm_mem.empty(2 * nbytes, dtype=torch.uint8, device=device)

@@ -3,8 +3,12 @@
 A collective op whose ranks disagree (one rejected its arguments and returned, or two planned different chunk counts
 or message sizes) waits forever in the next collective, or reduces mismatched buffers. So before its first data
 collective the op gathers one small int64 record per rank: whether the rank's own checks passed, and every value the
-ranks must share. Then every rank sees the same table and raises the same error, or none does. The cost is one
-all-gather of a few integers and a host synchronization; callers that guarantee consistent shapes can skip it
+ranks must share. Then every rank sees the same table and raises the same error, or none does.
+
+Eager calls gather the record on the op's own group and device and read it back (a host sync, which also waits for
+the GPU work queued before it). While a CUDA graph is being captured that read is illegal, so the record travels over
+a CPU (gloo) group with the same ranks instead (``metadata_group``, made once per group; what it would cost eager
+calls: ``matmul_reduce_scatter.EAGER_CHECK_OVER_GLOO``). Callers that guarantee consistent shapes can skip the check
 (``validate_across_ranks=False``).
 """
 
@@ -34,6 +38,28 @@ def _describe(name: str, value: int) -> str:
     if name.startswith("has "):
         return str(bool(value))
     return str(value)
+
+
+_MIRRORS: dict = {}  # process group -> its gloo mirror (or None where one could not be made)
+
+
+def metadata_group(group, device: torch.device):
+    """(group, device) for the metadata exchange of an op called on ``group`` with tensors on ``device``: a gloo
+    group with the same ranks and the CPU when ``group`` is not gloo already (created on first use; every member calls
+    the op, so every member creates it, in the same order), else ``group`` itself on the CPU. Falls back to (group,
+    device) where a gloo group cannot be created."""
+    group = group or dist.group.WORLD
+    if "gloo" in str(dist.get_backend(group)):
+        return group, torch.device("cpu")
+    if group not in _MIRRORS:
+        try:
+            # Local synchronization: only the group's members take part, as only they call the op.
+            _MIRRORS[group] = dist.new_group(dist.get_process_group_ranks(group), backend="gloo",
+                                             use_local_synchronization=True)
+        except (RuntimeError, ValueError):
+            _MIRRORS[group] = None
+    mirror = _MIRRORS[group]
+    return (group, device) if mirror is None else (mirror, torch.device("cpu"))
 
 
 def agree_across_ranks(group, device: torch.device, local_error: Exception | None, shared: dict[str, int]) -> None:
