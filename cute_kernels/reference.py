@@ -15,13 +15,16 @@ from .formats.scale_layouts import normalize_granularity
 
 
 def int8_scaled_mm_ref(a, b, a_scale, b_scale, bias=None):
-    """out[..., i, j] = (sum_k a[..., i, k] * b[..., k, j]) * a_scale[i] * b_scale[j] + bias[j], in float64.
+    """out[..., i, j] = (sum_k a[..., i, k] * b[..., k, j]) * a_scale[i] * b_scale[j] + bias[j], in float64; an
+    int32 bias is added to the accumulator before the scales instead: (acc + bias[j]) * a_scale[i] * b_scale[j].
 
     a: int8 [M, K] or [L, M, K]; b: int8 [K, N] or [L, K, N]; a_scale: [M] or [1]; b_scale: [N] or [1]; bias: [N] or None.
     """
     acc = torch.matmul(a.double(), b.double())  # exact: |sum| < 2^53 for any K this library accepts
+    if bias is not None and bias.dtype == torch.int32:
+        acc = acc + bias.double().reshape(1, -1)
     out = acc * a_scale.double().reshape(-1, 1) * b_scale.double().reshape(1, -1)
-    if bias is not None:
+    if bias is not None and bias.dtype != torch.int32:
         out = out + bias.double().reshape(1, -1)
     return out
 

@@ -338,7 +338,7 @@ def gpu_graph_replay(rank, world, device):
              # a larger problem on the same capture stream: its kept buffers grow inside the capture
              dict(reduce_dtype=torch.bfloat16, m_per_rank=768, with_bias=False),
              dict(reduce_dtype=torch.float32, m_per_rank=1024, with_bias=False),  # two parts, fused sum
-             dict(reduce_dtype=torch.float32, m_per_rank=1024, with_bias=True, validate=True),  # rank 0 unfused;
+             dict(reduce_dtype=torch.float32, m_per_rank=1024, with_bias=True, validate=True),  # bias in the fused sum;
              # validate: the default cross-rank check, over the gloo mirror group, captured with the op
              dict(reduce_dtype=torch.float32, m_per_rank=256, with_bias=False, mode="push")]
     for i, case in enumerate(cases):

@@ -84,10 +84,12 @@ def _chunk_operands(seed, blocks=2, rows=20, k=48, n=24):
     return a, b, a_scale, b_scale, bias
 
 
-def _fake_int8_scaled_mm(a, b, a_scale, b_scale, bias=None, out_dtype=torch.bfloat16, out=None):
-    """int8_scaled_mm's contract (2-D form, float bias after scaling) computed by the library reference, on CPU."""
-    assert a.dim() == 2 and bias is None and out.dtype == out_dtype and out.is_contiguous()
-    out.copy_(int8_scaled_mm_ref(a, b, a_scale, b_scale))
+def _fake_int8_scaled_mm(a, b, a_scale, b_scale, bias=None, out_dtype=torch.bfloat16, out=None, c=None):
+    """int8_scaled_mm's contract (2-D form; an int32 bias enters before the scales) by the library reference, on CPU."""
+    assert a.dim() == 2 and out.dtype == out_dtype and out.is_contiguous()
+    assert bias is None or bias.dtype == torch.int32  # the adapter hands the op's int32 bias through
+    ref = int8_scaled_mm_ref(a, b, a_scale, b_scale, bias)
+    out.copy_(ref if c is None else ref + c.double())
     return out
 
 
@@ -96,8 +98,8 @@ def _fake_int8_scaled_mm(a, b, a_scale, b_scale, bias=None, out_dtype=torch.bflo
                          ids=["int8_scaled_mm_adapter", "torch_int_mm"])
 @pytest.mark.parametrize("rows", [20, 8])  # 8 rows: the short-chunk padding of the torch._int_mm path
 def test_gpu_chunk_gemms_follow_the_contract(make_gemm, with_bias, rows):
-    # The GPU GEMM adapters' own logic (per-block launches, the rank-0 bias as a rank-1 update, the int32 epilogue)
-    # runs on CPU tensors here; only the kernels they call differ on the GPU.
+    # The GPU GEMM adapters' own logic (per-block launches, the rank-0 int32 bias handed to the kernel / added to
+    # torch._int_mm's int32 result) runs on CPU tensors here; only the kernels they call differ on the GPU.
     a, b, a_scale, b_scale, bias = _chunk_operands(rows, rows=rows)
     bias = bias if with_bias else None
     want = torch.full((2, rows, 24), float("nan"))

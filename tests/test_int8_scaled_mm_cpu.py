@@ -27,6 +27,17 @@ def test_reference_matches_naive_loop():
             assert abs(ref[i, j].item() - want) < 1e-9 * max(1.0, abs(want))
 
 
+def test_reference_int32_bias_enters_before_the_scales():
+    a, b, sa, sb, _ = _args(3, 8, 16)
+    bias = torch.randint(-2**20, 2**20, (8,), dtype=torch.int32)
+    ref = int8_scaled_mm_ref(a, b, sa, sb, bias)
+    for i in range(3):
+        for j in range(8):
+            acc = sum(int(a[i, kk]) * int(b[kk, j]) for kk in range(16))
+            want = (acc + int(bias[j])) * float(sa[i]) * float(sb[j])
+            assert abs(ref[i, j].item() - want) < 1e-9 * max(1.0, abs(want))
+
+
 def test_reference_batched_and_scalar_scales():
     a, b, _, _, _ = _args(4, 8, 32, batch=2)
     ref = int8_scaled_mm_ref(a, b, torch.tensor([0.5]), torch.tensor([2.0]))
@@ -45,7 +56,8 @@ def test_reference_batched_and_scalar_scales():
     (lambda a, b, sa, sb, bias: (a, b, sa.double(), sb, bias), TypeError, "a_scale must have dtype float32"),
     (lambda a, b, sa, sb, bias: (a, b, sa[:5], sb, bias), ValueError, r"a_scale must have shape \[32\] or \[1\]"),
     (lambda a, b, sa, sb, bias: (a, b, sa, sb[:7], bias), ValueError, r"b_scale must have shape \[64\] or \[1\]"),
-    (lambda a, b, sa, sb, bias: (a, b, sa, sb, bias.half()), TypeError, "bias must have dtype bfloat16"),
+    (lambda a, b, sa, sb, bias: (a, b, sa, sb, bias.half()), TypeError, "bias must have dtype bfloat16, int32"),
+    (lambda a, b, sa, sb, bias: (a, b, sa, sb, bias.long()), TypeError, "bias must have dtype bfloat16, int32"),
     (lambda a, b, sa, sb, bias: (a, b, sa, sb, bias[:8]), ValueError, r"bias must have shape \(64,\)"),
     (lambda a, b, sa, sb, bias: (a, b, sa, sb, bias), ValueError, "a must be a CUDA tensor; got a tensor on cpu"),
     (lambda a, b, sa, sb, bias: (a[:0], b, sa[:0], sb, bias), ValueError, "a must be a CUDA tensor"),  # M = 0 is valid
@@ -94,6 +106,36 @@ def test_epilogue_tree_variants_have_distinct_keys():
     with_c = scaled_mm_tree("vector", "vector", True, source=True)
     assert with_c.operand_names == ("a_scale", "b_scale", "bias", "c")
     assert with_c.key != scaled_mm_tree("vector", "vector", True).key and ("matrix", "c") in with_c.key
+
+
+def test_accumulator_bias_is_added_before_the_scales():
+    # (acc + bias) * a_scale * b_scale: the add sits innermost, on the accumulator; the output-dtype bias outermost.
+    pre = scaled_mm_tree("vector", "vector", "acc")
+    assert pre.key == ("mul", ("mul", ("add", ("acc",), ("RowVector", "bias")), ("ColVector", "a_scale")),
+                       ("RowVector", "b_scale"))
+    assert scaled_mm_tree("vector", "vector", "out").key == scaled_mm_tree("vector", "vector", True).key
+    assert scaled_mm_tree("vector", "vector", True).key[0] == "add"
+    # swapped A/B: the bias indexes the kernel's m (the output's n), like b_scale
+    assert ("ColVector", "bias") in scaled_mm_tree("vector", "vector", "acc", swap_ab=True).key[1][1]
+    # the launch's operand order is the same for both placements (found on the GPU: the walk order put bias first)
+    assert pre.operand_names == scaled_mm_tree("vector", "vector", True).operand_names == ("a_scale", "b_scale", "bias")
+    assert scaled_mm_tree("vector", None, "acc", source=True).operand_names == ("a_scale", "bias", "c")
+    with pytest.raises(ValueError, match="bias kind must be one of"):
+        scaled_mm_tree("vector", "vector", "before")
+
+
+@pytest.mark.parametrize("cfg", [select_sm90_int8(1, 4096, 4096), select_sm90_int8(4096, 4096, 4096)],
+                         ids=["swapped", "plain"])
+def test_int32_bias_variant_sass(cfg):
+    """The accumulator-bias epilogue compiles like the others: integer WGMMA, no spills."""
+    from cute_kernels.ops.int8_scaled_mm import build_sm90
+    from cute_kernels.sass import compile_with_artifacts, summarize_cubin
+
+    fn = compile_with_artifacts(lambda opts: build_sm90(2, "vector", "vector", "acc", torch.bfloat16, cfg,
+                                                        extra_options=opts))
+    s = summarize_cubin(fn.artifacts.CUBIN)
+    assert any(op.startswith("IGMMA") and ".S8.S8" in op for op in s.mma), dict(s.mma)
+    assert s.local_memory_ops == 0
 
 
 @pytest.mark.parametrize("cfg", shipped_sm90_int8_configs(), ids=lambda c: c.describe().replace(" ", "_"))

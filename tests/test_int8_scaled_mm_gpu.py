@@ -130,3 +130,49 @@ def test_added_operand(m, n, k, c_dtype):
     assert not torch.isnan(out).any()
     err = (out.double() - ref).abs()
     assert (err <= 2 ** -7 * ref.abs() + 1e-2).all(), f"max abs err {err.max().item():.4g}"
+
+
+def _int32_bias(n, seed):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    # about the accumulator's own magnitude (|acc| ~ 1e5-1e6 here), so that a misplaced bias cannot pass
+    return torch.randint(-2**20, 2**20, (n,), dtype=torch.int32, device="cuda", generator=g)
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 4096, 4096), (17, 256, 512), (16, 8, 16), (4097, 264, 272),
+                                   (64, 1024, 4096), (300, 1000, 2000)])
+@pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_int32_bias_enters_before_the_scales(m, n, k, out_dtype):
+    """An int32 bias: out = (acc + bias) * a_scale * b_scale, on swapped, plain and split tiles."""
+    a, b, a_s, b_s, _ = int8_gemm_inputs(m, n, k, bias=False, seed=m + 3 * n + k)
+    bias = _int32_bias(n, m + n)
+    out = torch.full((m, n), float("nan"), dtype=out_dtype, device="cuda")
+    int8_scaled_mm(a, b, a_s, b_s, bias, out_dtype=out_dtype, out=out)
+    _check(out, a, b, a_s, b_s, bias, out_dtype)
+
+
+def test_int32_bias_split_batched_added_operand_and_sm80():
+    # split-K: the bias is added once, by the tile's last slice, and the result equals the unsplit one bit for bit
+    a, b, a_s, b_s, _ = int8_gemm_inputs(16, 1024, 4096, bias=False, seed=5)
+    bias = _int32_bias(1024, 5)
+    outs = []
+    for split_k in (1, 4):
+        cfg = TileConfig(tile_m=128, tile_n=16, cluster_m=1, cluster_n=1, swap_ab=True, split_k=split_k)
+        out = torch.full((16, 1024), float("nan"), dtype=torch.bfloat16, device="cuda")
+        outs.append(int8_scaled_mm(a, b, a_s, b_s, bias, out=out, config=cfg))
+    _check(outs[0], a, b, a_s, b_s, bias, torch.bfloat16)
+    assert torch.equal(outs[0], outs[1])
+    # batched: one bias for every batch entry
+    a, b, a_s, b_s, _ = int8_gemm_inputs(33, 256, 512, batch=3, bias=False, seed=6)
+    bias = _int32_bias(256, 6)
+    _check(int8_scaled_mm(a, b, a_s, b_s, bias), a, b, a_s, b_s, bias, torch.bfloat16)
+    # with an added c (the distributed op's fused sum): (acc + bias) * scales + c
+    a, b, a_s, b_s, _ = int8_gemm_inputs(300, 1000, 2000, bias=False, seed=7)
+    bias = _int32_bias(1000, 7)
+    c = torch.randn(300, 1000, device="cuda") * 50
+    out = int8_scaled_mm(a, b, a_s, b_s, bias, out_dtype=torch.float32, c=c)
+    ref = int8_scaled_mm_ref(a, b, a_s, b_s, bias) + c.double()
+    assert ((out.double() - ref).abs() <= 2 ** -20 * ref.abs() + 1e-3).all()
+    # the SM80-class kernel, forced
+    a, b, a_s, b_s, _ = int8_gemm_inputs(77, 1032, 528, bias=False, seed=9)
+    bias = _int32_bias(1032, 9)
+    _check(int8_scaled_mm(a, b, a_s, b_s, bias, arch="sm80"), a, b, a_s, b_s, bias, torch.bfloat16)

@@ -186,3 +186,14 @@ def test_split_k_normalization():
     assert normalize_split_k(16, 17) == (9, 2)  # 16 slices of 17 k-tiles would leave empty slices
     assert normalize_split_k(4, 1) == (1, 1)
     assert normalize_split_k(0, 8) == (1, 8)
+
+
+@pytest.mark.skipif(not os.path.exists(NVDISASM), reason="needs nvdisasm >= 13.4 (nvidia-cuda-nvdisasm wheel)")
+def test_int32_bias_variant_compiles_to_imma_without_spills(tmp_path):
+    """The accumulator-bias epilogue ((acc + int32 bias) * scales) on the SM80 kernel: same MMA, no spills."""
+    config = select_config("sm_80", 128, 256)
+    fn = build_kernel("sm_80", config, torch.bfloat16, "vector", "vector", "acc", True,
+                      options=f"--keep-cubin --dump-dir {tmp_path}")
+    ops = _sass_opcodes(fn.artifacts.CUBIN, tmp_path)
+    assert any(k.startswith("IMMA.16832.S8.S8") for k in ops), ops
+    assert not any(k.startswith(("STL", "LDL")) for k in ops)

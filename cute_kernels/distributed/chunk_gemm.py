@@ -11,7 +11,9 @@ Contract of a chunk GEMM ``gemm(a, b, a_scale, b_scale, bias, out, c=None)``:
                                              (+ c[l, i, j])
     c        [L, m, N] | None another rank's partial to add (the p2p transport's own block): out is then the
                               final output, in out's dtype
-and ``gemm.check(x1, x2)`` raises TypeError/ValueError for operands this GEMM cannot run. The op calls ``check`` on
+and ``gemm.check(x1, x2)`` raises TypeError/ValueError for operands this GEMM cannot run. ``gemm.fuses_bias``
+(default False) says the bias and ``c`` may come together (the bias enters before ``c`` is added, in one pass);
+without it the p2p transport keeps the bias rank's sum unfused. The op calls ``check`` on
 every rank before its first collective, so a shape the kernel would reject becomes an error on all ranks instead of an
 exception on one rank while the others wait in a collective. ``gemm.row_align`` is the row granularity chunk
 boundaries keep (GEMM tile rows, 16-byte aligned scale slices). Optionally, ``gemm.run_block(a, b, a_scale, b_scale,
@@ -30,6 +32,7 @@ class ReferenceChunkGemm:
     """Float64 math on any device: the CPU/gloo path and the ground truth. Exact up to the final cast to ``out``."""
 
     row_align = 1
+    fuses_bias = True
 
     def check(self, x1: torch.Tensor, x2: torch.Tensor) -> None:
         pass
@@ -53,15 +56,14 @@ class Int8ScaledMmChunkGemm:
     [m, K] slice, its [m] scale slice, an [m, N] slice of ``out``). A single batched launch over L needs the batched
     form to take a per-(block, row) scale [L, m] and a weight shared by all blocks.
 
-    The int32 bias: the kernel's bias is a float added after scaling (acc * sa * sb + bias), while the seed's rule is
-    (acc + bias) * sa * sb, and bias * sa[i] * sb[j] varies along both dimensions, so it is no [N] vector. It is added
-    here as an fp32 rank-1 update, out += sa (x) (bias * sb), on the one rank that owns the bias. It differs from
-    (acc + bias) * sa * sb by the fp32 rounding of the two terms before their sum (a few 2^-24 of their magnitudes),
-    the same order as the fp32 reduction's own rounding and far below the bf16 output's. An int32 pre-scale bias in
-    the kernel epilogue would make it exact and remove this extra pass over rank 0's partial.
+    The int32 bias goes to the kernel as is: an int32 bias selects the epilogue variant that adds it to the
+    accumulator before the scales, (acc + bias) * sa * sb - the seed's rule - in the same pass (until session 11 it was
+    an fp32 rank-1 update, out += sa (x) (bias * sb), one more pass over the bias rank's partial, which also kept
+    that rank off the fused sum of the p2p transport).
     """
 
     row_align = 128
+    fuses_bias = True
 
     def __init__(self, sm_count: int | None = None, mm=None):
         """sm_count: SMs the persistent GEMM may occupy (default: all). A persistent GEMM holding every SM starves the
@@ -88,26 +90,16 @@ class Int8ScaledMmChunkGemm:
         checks.check_aligned("x2", x2)
 
     def __call__(self, a, b, a_scale, b_scale, bias, out, c=None) -> None:
-        scaled_bias = _scaled_bias(bias, b_scale)
         for block in range(a.shape[0]):
-            self._run(a[block], b, a_scale[block], b_scale, scaled_bias, out[block], None if c is None else c[block])
+            self.run_block(a[block], b, a_scale[block], b_scale, bias, out[block], None if c is None else c[block])
 
     def run_block(self, a, b, a_scale, b_scale, bias, out, c=None) -> None:
         """One row block, 2-D operands (a [m, K], a_scale [m], out and c [m, N]): the call without the per-block
         views of ``__call__``, which cost the p2p transport's host path a few µs each (module ``run_block``)."""
-        self._run(a, b, a_scale, b_scale, _scaled_bias(bias, b_scale), out, c)
-
-    def _run(self, a, b, a_scale, b_scale, scaled_bias, out, c) -> None:
         if c is None:
-            self._mm(a, b, a_scale, b_scale, out_dtype=out.dtype, out=out, **self._options)
+            self._mm(a, b, a_scale, b_scale, bias, out_dtype=out.dtype, out=out, **self._options)
         else:
-            self._mm(a, b, a_scale, b_scale, out_dtype=out.dtype, out=out, c=c, **self._options)
-        if scaled_bias is not None:
-            out.addcmul_(a_scale.unsqueeze(-1), scaled_bias)
-
-
-def _scaled_bias(bias, b_scale):
-    return None if bias is None else (bias.double() * b_scale.double()).float()
+            self._mm(a, b, a_scale, b_scale, bias, out_dtype=out.dtype, out=out, c=c, **self._options)
 
 
 class TorchIntMmChunkGemm:
@@ -118,6 +110,7 @@ class TorchIntMmChunkGemm:
     """
 
     row_align = 128
+    fuses_bias = True
 
     def check(self, x1: torch.Tensor, x2: torch.Tensor) -> None:
         checks.check_cuda({"x1": x1, "x2": x2})

@@ -13,15 +13,16 @@ else 1, see ``plan_parts``; all on the caller's stream unless noted):
         barrier                                     every rank has finished step s: P_{r-s}[r] rows h are written
         side stream: R[., h] <- P_{r-s}[r] rows h   pull (copy engine) while the next step's GEMM runs
     for each part h, after its pull:
-        fused (H = 2, no bias here): GEMM rows h of block r, epilogue + R[h] -> out rows h   (the sum is fused)
+        fused (H = 2):               GEMM rows h of block r, epilogue + R[h] -> out rows h   (the sum is fused)
         otherwise:                   GEMM rows h of block r -> own; then one pass out = own + sum R (cast once)
 
 So the pull of part 0 overlaps part 1's peer GEMMs and the pull of part 1 overlaps part 0's own GEMM; with the fused
 epilogue nothing but the last own GEMM follows the last pull. Measured (2 x H200, docs/distributed.md): fusing pays
 for fp32 partials (M = 8192: 826 vs 881 µs), whose separate sum pass moves 10 bytes per output, and loses for bf16
 (813 vs 774 µs): the epilogue gathers c element by element and the parts halve the GEMMs, which costs more than
-the 6-byte pass it saves. The bias rank (0) takes the unfused form (its int32
-bias enters as an fp32 rank-1 update after its own GEMM, chunk_gemm.py); the barriers are the same on every rank.
+the 6-byte pass it saves. The bias rank (0) takes the fused form too where its GEMM adds the int32 bias in the same
+epilogue (``gemm.fuses_bias``, chunk_gemm.py; since session 11), else the unfused one; the barriers are the same on
+every rank.
 
 P_r alternates between two halves of the symmetric buffer on successive calls: call i + 2 rewrites the half that
 peers pulled in call i, and it runs after this rank's first barrier of call i + 1, which no rank passes before it
@@ -188,7 +189,8 @@ def run(x1, x2, scale_x1, scale_x2, bias, out, reduce_dtype, gemm, group, world:
     sym = _symmetric_entry(group, device, world * rows * n * reduce_dtype.itemsize)
     half = sym.next_half()
     caller = current_stream_id(device)
-    fused = world == 2 and bias is None and len(plan_parts(rows, world, reduce_dtype)) > 1
+    fused = (world == 2 and (bias is None or getattr(gemm, "fuses_bias", False))
+             and len(plan_parts(rows, world, reduce_dtype)) > 1)
     # The scratch buffers are shared by every problem on this stream and grow with the largest: a plan built on a
     # buffer that has since been replaced would keep it alive (one stale buffer per plan), so such plans are rebuilt.
     recv = scratch.buffer(device, reduce_dtype, "p2p_recv", (world - 1) * rows * n)
@@ -255,7 +257,7 @@ def _run_push(x1, x2, scale_x1, scale_x2, bias, out, reduce_dtype, gemm, group, 
         gemm(a_blocks[w:w + 1], x2, s_blocks[w:w + 1], scale_x2, bias, theirs[w][None])
     handle.barrier(channel=0)
     own = (a_blocks[rank:rank + 1], x2, s_blocks[rank:rank + 1], scale_x2, bias)
-    if world == 2 and bias is None:
+    if world == 2 and (bias is None or getattr(gemm, "fuses_bias", False)):
         gemm(*own, out[None], c=mine[peers[0]][None])  # the sum fused into the epilogue
         return
     own_buf = scratch.buffer(out.device, reduce_dtype, "p2p_own", out.numel()).view(1, *out.shape)

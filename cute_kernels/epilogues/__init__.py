@@ -16,10 +16,12 @@ from .nodes import (
     RowVector,
     Scalar,
 )
-from .tree import EpilogueTree, scaled_mm_tree
+from .tree import BIAS_KINDS, EpilogueTree, bias_kind, scaled_mm_tree
 
 __all__ = [
     "Accumulator",
+    "BIAS_KINDS",
+    "bias_kind",
     "ColVector",
     "Compute",
     "EpilogueContext",

@@ -6,13 +6,20 @@ from .nodes import Accumulator, ColVector, Compute, EpilogueNode, Matrix, RowVec
 
 
 class EpilogueTree:
-    def __init__(self, root: EpilogueNode):
+    def __init__(self, root: EpilogueNode, operand_order: tuple[str, ...] | None = None):
+        """``operand_names`` - the order in which a kernel's launch passes the global operands - is the tree's walk
+        order unless ``operand_order`` fixes it (it must name exactly the operands the tree reads), so that one
+        launch signature serves variants whose nodes nest differently."""
         self.root = root
         names: list[str] = []
         for node in root.walk():
             for name in node.operands:
                 if name not in names:
                     names.append(name)
+        if operand_order is not None:
+            if sorted(operand_order) != sorted(names):
+                raise ValueError(f"operand_order {operand_order} must name exactly the tree's operands {names}")
+            names = list(operand_order)
         self.operand_names = tuple(names)
 
     @property
@@ -31,24 +38,48 @@ class EpilogueTree:
         return f"EpilogueTree({self.key})"
 
 
-def scaled_mm_tree(row_scale: str | None, col_scale: str | None, bias: bool, swap_ab: bool = False,
+BIAS_KINDS = (None, "out", "acc")
+
+
+def bias_kind(bias) -> str | None:
+    """Normalize a bias flag: None / False (no bias), True / "out" (added after scaling), "acc" (added to the
+    accumulator before scaling)."""
+    if bias is None or bias is False:
+        return None
+    if bias is True:
+        return "out"
+    if bias not in BIAS_KINDS:
+        raise ValueError(f"bias kind must be one of {BIAS_KINDS} (or a bool); got {bias!r}")
+    return bias
+
+
+def scaled_mm_tree(row_scale: str | None, col_scale: str | None, bias, swap_ab: bool = False,
                    source: bool = False) -> EpilogueTree:
-    """The dequantizing epilogue of a scaled GEMM: ``acc * a_scale * b_scale (+ bias) (+ c)``.
+    """The dequantizing epilogue of a scaled GEMM: ``acc * a_scale * b_scale (+ bias) (+ c)``, or with an
+    accumulator-domain bias ``(acc + bias) * a_scale * b_scale (+ c)``.
 
     row_scale: kind of the per-output-row scale ``a_scale`` ("vector" for [M], "scalar" for [1], None for absent);
-    col_scale: same for the per-output-column ``b_scale``; bias: a per-column ``bias`` vector is added.
+    col_scale: same for the per-output-column ``b_scale``; bias (``bias_kind``): a per-column ``bias`` vector added
+    after the scales ("out", or True) or to the accumulator before them ("acc": e.g. an int32 bias of a quantized
+    linear, or a zero-point correction; the sum is taken in fp32, like the accumulator's own conversion).
     swap_ab: the kernel computes the transposed problem (its m is the output's n), so the roles of the
     row and column broadcasts swap; the operand names stay the user's.
     source: a full [M, N] operand ``c`` is added last (the kernel passes it in its own coordinates).
     """
     row_node, col_node = (RowVector, ColVector) if swap_ab else (ColVector, RowVector)
+    where = bias_kind(bias)
     node: EpilogueNode = Accumulator()
+    if where == "acc":
+        node = Compute("add", node, col_node("bias"))
     for name, kind, vec_node in (("a_scale", row_scale, row_node), ("b_scale", col_scale, col_node)):
         if kind is None:
             continue
         node = Compute("mul", node, Scalar(name) if kind == "scalar" else vec_node(name))
-    if bias:
+    if where == "out":
         node = Compute("add", node, col_node("bias"))
     if source:
         node = Compute("add", node, Matrix("c"))
-    return EpilogueTree(node)
+    # The launch passes (a_scale, b_scale, bias, c) in this order whatever the nesting.
+    order = tuple(name for name, present in (("a_scale", row_scale), ("b_scale", col_scale), ("bias", where),
+                                             ("c", source)) if present)
+    return EpilogueTree(node, operand_order=order)

@@ -2,9 +2,13 @@
 
     out[..., i, j] = cast( float(sum_k a[..., i, k] * b[..., k, j]) * a_scale[i] * b_scale[j] + bias[j] + c[..., i, j] )
 
+or, with an int32 bias (added to the accumulator, e.g. a quantized linear's bias or a zero-point correction):
+
+    out[..., i, j] = cast( (float(sum_k a[..., i, k] * b[..., k, j]) + bias[j]) * a_scale[i] * b_scale[j] + c[..., i, j] )
+
 Layouts: a int8 [M, K] or [L, M, K], K contiguous; b int8 [K, N] or [L, K, N] stored column-major (``w.t()`` of a
 row-major [N, K] weight, so K is contiguous too); a_scale float32 [M] or [1]; b_scale float32 [N] or [1]; bias [N]
-in the output dtype or None; out [M, N] / [L, M, N] row-major fp16 or bf16. Scales and bias are shared by the batch.
+in the output dtype, or int32 (before the scales), or None; out [M, N] / [L, M, N] row-major fp16 or bf16. Scales and bias are shared by the batch.
 c: optional, out's shape, fp32 / fp16 / bf16, N contiguous - a full operand added in fp32 before the one rounding
 (e.g. another GPU's partial sum, see distributed/p2p_transport.py). SM90 only; runs the unsplit kernel.
 
@@ -66,7 +70,7 @@ def _validate(a, b, a_scale, b_scale, bias, out_dtype, out):
             raise ValueError(f"{name} must have shape [{length}] or [1]; got {tuple(t.shape)}")
         checks.check_inner_contiguous(name, t)
     if bias is not None:
-        checks.check_dtype("bias", bias, (out_dtype,))
+        checks.check_dtype("bias", bias, (out_dtype, torch.int32))
         checks.check_shape("bias", bias, (n,), "one value per output column N")
         checks.check_inner_contiguous("bias", bias)
     device = checks.check_cuda({"a": a, "b": b, "a_scale": a_scale, "b_scale": b_scale, "bias": bias, "out": out})
@@ -91,6 +95,8 @@ L2_WARMUP_KTILES = 2
 def build_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm_count=132, extra_options="",
                c_dtype=None):
     """Compile the SM90 kernel for one variant from fake tensors (no GPU needed); returns the TVM-FFI function.
+    has_bias: ``epilogues.bias_kind`` - False / True (a bias in the output dtype) / "acc" (an int32 bias added to the
+    accumulator before the scales).
 
     Call signature of the result: ``fn(a, b, out, a_scale, b_scale, bias_or_None)`` on CUDA torch tensors, with a
     trailing ``c`` when ``c_dtype`` is given (unsplit configs only).
@@ -99,7 +105,7 @@ def build_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm
     import cutlass.cute as cute
 
     from ..compile_utils import fake_stream, fake_tensor, fake_vector, kernel_view
-    from ..epilogues import scaled_mm_tree
+    from ..epilogues import bias_kind, scaled_mm_tree
     from ..sm90.gemm import Sm90GemmKernel
 
     d_cute = getattr(cutlass, _CUTE_DTYPES[out_dtype])
@@ -110,8 +116,10 @@ def build_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm
     fd = fake_tensor(d_cute, (*batch, m, n), stride_div=128 // d_cute.width)
     f_as = fake_vector(cutlass.Float32, m if a_kind == "vector" else 1)
     f_bs = fake_vector(cutlass.Float32, n if b_kind == "vector" else 1)
-    f_bias = fake_vector(d_cute, n, align=d_cute.width // 8) if has_bias else None
-    tree = scaled_mm_tree(a_kind, b_kind, has_bias, swap_ab=config.swap_ab, source=c_dtype is not None)
+    kind = bias_kind(has_bias)
+    bias_cute = cutlass.Int32 if kind == "acc" else d_cute
+    f_bias = fake_vector(bias_cute, n, align=bias_cute.width // 8) if kind else None
+    tree = scaled_mm_tree(a_kind, b_kind, kind, swap_ab=config.swap_ab, source=c_dtype is not None)
     kernel = Sm90GemmKernel(config, tree, cutlass.Int32, sm_count=sm_count, l2_warmup=L2_WARMUP_KTILES)
     swap = config.swap_ab
     options = f"--enable-tvm-ffi --gpu-arch sm_90a {extra_options}".strip()
@@ -180,6 +188,9 @@ def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_sc
                    c: Optional[torch.Tensor] = None) -> torch.Tensor:
     """int8 GEMM with a dequantizing epilogue; see the module docstring for layouts and semantics.
 
+    bias: [N] in ``out_dtype`` (added after the scales), or int32 (added to the accumulator before them: the bias of
+      an int8 linear layer whose bias was quantized with the weights, or a zero-point correction such as
+      ``-azp * b.sum(0)`` for asymmetric per-tensor activations).
     out_dtype: fp16 / bf16 (the op's outputs) or fp32 (e.g. partial sums that are reduced across GPUs later).
     config: a :class:`~cute_kernels.configs.TileConfig` to override the shape-bucket table.
     arch: force a kernel family ("sm90" / "sm80"); default: the tensors' GPU.
@@ -189,8 +200,8 @@ def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_sc
     """
     # Only what picks the compiled variant and what the Python checks depend on beyond TVM-FFI's own per-call
     # checks (dtypes, unit strides, stride divisibility, base alignment, equal extents, device type).
-    sig = (a.shape, b.shape, a_scale.shape, b_scale.shape, bias is None, out_dtype, config, arch, sm_count,
-           None if c is None else c.dtype)
+    sig = (a.shape, b.shape, a_scale.shape, b_scale.shape, None if bias is None else bias.dtype, out_dtype, config,
+           arch, sm_count, None if c is None else c.dtype)
     plan = _validated.get(sig)
     if plan is not None:
         fn, out_shape, split = plan
@@ -245,13 +256,18 @@ def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_sc
     if c is not None and cfg.split_k != 1:
         cfg = dataclasses.replace(cfg, split_k=1)  # c is added by the one epilogue of an unsplit tile
     cfg, split = resolve_split(cfg, m, n, k, batch, sms)
-    fn = _compile_sm90(a.dim(), _scale_kind(a_scale), _scale_kind(b_scale), bias is not None, out_dtype, cfg, sms,
+    fn = _compile_sm90(a.dim(), _scale_kind(a_scale), _scale_kind(b_scale), _bias_kind(bias), out_dtype, cfg, sms,
                        None if c is None else c.dtype)
     if out is None:
         out = torch.empty(out_shape, dtype=out_dtype, device=device)
     launch_planned(fn, (a, b, out, a_scale, b_scale, bias) + ((c,) if c is not None else ()), split, device)
     _validated[sig] = (fn, out_shape, split)
     return out
+
+
+def _bias_kind(bias: Optional[torch.Tensor]) -> Optional[str]:
+    """The epilogue variant a bias tensor selects (``epilogues.bias_kind``): int32 -> "acc", else "out"."""
+    return None if bias is None else ("acc" if bias.dtype == torch.int32 else "out")
 
 
 def _resolve_arch(arch: Optional[str], device: torch.device) -> str:

@@ -22,7 +22,7 @@ import cutlass
 import cutlass.cute as cute
 
 from cute_kernels.compile_utils import fake_stream, fake_tensor, fake_vector, kernel_view
-from cute_kernels.epilogues import scaled_mm_tree
+from cute_kernels.epilogues import bias_kind, scaled_mm_tree
 from cute_kernels.jit_cache import cached_compile
 from cute_kernels.plan_cache import PlanCache
 from cute_kernels.sm80.configs import Sm80TileConfig, normalize_arch, select_config
@@ -50,12 +50,14 @@ def build_kernel(target: str, config: Sm80TileConfig, out_dtype: torch.dtype, a_
                  has_bias: bool, split_k: bool, rank: int = 3, options: str = ""):
     """cute.compile one variant for ``target`` (e.g. 'sm_80', 'sm_90a'); no GPU needed.
 
-    a_kind / b_kind: "vector" ([M] / [N] scales) or "scalar" ([1]). The compiled function takes
+    a_kind / b_kind: "vector" ([M] / [N] scales) or "scalar" ([1]); has_bias: ``epilogues.bias_kind`` (False, True
+    for a bias in the output dtype, "acc" for an int32 bias added before the scales). The compiled function takes
     (a, b, out, a_scale, b_scale, bias, workspace, tile_counters, split_k, k_tiles_per_split) as torch tensors / ints,
     with None for an absent bias and, in non-split builds, for the workspace and counters.
     """
     out_cute = _OUT_DTYPES[out_dtype]
-    tree = scaled_mm_tree(a_kind, b_kind, has_bias)
+    kind = bias_kind(has_bias)
+    tree = scaled_mm_tree(a_kind, b_kind, kind)
     kernel = Int8ScaledMmSm80(config, out_cute, tree, split_k=split_k)
     m, n, k = cute.sym_int32(), cute.sym_int32(divisibility=8), cute.sym_int32(divisibility=16)
     batch = (cute.sym_int32(),) if rank == 3 else ()
@@ -64,7 +66,8 @@ def build_kernel(target: str, config: Sm80TileConfig, out_dtype: torch.dtype, a_
     fc = fake_tensor(out_cute, (*batch, m, n), stride_div=8)
     f_as = fake_vector(cutlass.Float32, m if a_kind == "vector" else 1)
     f_bs = fake_vector(cutlass.Float32, n if b_kind == "vector" else 1)
-    f_bias = fake_vector(out_cute, n, align=2) if has_bias else None
+    f_bias = (fake_vector(cutlass.Int32 if kind == "acc" else out_cute, n, align=4 if kind == "acc" else 2)
+              if kind else None)
     f_ws = fake_vector(cutlass.Int32, cute.sym_int32(), align=16) if split_k else None
     f_cnt = fake_vector(cutlass.Int32, cute.sym_int32()) if split_k else None
 
@@ -137,7 +140,8 @@ def _plan(a, b, a_scale, b_scale, bias, out, arch, config, split_k) -> _Plan:
     if slices > 1 and tiles * cfg.tile_m * cfg.tile_n >= 2 ** 31:
         raise ValueError(f"split_k={split_k} on a {L}x{M}x{N} output needs a {tiles}-tile int32 workspace past the "
                          f"kernel's 32-bit offsets; use split_k=1 (the tile grid fills the GPU anyway)")
-    fn = get_compiled(target, cfg, out.dtype, a_kind, b_kind, bias is not None, slices > 1, a.dim())
+    kind = None if bias is None else ("acc" if bias.dtype == torch.int32 else "out")
+    fn = get_compiled(target, cfg, out.dtype, a_kind, b_kind, kind, slices > 1, a.dim())
     return _Plan(fn, slices, per, tiles, cfg.tile_m * cfg.tile_n)
 
 
@@ -148,14 +152,14 @@ def run_int8_scaled_mm_sm80(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Ten
     """out[..., m, n] = (a @ b)[..., m, n] * a_scale[m] * b_scale[n] + bias[n], written into ``out``.
 
     Arguments are assumed checked by the caller (int8_scaled_mm): a int8 [M, K] / [L, M, K] K-contiguous, b int8
-    [K, N] / [L, K, N] K-contiguous, a_scale f32 [M] or [1], b_scale f32 [N] or [1], bias [N] in out's dtype or
-    None, out fp16/bf16 [M, N] / [L, M, N], K % 16 == 0, N % 8 == 0, 16-byte aligned. (TVM-FFI still re-checks
+    [K, N] / [L, K, N] K-contiguous, a_scale f32 [M] or [1], b_scale f32 [N] or [1], bias [N] in out's dtype (or
+    int32: added to the accumulator before the scales) or None, out fp16/bf16 [M, N] / [L, M, N], K % 16 == 0, N % 8 == 0, 16-byte aligned. (TVM-FFI still re-checks
     dtypes, ranks, equal extents, divisibility and alignment in C++ on every call.)
     ``arch`` picks the config table ('sm_80', 'sm_86', 'sm_89'; 'sm_90a' and newer: the sm_80 table);
     ``config`` (an Sm80TileConfig) overrides it; ``split_k`` forces a slice count (1 = off; None = split_k.py's rule).
     """
-    key = (a.shape, b.shape, a_scale.shape, b_scale.shape, bias is None, out.dtype, out.device, arch, config,
-           split_k)
+    key = (a.shape, b.shape, a_scale.shape, b_scale.shape, None if bias is None else bias.dtype, out.dtype, out.device,
+           arch, config, split_k)
     plan = _PLANS.get(key)
     if plan is None:
         plan = _PLANS[key] = _plan(a, b, a_scale, b_scale, bias, out, arch, config, split_k)
