@@ -67,6 +67,29 @@ def test_decode_l2_prefetch_rule_and_sass():
     assert "UBLKPF" not in _sass("int4", torch.bfloat16, None, replace(on, l2_prefetch_mb=0)).instructions
 
 
+def test_decode_cta_cap_rule_and_smem():
+    """Session 12's rule: one-tile-per-warp decode tiles of the 4- and 8-bit formats on grids of <= 2 CTAs per SM run
+    at most 2 CTAs per SM (the launch asks for enough shared memory that a third does not fit); not 1/2-bit, AWQ,
+    larger tiles or multi-wave grids. The capped tiles compile with low register counts (the reason for the cap)."""
+    capped = [(4, 1, 4096, 4096, False), (4, 8, 4096, 4096, True), (4, 1, 4096, 14336, True), (8, 16, 4096, 4096, False),
+              (8, 1, 4096, 14336, False)]
+    for fmt, m, n, k, scaled in capped:
+        assert config.decode_tile(fmt, m, n, 132, scaled=scaled, k=k).max_ctas_per_sm == 2, (fmt, m, n, k)
+    for fmt, m, n, k, scaled in ((2, 1, 4096, 4096, False), (1, 4, 4096, 4096, False), ("awq", 1, 4096, 4096, True),
+                                 (8, 1, 8192, 8192, False), (4, 1, 8192, 8192, False), (4, 16, 4096, 4096, False),
+                                 (4, 16, 8192, 8192, True)):
+        assert config.decode_tile(fmt, m, n, 132, scaled=scaled, k=k).max_ctas_per_sm == 0, (fmt, m, n, k)
+    smem = kernel.TileShape.cap_smem_bytes(2) + kernel.SMEM_RESERVED_PER_CTA
+    assert 2 * smem <= kernel.SM90_SMEM_PER_SM < 3 * smem
+    tile = config.decode_tile(4, 1, 4096, 132, k=4096)
+    assert tile.launch_smem_bytes() == kernel.TileShape.cap_smem_bytes(2)
+    assert replace(tile, max_ctas_per_sm=0).launch_smem_bytes() is None
+    with pytest.raises(ValueError, match="already exceeds"):
+        replace(tile, stages=4, nt=4, max_ctas_per_sm=2).launch_smem_bytes()
+    s = _sass("int4", torch.bfloat16, None, tile)
+    assert max(s.kernels.values()) <= 85 and not s.spills  # registers for > 2 CTAs of 256 threads: the cap matters
+
+
 def test_awq_and_fp32_variants_compile():
     s = _sass("awq", torch.float16, torch.float16, config.decode_tile(4, m=16, n=4096, sm_count=132))
     assert _SOURCE_NAME in next(iter(s.kernels)) and s.mma.get("HMMA.16816.F32", 0) > 0

@@ -206,6 +206,18 @@ def side_by_side_warps(fmt: int | str, rows_per_warp: int, n: int, k: int, sm_co
 DECODE_L2_PREFETCH_MB = 4
 DECODE_L2_PREFETCH_MAX_M = {4: 16, 2: 8, "awq": 8}
 
+# Session 12 (H100, benchmarks/experiments/wo_cta_cap.py, ABBA, µs shipped -> capped): the decode grids are sized for
+# DECODE_CTAS_PER_SM CTAs per SM, but tiles of <= 85 registers with a small ring fit 3-5 per SM, and the block
+# scheduler may then stack some SMs deeper than others (the likely cause; the CTA placement was not profiled). Capping them at 2 per SM (TileShape.max_ctas_per_sm, through
+# the launch's shared memory) where the grid is at most one such wave, for the one-tile-per-warp (nt = 1: 48-80
+# registers) tiles of the 4- and 8-bit formats - a larger tile has registers for 2 CTAs at most, and the cap's
+# shared memory would only shrink its L1 (not measured): 4-bit 4096^2 M = 1 / 4 / 8 6.02 / 6.27 /
+# 7.30 -> 5.40 / 5.64 / 6.30, with group-128 scales 6.48 / 6.65 / 7.25 -> 6.02 / 6.33 / 7.00; 8-bit M = 16 on N =
+# 4096 9.73 -> 9.31 (K = 4096), 29.27 -> 28.72 (K = 14336); within 1% on 4096 x 14336 at M <= 8 (4/8-bit). Not
+# taken: 2-bit (4096^2 2-4% slower capped), 1-bit (within 1.5%, slower on 5 of 6 rows), multi-wave grids (8-bit
+# 14336 x 4096 and 8192^2 at M <= 8: 10-17% slower, fewer CTAs resident), AWQ (>= 90 registers: 2 per SM already).
+DECODE_CTA_CAP_FORMATS = (4, 8)
+
 
 def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None = None,
                 x_ahead: bool | None = None, token_major: bool | None = None, scaled: bool = False,
@@ -235,9 +247,14 @@ def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None
     in_place = in_place if fields_in_place is None else fields_in_place
     prefetch = (DECODE_L2_PREFETCH_MB if m <= DECODE_L2_PREFETCH_MAX_M.get(fmt, 0) and k is not None and n >= k
                 else 0)
-    return TileShape(nt=nt, mt=mt, warps_n=warps_n, warps_k=8 // warps_n, stages=stages if ring else 0,
+    tile = TileShape(nt=nt, mt=mt, warps_n=warps_n, warps_k=8 // warps_n, stages=stages if ring else 0,
                      x_ahead=x_ahead, token_major=token_major, swap_registers=swap and not ring,
                      fields_in_place=in_place, l2_prefetch_mb=prefetch)
+    ctas = -(-n // tile.rows_per_cta) * (-(-m // tile.tokens_per_cta) if token_major else 1)
+    if (fmt in DECODE_CTA_CAP_FORMATS and nt == 1 and ctas <= DECODE_CTAS_PER_SM * sm_count
+            and tile.ring_bytes + tile.reduction_bytes <= TileShape.cap_smem_bytes(DECODE_CTAS_PER_SM)):
+        tile = replace(tile, max_ctas_per_sm=DECODE_CTAS_PER_SM)
+    return tile
 
 
 def tensor_core_tile(m: int, scaled: bool = False, fmt: int | str | None = None) -> TileShape:

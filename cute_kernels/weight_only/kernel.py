@@ -56,6 +56,10 @@ from .activations import activation_operand
 from .formats import WeightFormat
 
 
+SM90_SMEM_PER_SM = 228 * 1024  # shared memory of an H100 / H200 SM, which its CTAs share
+SMEM_RESERVED_PER_CTA = 1024  # the driver's reservation per CTA
+
+
 @dataclass(frozen=True)
 class TileShape:
     """Compile-time tiling. nt: 16-row weight tiles per warp; mt: 8-token tiles per warp; warps_n x warps_k warps.
@@ -76,6 +80,10 @@ class TileShape:
     l2_prefetch_mb: > 0: each CTA first asks L2 for its rows' bytes with bulk prefetches (one per thread, before
     the wait for the previous grid), at most this many MB over the whole weight (the leading bytes of every row when
     it is larger), so the DRAM stream no longer waits on each warp's short chain of dependent loads.
+    max_ctas_per_sm: > 0: at most this many CTAs share an SM, enforced through the launch's dynamic shared memory (a
+    CTA reserves more than 1 / (max + 1) of the SM's). The decode grids are sized for 2 CTAs per SM
+    (config.DECODE_CTAS_PER_SM); a kernel with few enough registers for 3 or 4 lets the block scheduler stack them
+    on some SMs while others have fewer (measured in session 12, docs/weight_only.md).
     """
 
     nt: int
@@ -88,6 +96,7 @@ class TileShape:
     swap_registers: bool = False
     fields_in_place: bool = False
     l2_prefetch_mb: int = 0
+    max_ctas_per_sm: int = 0
 
     @property
     def rows_per_cta(self) -> int:
@@ -118,7 +127,28 @@ class TileShape:
     @property
     def key(self) -> tuple:
         return (self.nt, self.mt, self.warps_n, self.warps_k, self.stages, self.x_ahead, self.token_major,
-                self.swap_registers, self.fields_in_place, self.l2_prefetch_mb)
+                self.swap_registers, self.fields_in_place, self.l2_prefetch_mb, self.max_ctas_per_sm)
+
+    @property
+    def reduction_bytes(self) -> int:
+        """The epilogue's split-K buffer (one fp32 per lane, accumulator and warp)."""
+        return 0 if self.warps_k == 1 else 4 * 32 * self.nt * self.mt * 4 * self.warps_n * self.warps_k
+
+    @staticmethod
+    def cap_smem_bytes(max_ctas_per_sm: int) -> int:
+        """Dynamic shared memory per CTA that lets ``max_ctas_per_sm`` CTAs onto an SM but not one more."""
+        return SM90_SMEM_PER_SM // (max_ctas_per_sm + 1) - SMEM_RESERVED_PER_CTA + 1024
+
+    def launch_smem_bytes(self) -> int | None:
+        """Dynamic shared memory to ask for at launch: None (what the kernel allocates) unless ``max_ctas_per_sm``
+        caps the CTAs per SM."""
+        if not self.max_ctas_per_sm:
+            return None
+        cap = self.cap_smem_bytes(self.max_ctas_per_sm)
+        if self.ring_bytes + self.reduction_bytes > cap:
+            raise ValueError(f"max_ctas_per_sm={self.max_ctas_per_sm}: the tile's own shared memory "
+                             f"({self.ring_bytes + self.reduction_bytes} bytes) already exceeds the cap's {cap}")
+        return cap
 
 
 @dataclass(frozen=True)
@@ -185,7 +215,7 @@ class WeightOnlyGemm:
         # (its launch latency hides behind that kernel's tail); the kernel waits for it before touching memory.
         grid = [grid_m, grid_n, 1] if const_expr(tile.token_major) else [grid_n, grid_m, 1]
         self.kernel(x, w, out, scale, group_scales, zeros, group).launch(
-            grid=grid, block=[tile.threads, 1, 1], stream=stream, use_pdl=True)
+            grid=grid, block=[tile.threads, 1, 1], stream=stream, use_pdl=True, smem=tile.launch_smem_bytes())
 
     # ---------------------------------------------------------------------------------------------- device side
     @cute.kernel
