@@ -37,6 +37,9 @@ class StreamScratch:
     def __init__(self):
         self._buffers: dict[tuple, torch.Tensor] = {}
         self._retired: list[torch.Tensor] = []
+        # Bumped whenever a buffer is created, replaced or dropped: callers may memoize what ``get`` returned for as
+        # long as it is unchanged (split_k.split_workspace does, to skip the lookups on its hot path).
+        self.generation = 0
 
     def get(self, device: torch.device, name: str, numel: int, dtype: torch.dtype = torch.int32, *,
             zeroed: bool = False, grow: float = 1.0, min_numel: int = 0, sync_on_grow: bool = False) -> torch.Tensor:
@@ -51,7 +54,19 @@ class StreamScratch:
                 else:
                     torch.cuda.current_stream(device).synchronize()
             buf = self._buffers[key] = (torch.zeros if zeroed else torch.empty)(size, dtype=dtype, device=device)
+            self.generation += 1
         return buf
+
+    def put(self, device: torch.device, name: str, buf: torch.Tensor | None) -> torch.Tensor | None:
+        """Install ``buf`` as (device, current stream, name, buf.dtype)'s buffer, or drop that buffer (``buf`` None:
+        then int32). Returns the buffer it replaces. For tests that plant guarded buffers."""
+        dtype = torch.int32 if buf is None else buf.dtype
+        key = (device, current_stream_id(device), name, dtype)
+        old = self._buffers.pop(key, None)
+        if buf is not None:
+            self._buffers[key] = buf
+        self.generation += 1
+        return old
 
     def current(self, device: torch.device, name: str, dtype: torch.dtype = torch.int32) -> torch.Tensor | None:
         """The buffer ``get`` would return now for (device, current stream, name, dtype), without making one."""
@@ -69,6 +84,7 @@ class StreamScratch:
             torch.cuda.synchronize()
         self._buffers.clear()
         self._retired.clear()
+        self.generation += 1
 
 
 # Raw stream-ordered operations through the CUDA driver (cuda-python, a dependency of the DSL). The distributed op's

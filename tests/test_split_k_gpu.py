@@ -14,7 +14,6 @@ import torch
 from cute_kernels import TileConfig, int8_scaled_mm
 from cute_kernels.ops import split_k
 from cute_kernels.ops.fp8_blockwise_scaled_mm import fp8_blockwise_scaled_mm
-from cute_kernels.streams import current_stream_id
 from tests.conftest import int8_gemm_inputs
 from tests.test_fp8_blockwise_gpu import GROUPWISE, _check as fp8_check, _operands as fp8_operands
 from tests.test_int8_scaled_mm_gpu import _check as int8_check
@@ -37,22 +36,20 @@ class GuardedScratch:
 
     def __init__(self, device, plan):
         _, ws_words, sem_words = plan
-        stream = current_stream_id(device)
-        self.keys = [(device, stream, "partials", torch.int32), (device, stream, "semaphores", torch.int32)]
-        self.saved = [split_k.SCRATCH._buffers.pop(k, None) for k in self.keys]
+        self.device = device
+        self.names = ("partials", "semaphores")
+        self.saved = []
         self.full = []
-        for key, words in zip(self.keys, (ws_words, sem_words)):
+        for name, words in zip(self.names, (ws_words, sem_words)):
             buf = torch.full((words + TAIL,), CANARY, dtype=torch.int32, device=device)
             buf[:words] = 0  # semaphores start at zero; partials need no value
-            split_k.SCRATCH._buffers[key] = buf[:words]
+            self.saved.append(split_k.SCRATCH.put(device, name, buf[:words]))
             self.full.append((buf, words))
 
     def check_and_restore(self):
         torch.cuda.synchronize()
-        for key, saved in zip(self.keys, self.saved):
-            split_k.SCRATCH._buffers.pop(key, None)
-            if saved is not None:
-                split_k.SCRATCH._buffers[key] = saved
+        for name, saved in zip(self.names, self.saved):
+            split_k.SCRATCH.put(self.device, name, saved)
         for name, (buf, words) in zip(("workspace", "semaphores"), self.full):
             overrun = int((buf[words:] != CANARY).sum())
             assert overrun == 0, f"split-K wrote {overrun} words past the end of its {words}-word {name}"

@@ -39,3 +39,36 @@ def test_current_peeks_without_allocating():
     b = s.get(CPU, "p2p_own", 128, torch.float32)  # grown: the replacement is what current() sees
     assert s.current(CPU, "p2p_own", torch.float32) is b and b.data_ptr() != a.data_ptr()
     assert s.current(CPU, "p2p_own", torch.bfloat16) is None
+
+
+def test_generation_tracks_every_change_and_put_plants_buffers():
+    s = StreamScratch()
+    g0 = s.generation
+    a = s.get(CPU, "partials", 100)
+    assert s.generation == g0 + 1
+    s.get(CPU, "partials", 50)  # reused: no change
+    assert s.generation == g0 + 1
+    planted = torch.zeros(8, dtype=torch.int32)
+    assert s.put(CPU, "partials", planted) is a and s.generation == g0 + 2
+    assert s.get(CPU, "partials", 8) is planted
+    assert s.put(CPU, "partials", None) is planted and s.current(CPU, "partials") is None
+    s.clear()
+    assert s.generation == g0 + 4
+
+
+def test_split_workspace_memo_follows_the_scratch():
+    """split_workspace answers repeat calls from its memo, and sees a planted or grown buffer at once."""
+    from cute_kernels.ops import split_k
+
+    ws, sem = split_k.split_workspace(CPU, 1000, 10, torch.float32)
+    assert ws.dtype == torch.float32 and ws.numel() >= 1000 and sem.numel() >= 10 and not sem.any()
+    again = split_k.split_workspace(CPU, 500, 5, torch.float32)
+    assert again[0] is ws and again[1] is sem  # the memo: same objects, no new view
+    planted = torch.zeros(64, dtype=torch.int32)
+    old = split_k.SCRATCH.put(CPU, "semaphores", planted)
+    assert split_k.split_workspace(CPU, 500, 5, torch.float32)[1] is planted
+    split_k.SCRATCH.put(CPU, "semaphores", old)
+    big_ws, _ = split_k.split_workspace(CPU, 1 << 20, 5, torch.float32)  # larger than the memo's: grown
+    assert big_ws.numel() >= 1 << 20
+    ints, _ = split_k.split_workspace(CPU, 10, 5)  # int32: the same words, its own memo entry
+    assert ints.dtype == torch.int32 and ints.data_ptr() == big_ws.data_ptr()
