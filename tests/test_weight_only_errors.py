@@ -116,3 +116,19 @@ def test_awq_cpu_tensors_are_refused(awq_case):
 def test_awq_dequantize_cpu_is_the_reference(awq_case):
     _, qw, s, qz = awq_case
     assert torch.equal(awq_dequantize(qw, s, qz), awq_dequantize_reference(qw, s, qz))
+
+
+def test_forced_tiles_that_cannot_launch_are_named():
+    """A caller-forced ``tile=`` is checked before the launch (quantized_mm.launch calls TileShape.validate)."""
+    from cute_kernels.weight_only import config
+    from cute_kernels.weight_only.kernel import TileShape
+
+    ok = config.decode_tile(4, 16, 28672, 132, scaled=True, k=4096)
+    assert ok.validate() is ok
+    for bad, match in ((TileShape(nt=8, mt=2, warps_n=1, warps_k=8, stages=3), "exceed the 232448 bytes"),
+                       (TileShape(nt=0, mt=1, warps_n=1, warps_k=8), "nt must be >= 1"),
+                       (TileShape(nt=1, mt=1, warps_n=8, warps_k=8), "1024"),
+                       (TileShape(nt=1, mt=1, warps_n=1, warps_k=8, stages=1), "stages must be 0"),
+                       (TileShape(nt=4, mt=2, warps_n=1, warps_k=8, stages=3, max_ctas_per_sm=2), "already exceeds")):
+        with pytest.raises(ValueError, match=match):
+            bad.validate()

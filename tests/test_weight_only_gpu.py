@@ -96,6 +96,15 @@ def test_decode_path_9_to_16_tokens_wide_layer(bits, m):
     _check(x, w, s, bits)
 
 
+@pytest.mark.parametrize("m", [12, 16])
+def test_decode_path_scaled_short_k_split(m):
+    """Session 12's split of the scaled 4-bit 16-token plan (2 tiles per warp, 2 warps side by side) on the layer
+    that selects it (N = 14336, K = 4096), default dispatch, group-128 scales."""
+    assert config.decode_tile(4, m, 14336, 132, scaled=True, k=4096).warps_n == 2
+    x, w, s, gs = _case(4, m, 14336, 4096, torch.bfloat16, group=128, seed=m)
+    _check(x, w, s, 4, gs)
+
+
 @pytest.mark.parametrize("bits", [4, 2, 1])
 @pytest.mark.parametrize("m", [1, 8, 16])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])

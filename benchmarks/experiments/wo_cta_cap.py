@@ -19,12 +19,11 @@ import json
 import os
 import sys
 
-sys.path.insert(0, "benchmarks")
+sys.path[:0] = ["benchmarks", "benchmarks/experiments"]
 import torch
 
-import bench_awq
-import bench_weight_only as bwo
-from bench_weight_only import graph_time_us, n_sets
+import decode_cases
+from bench_weight_only import graph_time_us
 
 # (format, N, K, M, registers, CTAs that fit on an SM): "4g" = 4-bit with group-128 scales
 CANDIDATES = [["8", 4096, 4096, 1, 48, 5], ["8", 14336, 4096, 1, 64, 4], ["8", 4096, 14336, 1, 48, 5],
@@ -44,8 +43,7 @@ CANDIDATES = [["8", 4096, 4096, 1, 48, 5], ["8", 14336, 4096, 1, 64, 4], ["8", 4
 
 def main():
     from cute_kernels import arch
-    from cute_kernels.formats.bitpack import pack_weights
-    from cute_kernels.weight_only import awq_gemm, config, quantized_mm
+    from cute_kernels.weight_only import config
 
     out_path = os.path.join(os.environ.get("OUT", "."), "wo_cta_cap.jsonl")
     sms = arch.sm_count(0)
@@ -57,50 +55,14 @@ def main():
             continue
         groups.setdefault((fmt, n, k), []).append(m)
     for (fmt, n, k), ms in groups.items():
-        bits = 4 if fmt in ("4g", "awq") else int(fmt)
-        scaled = fmt in ("4g", "awq")
-        if fmt == "awq":
-            nbytes = n * k // 2 + (k // 128) * n * 2.5
-            sets = [bench_awq._awq_set(k, n, torch.float16) for _ in range(n_sets(int(nbytes), 16))]
-        else:
-            nbytes = n * k * bits // 8
-            lo, hi = (-1, 2) if bits == 1 else (-(1 << (bits - 1)), 1 << (bits - 1))
-            sets = []
-            for _ in range(n_sets(int(nbytes), 16)):
-                w = torch.randint(lo, hi, (n, k), device="cuda")
-                if bits == 1:
-                    w = torch.where(w > 0, 1, -1)
-                gs = (torch.rand(n, k // 128, device="cuda") + 0.5).to(torch.bfloat16) if scaled else None
-                sets.append((pack_weights(w, bits), gs))
+        bits, scaled = decode_cases.bits_of(fmt), fmt in ("4g", "awq")
+        sets = decode_cases.weight_sets(fmt, n, k)
         for m in ms:
             _, tile = config.select_tile(bits, m, n, sms, scaled=scaled, awq=fmt == "awq", k=k)
             # "shipped" = the session-11 launch (uncapped); since session 12 main caps some of these tiles itself
             tile = dataclasses.replace(tile, max_ctas_per_sm=0)
             capped = dataclasses.replace(tile, max_ctas_per_sm=2)
-            if fmt == "awq":
-                x = torch.randn(m, k, device="cuda", dtype=torch.float16)
-
-                def call(s, tl, x=x):
-                    return awq_gemm(x, *s, tile=tl)
-
-                def check(tl, x=x):
-                    return bench_awq._check(call(sets[0], tl), x, *sets[0])
-            else:
-                x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
-
-                def call(s, tl, x=x, bits=bits):
-                    return quantized_mm(x, s[0], 0.01, bits, group_scales=s[1], tile=tl)
-
-                def check(tl, x=x, bits=bits):
-                    out = call(sets[0], tl)
-                    if sets[0][1] is None:
-                        return bwo._check(out, x, sets[0][0], 0.01, bits)
-                    from cute_kernels.reference import quantized_mm_ref
-                    ref = quantized_mm_ref(x[:8].cpu(), sets[0][0][:256].cpu(), 0.01, bits,
-                                           group_scales=sets[0][1][:256].float().cpu())
-                    err = ((out[:8, :256].double().cpu() - ref).abs().max() / ref.abs().max()).item()
-                    return err if err < 1e-2 and not out.isnan().any() else float("nan")
-
+            call, check = decode_cases.call_and_check(fmt, sets, m, k)
             errs = {"shipped": check(tile), "cap2": check(capped)}
             times = {"shipped": [], "cap2": []}
             for name in ("shipped", "cap2", "cap2", "shipped"):

@@ -9,22 +9,30 @@ L1 hits) at the cost of more activation load instructions per row.
 AWQ (fp16 x, G = 128), 4-bit with group-128 scales (bf16 x) and 4-bit (bf16 x); four layers; M in {8, 16}. Each
 variant checked against the float64 reference (a slice) before timing; CUDA-graph medians with the weight sets
 rotated through more than L2; variants in ABBA order over two rounds, the better run kept. Appends JSON lines to
-$OUT/wo_warps_n16.jsonl and prints a table. ``python benchmarks/experiments/wo_warps_n16.py``.
+$OUT/wo_warps_n16.jsonl and prints a table. ``python benchmarks/experiments/wo_warps_n16.py`` (WN16_SHAPES, WN16_FORMATS,
+WN16_MS override the lists).
 """
 import dataclasses
 import json
 import os
 import sys
 
-sys.path.insert(0, "benchmarks")
+sys.path[:0] = ["benchmarks", "benchmarks/experiments"]
 import torch
 
-import bench_awq
-from bench_weight_only import graph_time_us, n_sets
+import decode_cases
+from bench_weight_only import graph_time_us
 
 SHAPES = [(8192, 8192), (14336, 4096), (4096, 14336), (4096, 4096)]  # (N, K)
 MS = [8, 16]
 FORMATS = ["awq", "4g", "4"]
+# Overrides for a follow-up sweep, e.g. WN16_SHAPES="6144x4096,11008x4096" WN16_FORMATS=4g WN16_MS=12,16
+if os.environ.get("WN16_SHAPES"):
+    SHAPES = [tuple(int(v) for v in s.split("x")) for s in os.environ["WN16_SHAPES"].split(",")]
+if os.environ.get("WN16_FORMATS"):
+    FORMATS = os.environ["WN16_FORMATS"].split(",")
+if os.environ.get("WN16_MS"):
+    MS = [int(v) for v in os.environ["WN16_MS"].split(",")]
 
 
 def variants(tile):
@@ -32,16 +40,14 @@ def variants(tile):
     out = {"shipped": tile}
     tiles = tile.nt * tile.warps_n
     for wn in (1, 2, 4):
-        if tiles % wn == 0 and wn != tile.warps_n:
+        if tiles % wn == 0 and wn != tile.warps_n and tiles // wn <= 4:  # (8 tiles per warp: no registers)
             out[f"nt{tiles // wn} wn{wn}"] = dataclasses.replace(tile, nt=tiles // wn, warps_n=wn, warps_k=8 // wn)
     return out
 
 
 def main():
     from cute_kernels import arch
-    from cute_kernels.formats.bitpack import pack_weights
-    from cute_kernels.reference import quantized_mm_ref
-    from cute_kernels.weight_only import awq_gemm, config, quantized_mm
+    from cute_kernels.weight_only import config
 
     out_path = os.path.join(os.environ.get("OUT", "."), "wo_warps_n16.jsonl")
     sms = arch.sm_count(0)
@@ -49,39 +55,10 @@ def main():
     for n, k in SHAPES:
         for fmt in FORMATS:
             scaled = fmt in ("4g", "awq")
-            if fmt == "awq":
-                nbytes = n * k // 2 + (k // 128) * n * 2.5
-                sets = [bench_awq._awq_set(k, n, torch.float16) for _ in range(n_sets(int(nbytes), 16))]
-            else:
-                nbytes = n * k // 2
-                sets = []
-                for _ in range(n_sets(int(nbytes), 16)):
-                    w = torch.randint(-8, 8, (n, k), device="cuda")
-                    gs = (torch.rand(n, k // 128, device="cuda") + 0.5).to(torch.bfloat16) if scaled else None
-                    sets.append((pack_weights(w, 4), gs))
+            sets = decode_cases.weight_sets(fmt, n, k)
             for m in MS:
                 _, tile = config.select_tile(4, m, n, sms, scaled=scaled, awq=fmt == "awq", k=k)
-                if fmt == "awq":
-                    x = torch.randn(m, k, device="cuda", dtype=torch.float16)
-
-                    def call(s, tl, x=x):
-                        return awq_gemm(x, *s, tile=tl)
-
-                    def check(tl, x=x):
-                        return bench_awq._check(call(sets[0], tl), x, *sets[0])
-                else:
-                    x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
-
-                    def call(s, tl, x=x):
-                        return quantized_mm(x, s[0], 0.01, 4, group_scales=s[1], tile=tl)
-
-                    def check(tl, x=x):
-                        out = call(sets[0], tl)
-                        gs = None if sets[0][1] is None else sets[0][1][:256].float().cpu()
-                        ref = quantized_mm_ref(x[:8].cpu(), sets[0][0][:256].cpu(), 0.01, 4, group_scales=gs)
-                        err = ((out[:8, :256].double().cpu() - ref).abs().max() / ref.abs().max()).item()
-                        return err if err < 1e-2 and not out.isnan().any() else float("nan")
-
+                call, check = decode_cases.call_and_check(fmt, sets, m, k)
                 vs = variants(tile)
                 if len(vs) == 1:
                     continue

@@ -218,6 +218,15 @@ DECODE_L2_PREFETCH_MAX_M = {4: 16, 2: 8, "awq": 8}
 # 14336 x 4096 and 8192^2 at M <= 8: 10-17% slower, fewer CTAs resident), AWQ (>= 90 registers: 2 per SM already).
 DECODE_CTA_CAP_FORMATS = (4, 8)
 
+# Session 12 (H100, benchmarks/experiments/wo_warps_n16.py, ABBA, µs 4 tiles per warp -> 2 tiles with twice the warps
+# side by side, the same rows per CTA): 4-bit with group scales at 12 / 16 tokens on layers of <= 40 K steps per row
+# (K <= 5120): 11008 x 4096 19.10 / 19.42 -> 17.15 / 18.41, 14336 x 4096 21.22 / 21.53 -> 17.79 / 18.85 (and
+# 21.67 -> 18.97 at 16 tokens in an earlier run), 28672 x 4096 (2 -> 4 side by side) 37.05 / 37.26 -> 31.20 / 32.81,
+# 13824 x 5120 24.07 / 25.11 -> 20.84 / 22.12; but 8192^2 (64 steps per row) 19.64 -> 24.24 at 16 tokens. With 8 warps
+# along K a warp of a short layer walks only 4-5 K steps of its 4 tiles; two warps on 2 tiles each walk twice as many.
+# Not for AWQ (its 4-tile register plan: 21-28% slower split the same way) or unscaled 4-bit (2 tiles already).
+SCALED_16_SPLIT_MAX_K_STEPS = 40
+
 
 def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None = None,
                 x_ahead: bool | None = None, token_major: bool | None = None, scaled: bool = False,
@@ -243,6 +252,9 @@ def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None
     x_ahead = plan.x_ahead if x_ahead is None else x_ahead
     swap = plan.swap_registers if swap_registers is None else swap_registers
     warps_n = 1 if k is None or token_major else side_by_side_warps(fmt, 16 * nt, n, k, sm_count)
+    if (scaled and fmt == 4 and m > 8 and nt == 4 and ring and not token_major and warps_n <= 2 and k is not None
+            and -(-k * 4 // 8 // 64) <= SCALED_16_SPLIT_MAX_K_STEPS):
+        nt, warps_n = 2, 2 * warps_n  # the same rows per CTA over twice the warps (comment above)
     in_place = plan.fields_in_place or 0 < plan.fields_in_place_min_nt <= nt
     in_place = in_place if fields_in_place is None else fields_in_place
     prefetch = (DECODE_L2_PREFETCH_MB if m <= DECODE_L2_PREFETCH_MAX_M.get(fmt, 0) and k is not None and n >= k

@@ -58,6 +58,7 @@ from .formats import WeightFormat
 
 SM90_SMEM_PER_SM = 228 * 1024  # shared memory of an H100 / H200 SM, which its CTAs share
 SMEM_RESERVED_PER_CTA = 1024  # the driver's reservation per CTA
+SM90_MAX_SMEM_PER_CTA = 227 * 1024  # the most dynamic shared memory one CTA can ask for
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,24 @@ class TileShape:
     def key(self) -> tuple:
         return (self.nt, self.mt, self.warps_n, self.warps_k, self.stages, self.x_ahead, self.token_major,
                 self.swap_registers, self.fields_in_place, self.l2_prefetch_mb, self.max_ctas_per_sm)
+
+    def validate(self) -> "TileShape":
+        """Raise ValueError naming the field when the tile cannot launch (a caller-forced ``tile=``); else self."""
+        for name in ("nt", "mt", "warps_n", "warps_k"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"TileShape.{name} must be >= 1; got {getattr(self, name)}")
+        if self.threads > 1024:
+            raise ValueError(f"TileShape: warps_n * warps_k * 32 = {self.threads} threads per CTA exceeds 1024")
+        if self.stages == 1 or self.stages < 0:
+            raise ValueError(f"TileShape.stages must be 0 (register pipeline) or >= 2 (ring); got {self.stages}")
+        smem = self.ring_bytes + self.reduction_bytes
+        if smem > SM90_MAX_SMEM_PER_CTA:
+            raise ValueError(f"TileShape: ring ({self.ring_bytes} bytes: stages x 2 nt x threads x 16) plus split-K "
+                             f"buffer ({self.reduction_bytes}) exceed the {SM90_MAX_SMEM_PER_CTA} bytes of shared "
+                             f"memory a CTA can have; use fewer stages, tiles per warp or warps")
+        if self.max_ctas_per_sm:
+            self.launch_smem_bytes()
+        return self
 
     @property
     def reduction_bytes(self) -> int:
