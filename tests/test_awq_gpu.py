@@ -82,3 +82,18 @@ def test_awq_gemm_odd_shapes_decode_and_tensor_core():
         out = poisoned((M, 104), torch.float16)
         awq_gemm(x, qweight, scales, qzeros, out=out)
         assert _err(out, awq_gemm_ref(x.cpu(), qweight.cpu(), scales.cpu(), qzeros.cpu())) < TOL[torch.float16]
+
+
+@pytest.mark.parametrize("M", [12, 16])
+def test_awq_gemm_short_k_split_tile(M):
+    """Session 12's 16-token AWQ tile on short-K layers (2 tiles per warp, 2 warps side by side, 3-stage ring): the
+    layer that selects it (OC = 14336, IC = 4096), default dispatch, fp16, G = 128."""
+    from cute_kernels.weight_only import config
+
+    assert config.decode_tile("awq", M, 14336, 132, scaled=True, k=4096).stages == config.SCALED_16_SPLIT_RING_STAGES
+    qweight, scales, qzeros = _awq(4096, 14336, 128, torch.float16, seed=M)
+    x = torch.randn(M, 4096, dtype=torch.float16, device="cuda")
+    out = poisoned((M, 14336), torch.float16)
+    awq_gemm(x, qweight, scales, qzeros, out=out)
+    assert not out.isnan().any()
+    assert _err(out, awq_gemm_ref(x.cpu(), qweight.cpu(), scales.cpu(), qzeros.cpu())) < TOL[torch.float16]

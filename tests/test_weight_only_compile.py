@@ -91,14 +91,17 @@ def test_decode_cta_cap_rule_and_smem():
 
 
 def test_scaled_16_token_short_k_split_rule():
-    """Session 12: 4-bit with group scales at 9-16 tokens on layers of <= 40 K steps per row runs 2 tiles per warp
-    with twice the warps side by side instead of 4 tiles; not on long K, not for AWQ or unscaled 4-bit."""
+    """Session 12: 4-bit with group scales and AWQ at 9-16 tokens on layers of <= 40 K steps per row run 2 tiles per
+    warp with twice the warps side by side instead of 4 tiles (AWQ from a ring); not on long K, not unscaled 4-bit."""
     for n, k, wn in ((14336, 4096, 2), (11008, 4096, 2), (28672, 4096, 4), (13824, 5120, 2)):
         t = config.decode_tile(4, 16, n, 132, scaled=True, k=k)
         assert (t.nt, t.warps_n, t.warps_k, t.rows_per_cta) == (2, wn, 8 // wn, 32 * wn), (n, k, t)
     assert config.decode_tile(4, 16, 8192, 132, scaled=True, k=8192).nt == 4
     assert config.decode_tile(4, 8, 14336, 132, scaled=True, k=4096).nt == 2  # the M <= 8 plan: unchanged
-    assert config.decode_tile("awq", 16, 14336, 132, scaled=True, k=4096).nt == 4
+    awq = config.decode_tile("awq", 16, 14336, 132, scaled=True, k=4096)  # AWQ: split and from a 3-stage ring
+    assert (awq.nt, awq.warps_n, awq.stages, awq.x_ahead) == (2, 2, config.SCALED_16_SPLIT_RING_STAGES, False)
+    assert config.decode_tile("awq", 16, 8192, 132, scaled=True, k=8192).nt == 4
+    assert config.decode_tile("awq", 16, 14336, 132, scaled=True, k=4096, ring=False).nt == 4  # forced registers
     assert config.decode_tile(4, 16, 14336, 132, k=4096).nt == 2
 
 

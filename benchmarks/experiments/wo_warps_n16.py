@@ -10,7 +10,7 @@ AWQ (fp16 x, G = 128), 4-bit with group-128 scales (bf16 x) and 4-bit (bf16 x); 
 variant checked against the float64 reference (a slice) before timing; CUDA-graph medians with the weight sets
 rotated through more than L2; variants in ABBA order over two rounds, the better run kept. Appends JSON lines to
 $OUT/wo_warps_n16.jsonl and prints a table. ``python benchmarks/experiments/wo_warps_n16.py`` (WN16_SHAPES, WN16_FORMATS,
-WN16_MS override the lists).
+WN16_MS override the lists; WN16_RING=3 adds ring variants of register tiles).
 """
 import dataclasses
 import json
@@ -42,6 +42,13 @@ def variants(tile):
     for wn in (1, 2, 4):
         if tiles % wn == 0 and wn != tile.warps_n and tiles // wn <= 4:  # (8 tiles per warp: no registers)
             out[f"nt{tiles // wn} wn{wn}"] = dataclasses.replace(tile, nt=tiles // wn, warps_n=wn, warps_k=8 // wn)
+    ring = int(os.environ.get("WN16_RING", "0"))  # also every split from a cp.async ring of this many stages
+    if ring and tile.stages == 0:
+        for wn in (1, 2, 4):
+            if tiles % wn == 0 and tiles // wn <= 4:
+                out[f"nt{tiles // wn} wn{wn} ring{ring}"] = dataclasses.replace(
+                    tile, nt=tiles // wn, warps_n=wn, warps_k=8 // wn, stages=ring, x_ahead=False,
+                    swap_registers=False).validate()
     return out
 
 

@@ -224,8 +224,12 @@ DECODE_CTA_CAP_FORMATS = (4, 8)
 # 21.67 -> 18.97 at 16 tokens in an earlier run), 28672 x 4096 (2 -> 4 side by side) 37.05 / 37.26 -> 31.20 / 32.81,
 # 13824 x 5120 24.07 / 25.11 -> 20.84 / 22.12; but 8192^2 (64 steps per row) 19.64 -> 24.24 at 16 tokens. With 8 warps
 # along K a warp of a short layer walks only 4-5 K steps of its 4 tiles; two warps on 2 tiles each walk twice as many.
-# Not for AWQ (its 4-tile register plan: 21-28% slower split the same way) or unscaled 4-bit (2 tiles already).
+# AWQ's 16-token plan (4 tiles per warp in registers) lost 21-28% split the same way in registers, but split *and*
+# fed from a 3-stage cp.async ring, as the scaled 4-bit plan is, it gained on the same layers (µs at 12 / 16 tokens):
+# 11008 x 4096 20.94 / 21.21 -> 19.29 / 19.67, 14336 x 4096 21.80 / 22.18 -> 19.61 / 20.92, 13824 x 5120 26.50 / 27.00
+# -> 24.04 / 25.04; 8192^2 21.33 / 21.65 -> 23.69 / 24.18 (not taken). Unscaled 4-bit has 2 tiles per warp already.
 SCALED_16_SPLIT_MAX_K_STEPS = 40
+SCALED_16_SPLIT_RING_STAGES = 3  # AWQ's split tile: the ring stages (the scaled 4-bit plan has its own)
 
 
 def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None = None,
@@ -244,6 +248,7 @@ def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None
     while nt > 1 and -(-n // (16 * nt)) < plan.min_ctas_per_sm * sm_count:  # enough CTAs streaming weights
         nt //= 2
     stages = plan.stages or ring_stages(nt)
+    ring_forced = ring is not None
     if ring is None:
         ring = plan.ring
         in_flight_kb = -(-n // (16 * nt)) / sm_count * 8 * nt
@@ -252,9 +257,11 @@ def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None
     x_ahead = plan.x_ahead if x_ahead is None else x_ahead
     swap = plan.swap_registers if swap_registers is None else swap_registers
     warps_n = 1 if k is None or token_major else side_by_side_warps(fmt, 16 * nt, n, k, sm_count)
-    if (scaled and fmt == 4 and m > 8 and nt == 4 and ring and not token_major and warps_n <= 2 and k is not None
-            and -(-k * 4 // 8 // 64) <= SCALED_16_SPLIT_MAX_K_STEPS):
+    if ((scaled and fmt == 4 and ring or fmt == "awq" and not ring_forced) and m > 8 and nt == 4 and not token_major
+            and warps_n <= 2 and k is not None and -(-k * 4 // 8 // 64) <= SCALED_16_SPLIT_MAX_K_STEPS):
         nt, warps_n = 2, 2 * warps_n  # the same rows per CTA over twice the warps (comment above)
+        if not ring:  # AWQ: from the ring, without the register plan's prefetch of x
+            ring, stages, x_ahead, swap = True, SCALED_16_SPLIT_RING_STAGES, False, False
     in_place = plan.fields_in_place or 0 < plan.fields_in_place_min_nt <= nt
     in_place = in_place if fields_in_place is None else fields_in_place
     prefetch = (DECODE_L2_PREFETCH_MB if m <= DECODE_L2_PREFETCH_MAX_M.get(fmt, 0) and k is not None and n >= k
