@@ -71,8 +71,8 @@ def test_decode_cta_cap_rule_and_smem():
     """Session 12's rule: one-tile-per-warp decode tiles of the 4- and 8-bit formats on grids of <= 2 CTAs per SM run
     at most 2 CTAs per SM (the launch asks for enough shared memory that a third does not fit); not 1/2-bit, AWQ,
     larger tiles or multi-wave grids. The capped tiles compile with low register counts (the reason for the cap)."""
-    capped = [(4, 1, 4096, 4096, False), (4, 8, 4096, 4096, True), (4, 1, 4096, 14336, True), (8, 16, 4096, 4096, False),
-              (8, 1, 4096, 14336, False)]
+    capped = [(4, 1, 4096, 4096, False), (4, 8, 4096, 4096, True), (4, 1, 4096, 14336, True),
+              (8, 16, 4096, 4096, False), (8, 1, 4096, 14336, False)]
     for fmt, m, n, k, scaled in capped:
         assert config.decode_tile(fmt, m, n, 132, scaled=scaled, k=k).max_ctas_per_sm == 2, (fmt, m, n, k)
     for fmt, m, n, k, scaled in ((2, 1, 4096, 4096, False), (1, 4, 4096, 4096, False), ("awq", 1, 4096, 4096, True),

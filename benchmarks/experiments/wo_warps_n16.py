@@ -9,8 +9,8 @@ L1 hits) at the cost of more activation load instructions per row.
 AWQ (fp16 x, G = 128), 4-bit with group-128 scales (bf16 x) and 4-bit (bf16 x); four layers; M in {8, 16}. Each
 variant checked against the float64 reference (a slice) before timing; CUDA-graph medians with the weight sets
 rotated through more than L2; variants in ABBA order over two rounds, the better run kept. Appends JSON lines to
-$OUT/wo_warps_n16.jsonl and prints a table. ``python benchmarks/experiments/wo_warps_n16.py`` (WN16_SHAPES, WN16_FORMATS,
-WN16_MS override the lists; WN16_RING=3 adds ring variants of register tiles).
+$OUT/wo_warps_n16.jsonl and prints a table. ``python benchmarks/experiments/wo_warps_n16.py`` (WN16_SHAPES,
+WN16_FORMATS, WN16_MS override the lists; WN16_RING=3 adds ring variants of register tiles).
 """
 import dataclasses
 import json

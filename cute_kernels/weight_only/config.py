@@ -208,14 +208,15 @@ DECODE_L2_PREFETCH_MAX_M = {4: 16, 2: 8, "awq": 8}
 
 # Session 12 (H100, benchmarks/experiments/wo_cta_cap.py, ABBA, µs shipped -> capped): the decode grids are sized for
 # DECODE_CTAS_PER_SM CTAs per SM, but tiles of <= 85 registers with a small ring fit 3-5 per SM, and the block
-# scheduler may then stack some SMs deeper than others (the likely cause; the CTA placement was not profiled). Capping them at 2 per SM (TileShape.max_ctas_per_sm, through
-# the launch's shared memory) where the grid is at most one such wave, for the one-tile-per-warp (nt = 1: 48-80
-# registers) tiles of the 4- and 8-bit formats - a larger tile has registers for 2 CTAs at most, and the cap's
-# shared memory would only shrink its L1 (not measured): 4-bit 4096^2 M = 1 / 4 / 8 6.02 / 6.27 /
-# 7.30 -> 5.40 / 5.64 / 6.30, with group-128 scales 6.48 / 6.65 / 7.25 -> 6.02 / 6.33 / 7.00; 8-bit M = 16 on N =
-# 4096 9.73 -> 9.31 (K = 4096), 29.27 -> 28.72 (K = 14336); within 1% on 4096 x 14336 at M <= 8 (4/8-bit). Not
-# taken: 2-bit (4096^2 2-4% slower capped), 1-bit (within 1.5%, slower on 5 of 6 rows), multi-wave grids (8-bit
-# 14336 x 4096 and 8192^2 at M <= 8: 10-17% slower, fewer CTAs resident), AWQ (>= 90 registers: 2 per SM already).
+# scheduler may then stack some SMs deeper than others (the likely cause; the CTA placement was not profiled). Capping
+# them at 2 per SM (TileShape.max_ctas_per_sm, through the launch's shared memory) where the grid is at most one such
+# wave, for the one-tile-per-warp (nt = 1: 48-80 registers) tiles of the 4- and 8-bit formats - a larger tile has
+# registers for 2 CTAs at most, and the cap's shared memory would only shrink its L1 (not measured): 4-bit 4096^2 M =
+# 1 / 4 / 8 6.02 / 6.27 / 7.30 -> 5.40 / 5.64 / 6.30, with group-128 scales 6.48 / 6.65 / 7.25 -> 6.02 / 6.33 / 7.00;
+# 8-bit M = 16 on N = 4096 9.73 -> 9.31 (K = 4096), 29.27 -> 28.72 (K = 14336); within 1% on 4096 x 14336 at M <= 8
+# (4/8-bit). Not taken: 2-bit (4096^2 2-4% slower capped), 1-bit (within 1.5%, slower on 5 of 6 rows), multi-wave
+# grids (8-bit 14336 x 4096 and 8192^2 at M <= 8: 10-17% slower, fewer CTAs resident), AWQ (>= 90 registers: 2 per SM
+# already).
 DECODE_CTA_CAP_FORMATS = (4, 8)
 
 # Session 12 (H100, benchmarks/experiments/wo_warps_n16.py, ABBA, µs 4 tiles per warp -> 2 tiles with twice the warps
@@ -237,8 +238,9 @@ def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None
                 swap_registers: bool | None = None, k: int | None = None,
                 fields_in_place: bool | None = None) -> TileShape:
     """The decode tile of ``decode_plan(fmt, m, scaled)``; ``ring`` / ``x_ahead`` / ``token_major`` /
-    ``swap_registers`` / ``fields_in_place`` override it. ``k`` (the reduction length) enables the side-by-side warps of multi-wave
-    grids (``side_by_side_warps``)."""
+    ``swap_registers`` / ``fields_in_place`` override it. ``k`` (the reduction length) enables the side-by-side warps
+    of multi-wave grids (``side_by_side_warps``) and of short-K layers at 9-16 tokens (``SCALED_16_SPLIT_MAX_K_STEPS``);
+    small one-tile grids get the CTA cap (``DECODE_CTA_CAP_FORMATS``)."""
     plan = decode_plan(fmt, m, scaled)
     if plan.narrow is not None and -(-n // (16 * plan.nt)) < plan.min_ctas_per_sm * sm_count:
         plan = plan.narrow
