@@ -119,7 +119,7 @@ def test_awq_dequantize_cpu_is_the_reference(awq_case):
 
 
 def test_forced_tiles_that_cannot_launch_are_named():
-    """A caller-forced ``tile=`` is checked before the launch (quantized_mm.launch calls TileShape.validate)."""
+    """A caller-forced ``tile=`` is checked before the launch (quantized_mm / awq_gemm call TileShape.validate)."""
     from cute_kernels.weight_only import config
     from cute_kernels.weight_only.kernel import TileShape
 

@@ -93,7 +93,7 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzero
     elif x_needs_copy(x):
         xk = aligned_copy(x)
     _, tl = config.select_tile(4, m, oc, _arch.sm_count(device.index), path, scaled=True, awq=True, k=ic)
-    fn = launch("awq", xk, kw.w, out, 1.0, kw.scales, kw.zeros, group, tile or tl, device)
+    fn = launch("awq", xk, kw.w, out, 1.0, kw.scales, kw.zeros, group, tile.validate() if tile else tl, device)
     if fn is not None and xk is x and path is None and tile is None:
         _plans[(x.shape, x.stride(), x.dtype, awq_repack.cache_key(qweight, scales, qzeros))] = (fn, group)
     return out

@@ -155,8 +155,9 @@ class TileShape:
 
     @staticmethod
     def cap_smem_bytes(max_ctas_per_sm: int) -> int:
-        """Dynamic shared memory per CTA that lets ``max_ctas_per_sm`` CTAs onto an SM but not one more."""
-        return SM90_SMEM_PER_SM // (max_ctas_per_sm + 1) - SMEM_RESERVED_PER_CTA + 1024
+        """Dynamic shared memory per CTA that lets ``max_ctas_per_sm`` CTAs onto an SM but not one more: with the
+        driver's per-CTA reservation on top, one more CTA than the cap overflows the SM, the cap's CTAs fit."""
+        return SM90_SMEM_PER_SM // (max_ctas_per_sm + 1)
 
     def launch_smem_bytes(self) -> int | None:
         """Dynamic shared memory to ask for at launch: None (what the kernel allocates) unless ``max_ctas_per_sm``

@@ -138,7 +138,6 @@ def use_promoted_scales(fmt_key: str, has_scales: bool, group: int, x_dtype: tor
 
 def launch(fmt_key: str, x, w, out, scale: float, group_scales, zeros, group: int, tile: TileShape, device):
     """Compile (cached) and run one specialization; shapes already valid for the kernel."""
-    tile.validate()  # a forced tile= gets a named error instead of a failed launch
     scale_dtype = None if group_scales is None else group_scales.dtype
     promote = use_promoted_scales(fmt_key, group_scales is not None, group, x.dtype, tile)
     fn = compile_weight_only(fmt_key, x.dtype, out.dtype, scale_dtype, tile, _arch.current_arch(device), promote)
@@ -296,7 +295,7 @@ def quantized_mm(x: torch.Tensor, w_packed: torch.Tensor, scale, bits: int,
         _plans[sig] = (functools.partial(_dense_plan, bits, k), n, group, None)
         return out
     if tile is not None:
-        tl = tile
+        tl = tile.validate()  # a forced tile= gets a named error instead of a failed launch
     k_align = 128 // bits
     pad = None
     xk, wk = x, w_packed
