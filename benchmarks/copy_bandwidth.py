@@ -7,6 +7,11 @@ Measured several ways on 2 GiB fp32 buffers (far beyond L2), CUDA-graph medians:
         bytes read per second (the floor of a weight-streaming GEMM, which reads its weights and writes little)
 The best of each kind is the figure docs use; all are printed. Triton is optional (the device machine has it).
 ``python benchmarks/copy_bandwidth.py`` prints a table and writes $OUT/copy_bandwidth.json.
+
+``--sizes-mb 16.8,58.7`` (session 13) also times the Triton read kernel on buffers of exactly those sizes - the
+weight bytes of the decode-size GEMM rows - rotated through more than L2 like the benchmarks' weights: the time a
+bare read of a layer's weights takes, launch and ramp included, i.e. what a weight-streaming kernel of that size
+can at best approach (the big-buffer figures leave the fixed cost of a short kernel out).
 """
 
 from __future__ import annotations
@@ -84,8 +89,33 @@ def measure() -> dict:
     return res
 
 
+def read_sized(size_mb: float) -> dict:
+    """Best Triton read of ``size_mb`` MB (over block sizes / warps): µs and GB/s, buffers rotated past L2."""
+    triton, _, read_kernel = _triton_kernels()
+    n = int(size_mb * 1e6) // 4
+    sets = [torch.randn(n, device="cuda") for _ in range(max(2, -(-200 // int(size_mb + 1))))]
+    best = None
+    for block in TRITON_BLOCKS:
+        for warps in (4, 8):
+            grid = (triton.cdiv(n, block),)
+            partial = torch.empty(grid[0], device="cuda")
+            calls = [lambda s=s, block=block, warps=warps, grid=grid, partial=partial:
+                     read_kernel[grid](s, partial, n, BLOCK=block, num_warps=warps) for s in sets]
+            t, _ = graph_time_us(calls)
+            if best is None or t < best[0]:
+                best = (t, block, warps)
+    return {"MB": size_mb, "us": best[0], "GB/s": n * 4 / best[0] / 1e3, "block": best[1], "warps": best[2]}
+
+
 def main():
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes-mb", default="", help="comma-separated buffer sizes (MB) for the size-matched read")
+    args = ap.parse_args()
     res = measure()
+    if args.sizes_mb:
+        res["sized_reads"] = [read_sized(float(v)) for v in args.sizes_mb.split(",")]
     res["device"] = torch.cuda.get_device_name()
     for k, v in res.items():
         print(f"{k:40s} {v:8.0f}" if isinstance(v, float) else f"{k:40s} {v}")

@@ -159,6 +159,22 @@ def test_shipped_config_sass(cfg):
     assert s.instructions["UTMAPF"] >= 2, "TMA L2 prefetch (l2_warmup) missing"
 
 
+def test_split_fixup_has_one_gpu_scope_fence():
+    """The split-K fix-up publishes and acquires through one thread's acq_rel atomic between two CTA barriers: one
+    GPU-scope MEMBAR on the path (a fence per thread on both sides put three in a row, ~1 µs at M = 1, N = K = 4096
+    on an H100, session 13), and the atomic's acquire still invalidates L1 before the stripes are read."""
+    from cute_kernels.ops.int8_scaled_mm import build_sm90
+    from cute_kernels.sass import compile_with_artifacts, summarize_cubin
+
+    cfg = select_sm90_int8(1, 4096, 4096)
+    assert cfg.split_k > 1
+    fn = compile_with_artifacts(lambda opts: build_sm90(2, "vector", "vector", True, torch.bfloat16, cfg,
+                                                        extra_options=opts))
+    text = summarize_cubin(fn.artifacts.CUBIN).text
+    assert text.count("MEMBAR.ALL.GPU") == 1, text.count("MEMBAR.ALL.GPU")
+    assert "ATOMG.E.ADD.STRONG.GPU" in text and "CCTL.IVALL" in text
+
+
 def test_batched_fp16_scalar_variant_compiles():
     from cute_kernels.ops.int8_scaled_mm import build_sm90
     from cute_kernels.sass import compile_with_artifacts, summarize_cubin

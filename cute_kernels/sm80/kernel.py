@@ -22,7 +22,8 @@ Pipeline (one CTA = warps_m x warps_n warps, no warp specialization):
 
 Split-K (``split_k=True`` builds): grid.z = L * S; slice s of a tile runs k-tiles [s*kps, (s+1)*kps). Every slice
 red.add's its int32 accumulators into the tile's slot of a zero-initialised workspace (integer adds commute, so the
-sum is exact and deterministic), fences, and bumps the tile's arrival counter; the slice that arrives last reads the
+sum is exact and deterministic); after a CTA barrier one thread bumps the tile's arrival counter (acq_rel atomic:
+the only GPU-scope fence on the path); the slice that arrives last reads the
 sum back with atomic exchanges that also reset the slot to zero, resets the counter, and runs the epilogue. The
 workspace therefore stays all-zero between calls and is never cleared by the host.
 """
@@ -345,8 +346,9 @@ class Int8ScaledMmSm80:
         tCgW = thr_mma.partition_C(gW)
         for i in cutlass.range(cute.size(tCrC), unroll_full=True):
             cute.arch.red(_elem_ptr(tCgW, i), tCrC[i], op="add", dtype="s32", sem="relaxed", scope="gpu")
-        # Publish this thread's adds before the CTA's arrival is counted.
-        cute.arch.fence_acq_rel_gpu()
+        # Thread 0's acq_rel atomic publishes the CTA's adds (the barrier orders them before it; release is
+        # cumulative) and acquires the other slices' (the barrier below orders every thread's reads after it): one
+        # GPU-scope MEMBAR on this path instead of a fence per thread on each side (see Sm90GemmKernel.split_k_fixup).
         cute.arch.sync_threads()
         # sC is free until the epilogue; its first element carries the arrival index to every thread.
         flag = cute.make_tensor(cute.recast_ptr(sC.iterator, dtype=cutlass.Int32), cute.make_layout(1))
@@ -357,7 +359,6 @@ class Int8ScaledMmSm80:
         is_last = flag[0] == split_k - 1
         cute.arch.sync_threads()  # every thread has read the flag before the epilogue overwrites sC
         if is_last:
-            cute.arch.fence_acq_rel_gpu()
             for i in cutlass.range(cute.size(tCrC), unroll_full=True):
                 tCrC[i] = cute.arch.atomic_exch(_elem_ptr(tCgW, i), cutlass.Int32(0), sem="relaxed", scope="gpu")
             if tidx == 0:
