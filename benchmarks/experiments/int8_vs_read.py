@@ -24,19 +24,19 @@ LAYERS = [(4096, 4096), (14336, 4096), (4096, 14336)]  # (N, K)
 MS = [1, 16, 32]
 
 
-def gemm_us(m, n, k, check=True):
+def gemm_us(m, n, k, check=True, config=None):
     copies = max(2, -(-200_000_000 // (n * k)))
     ws = [torch.randint(-128, 128, (n, k), dtype=torch.int8, device="cuda") for _ in range(copies)]
     a = torch.randint(-128, 128, (m, k), dtype=torch.int8, device="cuda")
     sa, sb = torch.rand(m, device="cuda") * 0.01, torch.rand(n, device="cuda") * 0.01
     bias = torch.randn(n, device="cuda").bfloat16()
     out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-    int8_scaled_mm(a, ws[0].t(), sa, sb, bias, out=out)
+    int8_scaled_mm(a, ws[0].t(), sa, sb, bias, out=out, config=config)
     if check:
         ref = int8_scaled_mm_ref(a, ws[0].t(), sa, sb, bias)
         err = ((out.double() - ref).abs() / (ref.abs() + 1)).max().item()
         assert err < 1e-2, (m, n, k, err)
-    t, _ = graph_time_us([lambda w=w: int8_scaled_mm(a, w.t(), sa, sb, bias, out=out) for w in ws])
+    t, _ = graph_time_us([lambda w=w: int8_scaled_mm(a, w.t(), sa, sb, bias, out=out, config=config) for w in ws])
     return t
 
 
