@@ -97,3 +97,20 @@ def test_awq_gemm_short_k_split_tile(M):
     awq_gemm(x, qweight, scales, qzeros, out=out)
     assert not out.isnan().any()
     assert _err(out, awq_gemm_ref(x.cpu(), qweight.cpu(), scales.cpu(), qzeros.cpu())) < TOL[torch.float16]
+
+
+def test_awq_gemm_warm_path_with_out():
+    """Repeat calls with ``out=`` take the warm path (session 13) and fill the given tensor; a wrong ``out`` still
+    gets the named error."""
+    qweight, scales, qzeros = _awq(4096, 4096, 128, torch.float16, 7)
+    x = torch.randn(3, 4096, dtype=torch.float16, device="cuda")
+    ref = awq_gemm_ref(x.cpu(), qweight.cpu(), scales.cpu(), qzeros.cpu())
+    for _ in range(3):
+        out = poisoned((3, 4096), torch.float16)
+        assert awq_gemm(x, qweight, scales, qzeros, out=out) is out
+        torch.cuda.synchronize()
+        assert not out.isnan().any() and _err(out, ref) < TOL[torch.float16]
+    with pytest.raises(TypeError, match="out"):
+        awq_gemm(x, qweight, scales, qzeros, out=torch.empty(3, 4096, dtype=torch.bfloat16, device="cuda"))
+    with pytest.raises(ValueError, match="out"):
+        awq_gemm(x, qweight, scales, qzeros, out=torch.empty(3, 4096, dtype=torch.float16, device="cuda").t())

@@ -97,6 +97,16 @@ def check_out(out: Optional[torch.Tensor], shape: tuple, dtype: torch.dtype, dev
     return out
 
 
+def warm_out(out: Optional[torch.Tensor], m: int, n: int, dtype: torch.dtype, device) -> Optional[torch.Tensor]:
+    """The warm path's destination: a fresh [m, n] tensor, or ``out`` if it passes ``check_out``'s rules (else None:
+    the full checks then name what is wrong). A few attribute reads, not the checks' cost."""
+    if out is None:
+        return torch.empty((m, n), dtype=dtype, device=device)
+    if out.dtype == dtype and out.shape == (m, n) and out.is_contiguous() and out.device == device:
+        return out
+    return None
+
+
 def pad_x(x: torch.Tensor, k_align: int) -> torch.Tensor:
     """x [M, K] zero-padded to K a multiple of ``k_align`` (zero activations contribute nothing)."""
     k = x.shape[1]
@@ -253,10 +263,10 @@ def quantized_mm(x: torch.Tensor, w_packed: torch.Tensor, scale, bits: int,
            None if group_scales is None else (group_scales.shape, group_scales.stride(), group_scales.dtype),
            out_dtype, path, tile)
     plan = _plans.get(sig)
-    if plan is not None and out is None and not isinstance(scale, torch.Tensor) and x.data_ptr() % 16 == 0:
+    if plan is not None and not isinstance(scale, torch.Tensor) and x.data_ptr() % 16 == 0:
         fn, n, group, pad = plan
-        if pad is None:
-            res = torch.empty((x.shape[0], n), dtype=out_dtype or x.dtype, device=x.device)
+        res = warm_out(out, x.shape[0], n, out_dtype or x.dtype, x.device) if pad is None else None
+        if res is not None:
             try:
                 fn(x, w_packed, res, float(scale), group_scales, None, group)
                 return res
