@@ -37,6 +37,9 @@ def main():
     res["quantized_mm: signature + memo get"] = host_us(lambda: qmm_mod._plans.get(
         (xq.shape, xq.stride(), xq.dtype, xq.device, wq.shape, wq.stride(), wq.dtype, 4, None, None, None, None)))
     res["torch.empty [1, 4096] bf16"] = host_us(lambda: torch.empty((1, n), dtype=torch.bfloat16, device=xq.device))
+    dev_obj = xq.device
+    res["x.new_empty [1, 4096] bf16"] = host_us(lambda: xq.new_empty((1, n)))
+    res["torch.empty, device object reused"] = host_us(lambda: torch.empty((1, n), dtype=torch.bfloat16, device=dev_obj))
     res["quantized_mm: compiled fn alone"] = host_us(lambda: fn(xq, wq, outq, 0.01, None, None, group))
     res["quantized_mm: torch.empty + fn"] = host_us(
         lambda: fn(xq, wq, torch.empty((1, n), dtype=torch.bfloat16, device=xq.device), 0.01, None, None, group))
