@@ -108,6 +108,33 @@ def size_swapped_tile(cfg: TileConfig, m: int, n: int, k: int, batch: int, sm_co
     return replace(cfg, tile_m=min(sorted(SWAP_TILE_M, reverse=True), key=cost))
 
 
+# Rasterization of the persistent schedule for large problems (session 13, H100, benchmarks/experiments/
+# int8_swizzle.py). cutlass.utils' scheduler walks clusters M-fastest; with a swizzle of S it instead walks S clusters
+# of one dimension before advancing the other, so that a wave touches fewer operand panels (8192^3 int8: all of A,
+# 64 MB, once per wave without it; ~1 GB of DRAM reads per call) and the power-capped GPU keeps a higher clock.
+# Measured (sustained TOPS / TFLOPS): int8 8192^3 (1x2 clusters) 1367-1380 -> 1436 with S = 4 over N clusters,
+# FP8 8192^3 (2x1 clusters) 1119-1122 -> 1185 with S = 4 over M clusters, FP8 4096 x 7168 x 16384 990-1004 -> 1028;
+# int8 4096 x 14336 x 4096 and 8192 x 4096 x 14336 within run-to-run spread. Swizzling the other dimension lost up to
+# 20%, and a swizzle that does not divide the cluster count adds idle phantom tiles (FP8 8192^3 has 43 N tiles: -5%).
+RASTER_SWIZZLE = (4, 2)  # tried in this order; the first that divides the swizzled cluster count is used
+RASTER_MIN_WAVES = 4  # smaller problems keep the plain order (their operands stay in L2 across a wave anyway)
+
+
+def raster_for(cfg: TileConfig, m: int, n: int, batch: int = 1, sm_count: int = 132) -> tuple[int, bool]:
+    """(swizzle, raster_along_m) of the persistent schedule for the kernel's (M, N) problem with config ``cfg``:
+    swizzle S > 1 over the clusters of the dimension a 2-CTA cluster spans (N for 1x2, M for 2x1), rastering along
+    the other, on unsplit multi-wave problems; (1, True) - the plain M-fastest order - otherwise."""
+    if cfg.split_k != 1 or cfg.swap_ab or cfg.cluster_m * cfg.cluster_n != 2:
+        return 1, True
+    tiles_m, tiles_n = -(-m // cfg.tile_m), -(-n // cfg.tile_n)
+    if tiles_m * tiles_n * batch < RASTER_MIN_WAVES * sm_count:
+        return 1, True
+    along_m = cfg.cluster_n == 2  # 1x2 clusters: swizzle N clusters, raster along M; 2x1: the reverse
+    clusters = -(-tiles_n // 2) if along_m else -(-tiles_m // 2)
+    swizzle = next((sz for sz in RASTER_SWIZZLE if clusters % sz == 0), 1)
+    return swizzle, along_m
+
+
 def select_sm90_int8(m: int, n: int, k: int, batch: int = 1, sm_count: int = 132) -> TileConfig:
     """The table's row for M; for the swapped rows, the weight-tile height that the wave model prefers."""
     cfg = next(c for max_m, c in SM90_INT8_TABLE if m <= max_m)

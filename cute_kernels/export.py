@@ -16,7 +16,7 @@ from typing import Callable
 
 import torch
 
-from .configs import TileConfig, select_sm90_int8
+from .configs import TileConfig, raster_for, select_sm90_int8
 from .sass import summarize_cubin
 
 _DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}
@@ -73,9 +73,10 @@ def _build_int8(spec: ExportSpec, extra_options: str):
 
         cfg = select_sm90_int8(spec.m, spec.n, spec.k)
         cfg, _ = resolve_split(cfg, spec.m, spec.n, spec.k, 1, 132)
+    raster = raster_for(cfg, spec.m, spec.n)  # the schedule the op runs for this problem (configs.raster_for)
     fn = build_sm90(3 if spec.batched else 2, spec.a_scale, spec.b_scale, spec.bias, out_dtype, cfg,
-                    extra_options=extra_options)
-    return fn, {"config": cfg.describe(), "config_fields": dict(cfg.key), **fields}
+                    extra_options=extra_options, raster=raster)
+    return fn, {"config": cfg.describe(), "config_fields": dict(cfg.key), "raster": list(raster), **fields}
 
 
 def _build_fp8(spec: ExportSpec, extra_options: str):
@@ -90,8 +91,11 @@ def _build_fp8(spec: ExportSpec, extra_options: str):
 
         cfg = select_config(spec.m, spec.n, spec.k)
         cfg, _ = resolve_split(cfg, spec.m, spec.n, spec.k, 1, 132)
-    fn = build_sm90(3 if spec.batched else 2, _dtype(spec.out_dtype, "out_dtype"), gran, cfg, 132, extra_options)
-    return fn, {"config": cfg.describe(), "granularity": list(gran), "out_dtype": spec.out_dtype}
+    raster = raster_for(cfg, spec.m, spec.n)
+    fn = build_sm90(3 if spec.batched else 2, _dtype(spec.out_dtype, "out_dtype"), gran, cfg, 132, extra_options,
+                    raster=raster)
+    return fn, {"config": cfg.describe(), "granularity": list(gran), "out_dtype": spec.out_dtype,
+                "raster": list(raster)}
 
 
 def _build_weight_only(fmt_key: str, bits: int, scaled: bool):

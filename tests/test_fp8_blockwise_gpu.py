@@ -154,3 +154,18 @@ def test_fast_path_recomputes_and_rechecks():
         _check(out, a, b, a_s, b_s, GROUPWISE, torch.bfloat16)
     with pytest.raises((TypeError, ValueError), match="b_scale"):
         fp8_blockwise_scaled_mm(a, b, a_s, b_s.double())
+
+
+@pytest.mark.parametrize("m,n", [(8192, 2048), (6000, 2112)])
+def test_swizzled_schedule(m, n):
+    """Problems large enough for the swizzled schedule over M clusters (2x1 clusters, configs.raster_for), also with
+    ragged M and N edges; every element checked."""
+    from cute_kernels.configs import raster_for
+    from cute_kernels.ops.fp8_blockwise_scaled_mm import select_config
+
+    assert raster_for(select_config(m, n, 256), m, n) == (4, False)
+    gran = (1, 128, 128)
+    a, b, a_s, b_s = _operands(m, n, 256, gran, seed=m)
+    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    fp8_blockwise_scaled_mm(a, b, a_s, b_s, scale_granularity=gran, out=out)
+    _check(out, a, b, a_s, b_s, gran, torch.bfloat16)

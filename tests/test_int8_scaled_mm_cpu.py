@@ -275,3 +275,34 @@ def test_added_operand_errors():
         int8_scaled_mm(a, b, s1, s2, c=torch.zeros(16, 8))
     with pytest.raises(TypeError, match="c must have dtype"):
         int8_scaled_mm(a, b, s1, s2, c=torch.zeros(16, 16, dtype=torch.int32))
+
+
+def test_raster_rule():
+    """Large unsplit problems on 2-CTA clusters get a swizzled schedule over the clusters' dimension, by a swizzle
+    that divides the cluster count; everything else keeps the plain M-fastest order (configs.raster_for)."""
+    from cute_kernels.configs import raster_for
+
+    big = select_sm90_int8(8192, 8192, 8192)
+    assert (big.cluster_m, big.cluster_n) == (1, 2)
+    assert raster_for(big, 8192, 8192) == (4, True)  # 16 N clusters
+    assert raster_for(big, 8192, 8192 - 512) == (1, True)  # 15 N clusters: neither 4 nor 2 divides
+    assert raster_for(big, 8192, 8192 - 1024) == (2, True)  # 14 N clusters
+    assert raster_for(big, 4096, 4096) == (1, True)  # 512 tiles: under 4 waves of 132
+    assert raster_for(big, 1024, 4096, batch=8) == (4, True)  # batches count toward the waves
+    two_by_one = TileConfig(tile_m=128, tile_n=192, cluster_m=2, cluster_n=1)
+    assert raster_for(two_by_one, 8192, 8192) == (4, False)  # 32 M clusters; 43 N tiles would not divide
+    assert raster_for(select_sm90_int8(1, 4096, 4096), 4096, 1) == (1, True)  # swapped / split rows
+    assert raster_for(TileConfig(tile_m=128, tile_n=256, cluster_m=1, cluster_n=1), 8192, 8192) == (1, True)
+
+
+@pytest.mark.parametrize("raster", [(4, True), (2, False)])
+def test_swizzled_schedule_compiles(raster):
+    """The swizzled schedule compiles to the same kernel body: integer WGMMA, no spills."""
+    from cute_kernels.ops.int8_scaled_mm import build_sm90
+    from cute_kernels.sass import compile_with_artifacts, summarize_cubin
+
+    cfg = select_sm90_int8(8192, 8192, 8192)
+    fn = compile_with_artifacts(lambda opts: build_sm90(2, "vector", "vector", True, torch.bfloat16, cfg,
+                                                        extra_options=opts, raster=raster))
+    s = summarize_cubin(fn.artifacts.CUBIN)
+    assert any(op.startswith("IGMMA") for op in s.mma) and s.local_memory_ops == 0

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from cute_kernels import TileConfig, int8_scaled_mm
-from cute_kernels.configs import shipped_sm90_int8_configs
+from cute_kernels.configs import select_sm90_int8, shipped_sm90_int8_configs
 from cute_kernels.reference import int8_scaled_mm_ref
 from tests.conftest import int8_gemm_inputs
 
@@ -176,3 +176,20 @@ def test_int32_bias_split_batched_added_operand_and_sm80():
     a, b, a_s, b_s, _ = int8_gemm_inputs(77, 1032, 528, bias=False, seed=9)
     bias = _int32_bias(1032, 9)
     _check(int8_scaled_mm(a, b, a_s, b_s, bias, arch="sm80"), a, b, a_s, b_s, bias, torch.bfloat16)
+
+
+@pytest.mark.parametrize("m,n,k,batch,edge", [(8192, 4096, 256, None, 0), (8192, 3072, 128, None, 0),
+                                              (1024, 4096, 128, 8, 0), (8192, 4096, 128, None, 37)])
+def test_swizzled_schedule(m, n, k, batch, edge):
+    """Problems large enough for the swizzled persistent schedule (configs.raster_for): swizzle 4 and 2 over N
+    clusters, batched, and ragged M / N edges (tiles past the edge inside the last cluster) - every element checked."""
+    from cute_kernels.configs import raster_for
+
+    m, n = m - edge, n - 8 * (edge > 0)
+    cfg = select_sm90_int8(m, n, k, batch or 1)
+    assert raster_for(cfg, m, n, batch or 1) != (1, True)
+    a, b, a_s, b_s, bias = int8_gemm_inputs(m, n, k, batch=batch, seed=m + n)
+    shape = (batch, m, n) if batch else (m, n)
+    out = torch.full(shape, float("nan"), dtype=torch.bfloat16, device="cuda")
+    int8_scaled_mm(a, b, a_s, b_s, bias, out=out)
+    _check(out, a, b, a_s, b_s, bias, torch.bfloat16)

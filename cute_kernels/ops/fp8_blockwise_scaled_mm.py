@@ -29,7 +29,7 @@ import torch
 
 from .. import arch as _arch
 from .. import checks
-from ..configs import SWAP_TILE_M, TileConfig, best_split, size_swapped_tile, split_cost
+from ..configs import SWAP_TILE_M, TileConfig, best_split, raster_for, size_swapped_tile, split_cost
 from ..formats.scale_layouts import normalize_granularity
 from ..jit_cache import cached_compile
 from ..plan_cache import PlanCache
@@ -199,7 +199,7 @@ def sfa_tma_eligible(a_scale: torch.Tensor, gran: tuple[int, int, int]) -> bool:
 
 def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], config: TileConfig, sm_count: int,
                extra_options: str = "", sfa_tma: bool = False, a_dtype: torch.dtype = torch.float8_e4m3fn,
-               b_dtype: torch.dtype = torch.float8_e4m3fn):
+               b_dtype: torch.dtype = torch.float8_e4m3fn, raster: tuple[int, bool] = (1, True)):
     """Compile (uncached) the kernel for one variant from fake tensors; ``extra_options`` e.g. keeps the cubin.
     ``sfa_tma``: a_scale staged by TMA (the compiled function then accepts only tensors ``sfa_tma_eligible``)."""
     import cutlass
@@ -231,7 +231,7 @@ def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], co
     # computes D^T = B A^T: its rows are the weight's N (gN-row scale blocks), its columns the tokens (gM).
     g_m, g_n, g_k = gran
     kernel = Fp8BlockwiseGemmSm90(config, EpilogueTree(Accumulator()), (g_n, g_m, g_k) if swap else gran,
-                                  sm_count=sm_count, sfa_tma=sfa_tma, l2_warmup=L2_WARMUP_KTILES)
+                                  sm_count=sm_count, sfa_tma=sfa_tma, l2_warmup=L2_WARMUP_KTILES, raster=raster)
 
     options = f"--enable-tvm-ffi --gpu-arch sm_90a {extra_options}".strip()
 
@@ -260,13 +260,15 @@ def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], co
                         options=options)
 
 
-def _compile_sm90(rank, out_dtype, gran, config: TileConfig, sm_count, sfa_tma: bool, a_dtype, b_dtype):
+def _compile_sm90(rank, out_dtype, gran, config: TileConfig, sm_count, sfa_tma: bool, a_dtype, b_dtype,
+                  raster=(1, True)):
     key = ("sm_90a", rank, str(a_dtype), str(b_dtype), str(out_dtype), gran, config.key, sm_count)
     key += ("sfa_tma",) if sfa_tma else ()
     key += ("l2_warmup", L2_WARMUP_KTILES) if L2_WARMUP_KTILES else ()
+    key += ("raster", raster) if raster != (1, True) else ()
     return cached_compile("fp8_blockwise_scaled_mm", key,
                           lambda: build_sm90(rank, out_dtype, gran, config, sm_count, sfa_tma=sfa_tma,
-                                             a_dtype=a_dtype, b_dtype=b_dtype))
+                                             a_dtype=a_dtype, b_dtype=b_dtype, raster=raster))
 
 
 def fp8_blockwise_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,
@@ -301,7 +303,8 @@ def fp8_blockwise_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Ten
     cfg = config if config is not None else select_config(m, n, k, batch, sms)
     sfa_tma = USE_SFA_TMA and not cfg.swap_ab and sfa_tma_eligible(a_scale, gran)
     cfg, split = resolve_split(cfg, m, n, k, batch, sms)
-    fn = _compile_sm90(a.dim(), out_dtype, gran, cfg, sms, sfa_tma, a.dtype, b.dtype)
+    fn = _compile_sm90(a.dim(), out_dtype, gran, cfg, sms, sfa_tma, a.dtype, b.dtype,
+                       raster_for(cfg, m, n, batch, sms))
     if out is None:
         out = torch.empty(out_shape, dtype=out_dtype, device=device)
     launch_planned(fn, (a, b, out, a_scale, b_scale), split, device, torch.float32)

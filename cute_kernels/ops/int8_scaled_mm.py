@@ -26,7 +26,7 @@ import torch
 
 from .. import arch as _arch
 from .. import checks
-from ..configs import TileConfig, select_sm90_int8
+from ..configs import TileConfig, raster_for, select_sm90_int8
 from ..jit_cache import cached_compile
 from ..plan_cache import PlanCache
 from .split_k import launch_planned, resolve_split
@@ -93,7 +93,7 @@ L2_WARMUP_KTILES = 2
 
 
 def build_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm_count=132, extra_options="",
-               c_dtype=None):
+               c_dtype=None, raster=(1, True)):
     """Compile the SM90 kernel for one variant from fake tensors (no GPU needed); returns the TVM-FFI function.
     has_bias: ``epilogues.bias_kind`` - False / True (a bias in the output dtype) / "acc" (an int32 bias added to the
     accumulator before the scales).
@@ -120,7 +120,8 @@ def build_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm
     bias_cute = cutlass.Int32 if kind == "acc" else d_cute
     f_bias = fake_vector(bias_cute, n, align=bias_cute.width // 8) if kind else None
     tree = scaled_mm_tree(a_kind, b_kind, kind, swap_ab=config.swap_ab, source=c_dtype is not None)
-    kernel = Sm90GemmKernel(config, tree, cutlass.Int32, sm_count=sm_count, l2_warmup=L2_WARMUP_KTILES)
+    kernel = Sm90GemmKernel(config, tree, cutlass.Int32, sm_count=sm_count, l2_warmup=L2_WARMUP_KTILES,
+                            raster=raster)
     swap = config.swap_ab
     options = f"--enable-tvm-ffi --gpu-arch sm_90a {extra_options}".strip()
 
@@ -170,15 +171,18 @@ def build_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm
                         options=options)
 
 
-def _compile_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm_count, c_dtype=None):
+def _compile_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm_count, c_dtype=None,
+                  raster=(1, True)):
     key = ("sm_90a", rank, a_kind, b_kind, has_bias, str(out_dtype), config.key, sm_count)
     if L2_WARMUP_KTILES:
         key += ("l2_warmup", L2_WARMUP_KTILES)
     if c_dtype is not None:
         key += ("c", str(c_dtype))
+    if raster != (1, True):
+        key += ("raster", raster)
     return cached_compile("int8_scaled_mm", key,
                           lambda: build_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config, sm_count,
-                                             c_dtype=c_dtype))
+                                             c_dtype=c_dtype, raster=raster))
 
 
 def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,
@@ -257,7 +261,7 @@ def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_sc
         cfg = dataclasses.replace(cfg, split_k=1)  # c is added by the one epilogue of an unsplit tile
     cfg, split = resolve_split(cfg, m, n, k, batch, sms)
     fn = _compile_sm90(a.dim(), _scale_kind(a_scale), _scale_kind(b_scale), _bias_kind(bias), out_dtype, cfg, sms,
-                       None if c is None else c.dtype)
+                       None if c is None else c.dtype, raster_for(cfg, m, n, batch, sms))
     if out is None:
         out = torch.empty(out_shape, dtype=out_dtype, device=device)
     launch_planned(fn, (a, b, out, a_scale, b_scale, bias) + ((c,) if c is not None else ()), split, device)

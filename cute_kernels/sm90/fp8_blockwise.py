@@ -76,7 +76,7 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
     mainloop_operand_names = ("sfa", "sfb")
 
     def __init__(self, config: TileConfig, epilogue: EpilogueTree, granularity: tuple[int, int, int],
-                 sm_count: int = 132, sfa_tma: bool = False, l2_warmup: int = 0):
+                 sm_count: int = 132, sfa_tma: bool = False, l2_warmup: int = 0, raster: tuple[int, bool] = (1, True)):
         g_m, g_n, g_k = granularity
         if g_k != 128:
             raise ValueError(f"scale granularity along K must be 128 (the K-tile of an FP8 WGMMA tile); got {g_k}")
@@ -84,7 +84,7 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
             raise ValueError(f"tile_n={config.tile_n} must be <= {MAX_TILE_N} (acc + temporary accumulator registers)")
         if g_m < 1 or g_n < 1:
             raise ValueError(f"scale granularities must be positive; got ({g_m}, {g_n}, {g_k})")
-        super().__init__(config, epilogue, Float32, sm_count=sm_count, l2_warmup=l2_warmup)
+        super().__init__(config, epilogue, Float32, sm_count=sm_count, l2_warmup=l2_warmup, raster=raster)
         self.g_m, self.g_n, self.g_k = g_m, g_n, g_k
         if sfa_tma and g_m != 1:
             raise ValueError("sfa_tma stages per-token a_scale columns (gM = 1) only")

@@ -18,7 +18,8 @@ Roles (one CTA = 1 producer warpgroup + 2 consumer warpgroups, launched persiste
     written to shared memory with stmatrix, fenced for the async proxy, and stored by one warp with a TMA store
     (which clips at the tensor edge, so ragged M/N need no predication). TMA loads zero-fill past the edge, so
     a ragged K adds zeros.
-The schedule is cutlass.utils.StaticPersistentTileScheduler over (M tiles, N tiles, L); all roles advance it in
+The schedule is cutlass.utils.StaticPersistentTileScheduler over (M tiles, N tiles, L), M-fastest or, on large
+problems, swizzled (``raster``: ``configs.raster_for``, fewer operand panels per wave); all roles advance it in
 lockstep, so they agree on the tile without communicating. With ``l2_warmup`` the producer warp first asks L2 for
 the first K-tiles of its first tile (TMA prefetch), before the programmatic-dependent-launch wait, so the pipeline
 fill overlaps the previous kernel's tail (``warm_l2``).
@@ -58,10 +59,12 @@ class Sm90GemmKernel:
     mainloop_operand_names: tuple[str, ...] = ()  # subclasses that read extra operands in ``mainloop`` name them
 
     def __init__(self, config: TileConfig, epilogue: EpilogueTree, acc_dtype, sm_count: int = 132,
-                 use_pdl: bool = True, l2_warmup: int = 0):
+                 use_pdl: bool = True, l2_warmup: int = 0, raster: tuple[int, bool] = (1, True)):
         """l2_warmup: K-tiles of the CTA's first work tile whose A and B the producer asks L2 for (TMA prefetch)
-        before ``griddepcontrol.wait``, i.e. while the previous kernel on the stream may still run (PDL); 0 = off."""
+        before ``griddepcontrol.wait``, i.e. while the previous kernel on the stream may still run (PDL); 0 = off.
+        raster: (swizzle, raster_along_m) of the persistent schedule (``configs.raster_for``)."""
         self.config = config
+        self.raster = raster
         self.use_pdl = use_pdl
         self.l2_warmup = l2_warmup if use_pdl else 0
         self.epilogue = epilogue
@@ -145,7 +148,8 @@ class Sm90GemmKernel:
         if cutlass.const_expr(split is not None):
             # Split-K: every (m, n, l) tile becomes ``num_splits`` work tiles; work index l * S + s.
             num_tiles = (num_tiles[0], num_tiles[1], num_tiles[2] * split[2])
-        sched_params = utils.PersistentTileSchedulerParams(num_tiles, (*self.cluster_shape_mn, 1))
+        sched_params = utils.PersistentTileSchedulerParams(num_tiles, (*self.cluster_shape_mn, 1),
+                                                           swizzle_size=self.raster[0], raster_along_m=self.raster[1])
         grid = utils.StaticPersistentTileScheduler.get_grid_shape(sched_params, self.max_active_clusters)
 
         mainloop_tma = self.make_mainloop_tma(dict(zip(self.operand_names, epi_tensors)))
