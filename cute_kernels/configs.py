@@ -116,20 +116,26 @@ def size_swapped_tile(cfg: TileConfig, m: int, n: int, k: int, batch: int, sm_co
 # FP8 8192^3 (2x1 clusters) 1119-1122 -> 1185 with S = 4 over M clusters, FP8 4096 x 7168 x 16384 990-1004 -> 1028;
 # int8 4096 x 14336 x 4096 and 8192 x 4096 x 14336 within run-to-run spread. Swizzling the other dimension lost up to
 # 20%, and a swizzle that does not divide the cluster count adds idle phantom tiles (FP8 8192^3 has 43 N tiles: -5%).
+# A/B of the rule as first written (every >= 4-wave problem) against the plain order, two rounds: int8 8192^3
+# 1329-1333 -> 1409-1422, 8192 x 4096 x 14336 1348-1364 -> 1368-1374, FP8 8192^3 1093-1095 -> 1153-1164, FP8
+# 4096 x 7168 x 16384 972-985 -> 1043; int8 4096 x 14336 x 4096, whose A (16 MB) stays in L2 anyway, 1287-1288 ->
+# 1257-1277, so the swizzle also needs the operand a wave walks along to exceed RASTER_MIN_BYTES.
 RASTER_SWIZZLE = (4, 2)  # tried in this order; the first that divides the swizzled cluster count is used
-RASTER_MIN_WAVES = 4  # smaller problems keep the plain order (their operands stay in L2 across a wave anyway)
+RASTER_MIN_WAVES = 4  # smaller problems keep the plain order
+RASTER_MIN_BYTES = 32 << 20  # per batch: the operand the raster walks (A for 1x2 clusters, B for 2x1), 1-byte elements
 
 
-def raster_for(cfg: TileConfig, m: int, n: int, batch: int = 1, sm_count: int = 132) -> tuple[int, bool]:
-    """(swizzle, raster_along_m) of the persistent schedule for the kernel's (M, N) problem with config ``cfg``:
+def raster_for(cfg: TileConfig, m: int, n: int, k: int, batch: int = 1, sm_count: int = 132) -> tuple[int, bool]:
+    """(swizzle, raster_along_m) of the persistent schedule for the kernel's (M, N, K) problem with config ``cfg``:
     swizzle S > 1 over the clusters of the dimension a 2-CTA cluster spans (N for 1x2, M for 2x1), rastering along
-    the other, on unsplit multi-wave problems; (1, True) - the plain M-fastest order - otherwise."""
+    the other, on unsplit multi-wave problems whose walked operand exceeds L2; (1, True) - the plain M-fastest order -
+    otherwise."""
     if cfg.split_k != 1 or cfg.swap_ab or cfg.cluster_m * cfg.cluster_n != 2:
         return 1, True
     tiles_m, tiles_n = -(-m // cfg.tile_m), -(-n // cfg.tile_n)
-    if tiles_m * tiles_n * batch < RASTER_MIN_WAVES * sm_count:
-        return 1, True
     along_m = cfg.cluster_n == 2  # 1x2 clusters: swizzle N clusters, raster along M; 2x1: the reverse
+    if tiles_m * tiles_n * batch < RASTER_MIN_WAVES * sm_count or (m if along_m else n) * k < RASTER_MIN_BYTES:
+        return 1, True
     clusters = -(-tiles_n // 2) if along_m else -(-tiles_m // 2)
     swizzle = next((sz for sz in RASTER_SWIZZLE if clusters % sz == 0), 1)
     return swizzle, along_m

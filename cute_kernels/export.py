@@ -73,7 +73,7 @@ def _build_int8(spec: ExportSpec, extra_options: str):
 
         cfg = select_sm90_int8(spec.m, spec.n, spec.k)
         cfg, _ = resolve_split(cfg, spec.m, spec.n, spec.k, 1, 132)
-    raster = raster_for(cfg, spec.m, spec.n)  # the schedule the op runs for this problem (configs.raster_for)
+    raster = raster_for(cfg, spec.m, spec.n, spec.k)  # the schedule the op runs for this problem (configs.raster_for)
     fn = build_sm90(3 if spec.batched else 2, spec.a_scale, spec.b_scale, spec.bias, out_dtype, cfg,
                     extra_options=extra_options, raster=raster)
     return fn, {"config": cfg.describe(), "config_fields": dict(cfg.key), "raster": list(raster), **fields}
@@ -91,7 +91,7 @@ def _build_fp8(spec: ExportSpec, extra_options: str):
 
         cfg = select_config(spec.m, spec.n, spec.k)
         cfg, _ = resolve_split(cfg, spec.m, spec.n, spec.k, 1, 132)
-    raster = raster_for(cfg, spec.m, spec.n)
+    raster = raster_for(cfg, spec.m, spec.n, spec.k)
     fn = build_sm90(3 if spec.batched else 2, _dtype(spec.out_dtype, "out_dtype"), gran, cfg, 132, extra_options,
                     raster=raster)
     return fn, {"config": cfg.describe(), "granularity": list(gran), "out_dtype": spec.out_dtype,

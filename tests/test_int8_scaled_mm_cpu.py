@@ -278,21 +278,26 @@ def test_added_operand_errors():
 
 
 def test_raster_rule():
-    """Large unsplit problems on 2-CTA clusters get a swizzled schedule over the clusters' dimension, by a swizzle
-    that divides the cluster count; everything else keeps the plain M-fastest order (configs.raster_for)."""
+    """Large unsplit problems on 2-CTA clusters whose walked operand exceeds L2 get a swizzled schedule over the
+    clusters' dimension, by a swizzle that divides the cluster count; everything else keeps the plain M-fastest
+    order (configs.raster_for)."""
     from cute_kernels.configs import raster_for
 
     big = select_sm90_int8(8192, 8192, 8192)
     assert (big.cluster_m, big.cluster_n) == (1, 2)
-    assert raster_for(big, 8192, 8192) == (4, True)  # 16 N clusters
-    assert raster_for(big, 8192, 8192 - 512) == (1, True)  # 15 N clusters: neither 4 nor 2 divides
-    assert raster_for(big, 8192, 8192 - 1024) == (2, True)  # 14 N clusters
-    assert raster_for(big, 4096, 4096) == (1, True)  # 512 tiles: under 4 waves of 132
-    assert raster_for(big, 1024, 4096, batch=8) == (4, True)  # batches count toward the waves
+    assert raster_for(big, 8192, 8192, 8192) == (4, True)  # 16 N clusters, A = 64 MB
+    assert raster_for(big, 8192, 8192 - 512, 8192) == (1, True)  # 15 N clusters: neither 4 nor 2 divides
+    assert raster_for(big, 8192, 8192 - 1024, 8192) == (2, True)  # 14 N clusters
+    assert raster_for(big, 4096, 14336, 4096) == (1, True)  # A = 16 MB stays in L2 (1-2% slower swizzled)
+    assert raster_for(big, 8192, 4096, 14336) == (4, True)  # A = 117 MB
+    assert raster_for(big, 4096, 4096, 16384) == (1, True)  # 512 tiles: under 4 waves of 132
+    assert raster_for(big, 4096, 4096, 16384, batch=2) == (4, True)  # batches count toward the waves
     two_by_one = TileConfig(tile_m=128, tile_n=192, cluster_m=2, cluster_n=1)
-    assert raster_for(two_by_one, 8192, 8192) == (4, False)  # 32 M clusters; 43 N tiles would not divide
-    assert raster_for(select_sm90_int8(1, 4096, 4096), 4096, 1) == (1, True)  # swapped / split rows
-    assert raster_for(TileConfig(tile_m=128, tile_n=256, cluster_m=1, cluster_n=1), 8192, 8192) == (1, True)
+    assert raster_for(two_by_one, 8192, 8192, 8192) == (4, False)  # 32 M clusters; B = 64 MB
+    assert raster_for(two_by_one, 8192, 2048, 8192) == (1, True)  # B = 16 MB
+    assert raster_for(select_sm90_int8(1, 4096, 4096), 4096, 1, 4096) == (1, True)  # swapped / split rows
+    one_cta = TileConfig(tile_m=128, tile_n=256, cluster_m=1, cluster_n=1)
+    assert raster_for(one_cta, 8192, 8192, 8192) == (1, True)
 
 
 @pytest.mark.parametrize("raster", [(4, True), (2, False)])

@@ -178,18 +178,17 @@ def test_int32_bias_split_batched_added_operand_and_sm80():
     _check(int8_scaled_mm(a, b, a_s, b_s, bias, arch="sm80"), a, b, a_s, b_s, bias, torch.bfloat16)
 
 
-@pytest.mark.parametrize("m,n,k,batch,edge", [(8192, 4096, 256, None, 0), (8192, 3072, 128, None, 0),
-                                              (1024, 4096, 128, 8, 0), (8192, 4096, 128, None, 37)])
-def test_swizzled_schedule(m, n, k, batch, edge):
-    """Problems large enough for the swizzled persistent schedule (configs.raster_for): swizzle 4 and 2 over N
-    clusters, batched, and ragged M / N edges (tiles past the edge inside the last cluster) - every element checked."""
-    from cute_kernels.configs import raster_for
+@pytest.mark.parametrize("raster", [(4, True), (2, True), (4, False)])
+@pytest.mark.parametrize("m,n,batch", [(2048, 2048, None), (2043, 2040, None), (700, 1032, 3)])
+def test_swizzled_schedule(raster, m, n, batch):
+    """The swizzled persistent schedule (configs.raster_for picks it for problems too large to test here, so the
+    compiled kernel is called with it directly) on 1x2-cluster tiles: even, ragged (tiles past the edge inside the
+    last cluster, counts the swizzle does not divide) and batched problems - every element checked."""
+    from cute_kernels.ops.int8_scaled_mm import _compile_sm90
 
-    m, n = m - edge, n - 8 * (edge > 0)
-    cfg = select_sm90_int8(m, n, k, batch or 1)
-    assert raster_for(cfg, m, n, batch or 1) != (1, True)
-    a, b, a_s, b_s, bias = int8_gemm_inputs(m, n, k, batch=batch, seed=m + n)
-    shape = (batch, m, n) if batch else (m, n)
-    out = torch.full(shape, float("nan"), dtype=torch.bfloat16, device="cuda")
-    int8_scaled_mm(a, b, a_s, b_s, bias, out=out)
+    cfg = select_sm90_int8(8192, 8192, 8192)
+    fn = _compile_sm90(3 if batch else 2, "vector", "vector", True, torch.bfloat16, cfg, 132, raster=raster)
+    a, b, a_s, b_s, bias = int8_gemm_inputs(m, n, 256, batch=batch, seed=m + n)
+    out = torch.full((batch, m, n) if batch else (m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    fn(a, b, out, a_s, b_s, bias)
     _check(out, a, b, a_s, b_s, bias, torch.bfloat16)

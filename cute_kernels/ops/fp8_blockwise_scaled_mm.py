@@ -304,7 +304,7 @@ def fp8_blockwise_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Ten
     sfa_tma = USE_SFA_TMA and not cfg.swap_ab and sfa_tma_eligible(a_scale, gran)
     cfg, split = resolve_split(cfg, m, n, k, batch, sms)
     fn = _compile_sm90(a.dim(), out_dtype, gran, cfg, sms, sfa_tma, a.dtype, b.dtype,
-                       raster_for(cfg, m, n, batch, sms))
+                       raster_for(cfg, m, n, k, batch, sms))
     if out is None:
         out = torch.empty(out_shape, dtype=out_dtype, device=device)
     launch_planned(fn, (a, b, out, a_scale, b_scale), split, device, torch.float32)

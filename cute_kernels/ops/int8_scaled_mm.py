@@ -261,7 +261,7 @@ def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_sc
         cfg = dataclasses.replace(cfg, split_k=1)  # c is added by the one epilogue of an unsplit tile
     cfg, split = resolve_split(cfg, m, n, k, batch, sms)
     fn = _compile_sm90(a.dim(), _scale_kind(a_scale), _scale_kind(b_scale), _bias_kind(bias), out_dtype, cfg, sms,
-                       None if c is None else c.dtype, raster_for(cfg, m, n, batch, sms))
+                       None if c is None else c.dtype, raster_for(cfg, m, n, k, batch, sms))
     if out is None:
         out = torch.empty(out_shape, dtype=out_dtype, device=device)
     launch_planned(fn, (a, b, out, a_scale, b_scale, bias) + ((c,) if c is not None else ()), split, device)
