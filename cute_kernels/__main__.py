@@ -135,8 +135,24 @@ def cmd_layout(args) -> int:
     else:
         select, dtype = select_sm90_int8, "Int8"
     cfg = _parse_config(args.config) or select(args.m, args.n, args.k)
-    print(sm90_gemm_layouts(cfg, a_dtype=dtype))
+    print(sm90_gemm_layouts(cfg, a_dtype=dtype), end="")
+    print(f"schedule          : {_describe_schedule(cfg, args.m, args.n, args.k)}")
     return 0
+
+
+def _describe_schedule(cfg, m: int, n: int, k: int) -> str:
+    """The persistent schedule the op runs for this problem: K slices and tile order (configs.raster_for)."""
+    from .configs import raster_for
+    from .ops.split_k import resolve_split
+
+    cfg, split = resolve_split(cfg, m, n, k, 1, 132)
+    if split is not None:
+        return f"split-K, {split[0]} K slices per output tile, plain M-fastest tile order"
+    swizzle, along_m = raster_for(cfg, m, n, k)
+    if swizzle == 1:
+        return "plain M-fastest tile order"
+    return (f"swizzled: {swizzle} {'N' if along_m else 'M'} clusters at a time, rastering along "
+            f"{'M' if along_m else 'N'} (fewer operand panels per wave)")
 
 
 def cmd_bench(args) -> int:

@@ -58,8 +58,14 @@ def test_layout_of_a_swapped_fp8_config_without_forced_arch():
     # No CUTE_DSL_ARCH: the layouts are traced for sm_90a anyway (the DSL's own default on a GPU-less machine is
     # another arch, which refused the SM90 MMA atoms before session 6).
     out = _cli("layout", "fp8_blockwise_scaled_mm", "--m", "1", "--n", "7168", "--k", "2048", forced_arch=None)
-    for needle in ("SFA:", "TMA box A / B     : (64, 128) / (16, 128)", "epilogue tile     : (64, 16)"):
+    for needle in ("SFA:", "TMA box A / B     : (64, 128) / (16, 128)", "epilogue tile     : (64, 16)",
+                   "schedule          : plain M-fastest tile order"):
         assert needle in out, out
+
+
+def test_layout_names_the_schedule_of_a_large_problem():
+    out = _cli("layout", "int8_scaled_mm", "--m", "8192", "--n", "8192", "--k", "8192")
+    assert "schedule          : swizzled: 4 N clusters at a time, rastering along M" in out, out
 
 
 import pytest  # noqa: E402
