@@ -109,17 +109,14 @@ def size_swapped_tile(cfg: TileConfig, m: int, n: int, k: int, batch: int, sm_co
 
 
 # Rasterization of the persistent schedule for large problems (session 13, H100, benchmarks/experiments/
-# int8_swizzle.py). cutlass.utils' scheduler walks clusters M-fastest; with a swizzle of S it instead walks S clusters
-# of one dimension before advancing the other, so that a wave touches fewer operand panels (8192^3 int8: all of A,
-# 64 MB, once per wave without it; ~1 GB of DRAM reads per call) and the power-capped GPU keeps a higher clock.
-# Measured (sustained TOPS / TFLOPS): int8 8192^3 (1x2 clusters) 1367-1380 -> 1436 with S = 4 over N clusters,
-# FP8 8192^3 (2x1 clusters) 1119-1122 -> 1185 with S = 4 over M clusters, FP8 4096 x 7168 x 16384 990-1004 -> 1028;
-# int8 4096 x 14336 x 4096 and 8192 x 4096 x 14336 within run-to-run spread. Swizzling the other dimension lost up to
-# 20%, and a swizzle that does not divide the cluster count adds idle phantom tiles (FP8 8192^3 has 43 N tiles: -5%).
-# A/B of the rule as first written (every >= 4-wave problem) against the plain order, two rounds: int8 8192^3
-# 1329-1333 -> 1409-1422, 8192 x 4096 x 14336 1348-1364 -> 1368-1374, FP8 8192^3 1093-1095 -> 1153-1164, FP8
-# 4096 x 7168 x 16384 972-985 -> 1043; int8 4096 x 14336 x 4096, whose A (16 MB) stays in L2 anyway, 1287-1288 ->
-# 1257-1277, so the swizzle also needs the operand a wave walks along to exceed RASTER_MIN_BYTES.
+# int8_swizzle.py; the tables are in docs/int8_scaled_mm.md). cutlass.utils' scheduler walks clusters M-fastest; with
+# a swizzle of S it walks S clusters of one dimension before advancing the other, so that a wave touches fewer
+# operand panels (int8 8192^3: all of A, 64 MB, once per wave without it; ~1 GB of DRAM reads per call) and the
+# power-capped GPU keeps a higher clock. A/B against the plain order, sustained TOPS / TFLOPS: int8 8192^3 1329-1333
+# -> 1409-1422 (S = 4 over N clusters, 1x2 clusters), FP8 8192^3 1093-1095 -> 1153-1164 and 4096 x 7168 x 16384
+# 972-985 -> 1043 (S = 4 over M clusters, 2x1 clusters). Swizzling the other dimension lost up to 20%; a swizzle that
+# does not divide the cluster count adds idle phantom tiles (FP8 8192^3 has 43 N tiles: -5%); int8 4096 x 14336 x 4096,
+# whose A (16 MB) stays in L2 anyway, was 1-2% slower, hence RASTER_MIN_BYTES.
 RASTER_SWIZZLE = (4, 2)  # tried in this order; the first that divides the swizzled cluster count is used
 RASTER_MIN_WAVES = 4  # smaller problems keep the plain order
 RASTER_MIN_BYTES = 32 << 20  # per batch: the operand the raster walks (A for 1x2 clusters, B for 2x1), 1-byte elements
