@@ -15,6 +15,7 @@ from .nodes import (
     Matrix,
     RowVector,
     Scalar,
+    ScalarArgument,
 )
 from .tree import BIAS_KINDS, EpilogueTree, bias_kind, scaled_mm_tree
 
@@ -30,5 +31,6 @@ __all__ = [
     "Matrix",
     "RowVector",
     "Scalar",
+    "ScalarArgument",
     "scaled_mm_tree",
 ]

@@ -115,6 +115,18 @@ class Scalar(_Operand):
         return frag.load()
 
 
+class ScalarArgument(_Operand):
+    """A run-time Float32 kernel argument (not a tensor) broadcast to the whole output: e.g. the per-tensor weight
+    scale that ``quantized_mm`` takes as a Python float, so the call needs no device copy of it."""
+
+    kind = "scalar_arg"
+
+    def visit(self, ctx):
+        frag = cute.make_rmem_tensor(ctx.acc.shape, Float32)
+        frag.fill(Float32(ctx.tensors[self.name]))
+        return frag.load()
+
+
 class Matrix(_Operand):
     """A full operand with the output's shape, read at each fragment element's coordinate: e.g. a partial sum C
     added to the result (D = epilogue(acc) + C). The kernel passes it as a view in its own (m, n, l) coordinates;

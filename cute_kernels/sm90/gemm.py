@@ -27,7 +27,10 @@ fill overlaps the previous kernel's tail (``warm_l2``).
 Split-K (``split`` given to ``__call__``, for decode-size problems whose few output tiles cannot fill the GPU): the
 schedule's third mode becomes L x S, each work tile covers a contiguous range of K-tiles, and ``split_k_fixup`` makes
 the last K slice to finish add the others' int32 partials and run the epilogue (see its docstring).
-Subclasses override ``mainloop`` only (the FP8 blockwise kernel promotes per-K-block scaled partial sums there).
+Subclasses override ``mainloop`` (the FP8 blockwise kernel promotes per-K-block scaled partial sums there) and, for an
+A operand that is not WGMMA's shared-memory operand, the A hooks (``make_tiled_mma``, ``a_stage_bytes``,
+``make_smem_layout_a``, ``a_tma_tile``, ``make_fragment_a``): the weight-only kernel stages packed low-bit codes and
+decodes them into a register-sourced WGMMA operand (weight_only_wgmma.py).
 """
 
 from __future__ import annotations
@@ -91,10 +94,7 @@ class Sm90GemmKernel:
         cfg = self.config
         self.a_dtype, self.b_dtype, self.d_dtype = a_dtype, b_dtype, d_dtype
         self.a_layout, self.b_layout, self.d_layout = a_layout, b_layout, d_layout
-        self.tiled_mma = sm90_utils.make_trivial_tiled_mma(
-            a_dtype, b_dtype, a_layout.sm90_mma_major_mode(), b_layout.sm90_mma_major_mode(),
-            self.acc_dtype, self.atom_layout_mnk, tiler_mn=(64, cfg.tile_n),
-        )
+        self.tiled_mma = self.make_tiled_mma()
         # Four WGMMA k-blocks per K-tile: 128 B of K per row for 8-bit types, 64 elements for 16-bit.
         mma_k = cute.size(self.tiled_mma.shape_mnk, mode=[2])
         self.tile_mnk = (cfg.tile_m, cfg.tile_n, mma_k * 4)
@@ -105,7 +105,7 @@ class Sm90GemmKernel:
             self.tile_mnk, d_dtype, is_cooperative=self.num_mma_wg == 2
         )
         self.epi_stages = 4 if cfg.tile_n >= 64 else 2
-        ab_bytes = (cfg.tile_m * a_dtype.width + cfg.tile_n * b_dtype.width) * self.tile_mnk[2] // 8
+        ab_bytes = self.a_stage_bytes() + cfg.tile_n * b_dtype.width * self.tile_mnk[2] // 8
         epi_bytes = cute.size(self.epi_tile) * d_dtype.width // 8 * self.epi_stages
         self.stage_extra_bytes = self.choose_stage_extra_bytes(ab_bytes, epi_bytes)
         epi_bytes = cute.size(self.epi_tile) * d_dtype.width // 8 * self.epi_stages  # the hook may trade epi stages
@@ -115,7 +115,8 @@ class Sm90GemmKernel:
         if self.ab_stages < 2 or self.ab_stages > fit:
             raise ValueError(f"TileConfig.stages={cfg.stages}: {fit} stages of {ab_bytes} B fit in shared memory")
         self.mainloop_smem_words = self.stage_extra_bytes // 4 * self.ab_stages
-        self.sA_layout = sm90_utils.make_smem_layout_a(a_layout, self.tile_mnk, a_dtype, self.ab_stages)
+        self.sA_layout = self.make_smem_layout_a(self.ab_stages)
+        self.a_tile = self.a_tma_tile()
         self.sB_layout = sm90_utils.make_smem_layout_b(b_layout, self.tile_mnk, b_dtype, self.ab_stages)
         self.sD_layout = sm90_utils.make_smem_layout_epi(d_dtype, d_layout, self.epi_tile, self.epi_stages)
 
@@ -135,7 +136,7 @@ class Sm90GemmKernel:
         sB1 = cute.slice_(self.sB_layout, (None, None, 0))
         tma_a, tA = cpasync.make_tiled_tma_atom(
             cpasync.CopyBulkTensorTileG2SMulticastOp() if self.mcast_a > 1 else cpasync.CopyBulkTensorTileG2SOp(),
-            mA, sA1, (self.tile_mnk[0], self.tile_mnk[2]), num_multicast=self.mcast_a,
+            mA, sA1, self.a_tile, num_multicast=self.mcast_a,
         )
         tma_b, tB = cpasync.make_tiled_tma_atom(
             cpasync.CopyBulkTensorTileG2SMulticastOp() if self.mcast_b > 1 else cpasync.CopyBulkTensorTileG2SOp(),
@@ -208,7 +209,7 @@ class Sm90GemmKernel:
         pipeline_init_arrive(cluster_shape_mn=self.cluster_shape_mn, is_relaxed=True)
 
         # (bM, bK, tiles_m, tiles_k, L) views of the operands and (bM, bN, tiles_m, tiles_n, L) of the output.
-        gA = cute.local_tile(mA, cute.slice_(self.tile_mnk, (None, 0, None)), (None, None, None))
+        gA = cute.local_tile(mA, self.a_tile, (None, None, None))
         gB = cute.local_tile(mB, cute.slice_(self.tile_mnk, (0, None, None)), (None, None, None))
         gD = cute.local_tile(mD, cute.slice_(self.tile_mnk, (None, None, 0)), (None, None, None))
         cD = cute.local_tile(cute.make_identity_tensor(d_shape), cute.slice_(self.tile_mnk, (None, None, 0)),
@@ -277,7 +278,7 @@ class Sm90GemmKernel:
         mma_tidx = tidx - self.threads_per_wg
         thr_mma = tiled_mma.get_slice(
             cute.make_layout(self.num_mma_wg, stride=self.threads_per_wg)(wg_idx - 1))
-        tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))
+        tCrA = self.make_fragment_a(tiled_mma, thr_mma, sA)
         tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))
         acc = cute.make_rmem_tensor(thr_mma.partition_C(gD).shape[:3], self.acc_dtype)
 
@@ -302,6 +303,7 @@ class Sm90GemmKernel:
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.num_mma_threads))
         tensors = dict(zip(self.operand_names, epi_tensors))
         tensors["smem"] = sML  # the mainloop's per-stage shared-memory operands (``choose_stage_extra_bytes``)
+        tensors["sA"] = sA  # the staged A operand, for mainloops that read it themselves (register-sourced WGMMA)
 
         sched = utils.StaticPersistentTileScheduler.create(sched_params, cute.arch.block_idx(), cute.arch.grid_dim())
         work = sched.initial_work_tile_info()
@@ -449,6 +451,32 @@ class Sm90GemmKernel:
                 store_pipe.producer_commit()
                 store_pipe.producer_acquire()
             self.epi_barrier.arrive_and_wait()
+
+    # ------------------------------------------------------------------ hooks for the A operand
+    # The defaults stage A as the WGMMA's shared-memory operand. The weight-only kernel (weight_only_wgmma.py)
+    # stages packed low-bit weights instead and feeds WGMMA from registers it decodes them into.
+    def make_tiled_mma(self) -> cute.TiledMma:
+        return sm90_utils.make_trivial_tiled_mma(
+            self.a_dtype, self.b_dtype, self.a_layout.sm90_mma_major_mode(), self.b_layout.sm90_mma_major_mode(),
+            self.acc_dtype, self.atom_layout_mnk, tiler_mn=(64, self.config.tile_n),
+        )
+
+    def a_stage_bytes(self) -> int:
+        """Bytes of A in one pipeline stage."""
+        return self.config.tile_m * self.a_dtype.width * self.tile_mnk[2] // 8
+
+    def make_smem_layout_a(self, stages: int):
+        """The staged shared-memory layout of A (a ComposedLayout: swizzle o layout), ``stages`` buffers."""
+        return sm90_utils.make_smem_layout_a(self.a_layout, self.tile_mnk, self.a_dtype, stages)
+
+    def a_tma_tile(self) -> tuple:
+        """The tile of A one stage loads, in A's own (rows, columns) coordinates: its TMA box and ``local_tile``
+        tiler. A's column tiles must be as many as B's K-tiles."""
+        return self.tile_mnk[0], self.tile_mnk[2]
+
+    def make_fragment_a(self, tiled_mma: cute.TiledMma, thr_mma, sA: cute.Tensor) -> cute.Tensor:
+        """The WGMMA A operand of a consumer warpgroup: shared-memory descriptors over every stage."""
+        return tiled_mma.make_fragment_A(thr_mma.partition_A(sA))
 
     # ------------------------------------------------------------------ hooks for per-stage mainloop operands
     def choose_stage_extra_bytes(self, ab_bytes: int, epi_bytes: int) -> int:

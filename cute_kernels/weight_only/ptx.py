@@ -214,6 +214,20 @@ def ld_shared_v4(smem_addr, offset: int = 0, loc=None, ip=None) -> list:
 
 
 @dsl_user_op
+def ld_shared_words(smem_addr, n: int, loc=None, ip=None) -> list:
+    """``n`` (1, 2 or 4) consecutive 32-bit words from shared memory in one load (4n bytes, 4n-byte aligned);
+    volatile, like ``ld_shared_v4``, so it stays behind the pipeline-stage wait that makes the words valid."""
+    vec = {1: "", 2: ".v2", 4: ".v4"}[n]
+    outs = ",".join(f"${i}" for i in range(n))
+    res = llvm.inline_asm(_struct(n, T.i32()) if n > 1 else T.i32(), [Int32(smem_addr).ir_value(loc=loc, ip=ip)],
+                          f"ld.shared{vec}.u32 {{{outs}}}, [${n}];" if n > 1 else "ld.shared.u32 $0, [$1];",
+                          ",".join(["=r"] * n) + ",r", has_side_effects=True, is_align_stack=False)
+    if n == 1:
+        return [Uint32(res)]
+    return [Uint32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(n)]
+
+
+@dsl_user_op
 def ld_global_narrow(addr, pred, nbytes: int, loc=None, ip=None) -> Uint32:
     """Predicated ``ld.global.nc`` of 1, 2 or 4 bytes, zero-extended into a 32-bit register (0 when ``pred`` is
     false; no memory touched). Weights are read once: no L1 allocation. (``ld_global`` covers 8 and 16 bytes.)"""
