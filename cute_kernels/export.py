@@ -104,8 +104,18 @@ def _build_weight_only(fmt_key: str, bits: int, scaled: bool):
         from .weight_only.config import select_tile
 
         x_dtype = _dtype(spec.x_dtype, "x_dtype")
-        path, tile = select_tile(bits, spec.m, spec.n, 132, scaled=scaled,
-                                 awq=fmt_key == "awq")
+        on_wgmma = spec.arch == "sm_90a" and bits in (1, 2, 4)  # the ops' WGMMA path (SM90, fp16/bf16 x)
+        path, tile = select_tile(bits, spec.m, spec.n, 132, scaled=scaled, awq=fmt_key == "awq", k=spec.k,
+                                 wgmma=on_wgmma)
+        if path == "wgmma":
+            from .weight_only import wgmma
+
+            cfg = spec.config or wgmma.select_config(spec.m, spec.n, spec.k)
+            group = 128 if scaled else wgmma.NO_GROUP
+            fn = wgmma.build(fmt_key, x_dtype, x_dtype, x_dtype if scaled else None, group, cfg,
+                             extra_options=extra_options)
+            return fn, {"format": fmt_key, "bits": bits, "path": path, "config": cfg.describe(),
+                        "x_dtype": spec.x_dtype, "group_scales": scaled, "group": group}
         # compile_with_cubin keeps the artifacts itself, so extra_options is not needed here
         fn = compile_with_cubin(fmt_key, x_dtype, x_dtype, x_dtype if scaled else None, tile, spec.arch)
         return fn, {"format": fmt_key, "bits": bits, "path": path, "tile": str(tile), "x_dtype": spec.x_dtype,
@@ -134,7 +144,8 @@ _REGISTRY: dict[str, tuple[Callable, str]] = {
     "int8_scaled_mm": (_build_int8, "int8 GEMM with per-token/per-channel scales and bias (sm_90a: TMA+WGMMA; "
                                     "sm_80/86/89: cp.async+mma.sync)"),
     "fp8_blockwise_scaled_mm": (_build_fp8, "FP8 GEMM with 1x128 / 128x128 block scales (sm_90a)"),
-    "quantized_mm": (_build_quantized_mm, "1/2/4/8-bit weight-only GEMM (--bits; decode or tensor-core tile by --m)"),
+    "quantized_mm": (_build_quantized_mm, "1/2/4/8-bit weight-only GEMM (--bits; decode, tensor-core or, on sm_90a "
+                                          "for 1/2/4-bit, WGMMA kernel by --m)"),
     "awq_gemm": (_build_weight_only("awq", 4, True), "AWQ int4 GEMM with group scales and zero points"),
     "dequantize_weights": (_build_dequantize, "1/2/4/8-bit packed weights -> dense fp16/bf16 (--bits, --x-dtype "
                                               "picks the output dtype): quantized_mm's large-M dense path"),

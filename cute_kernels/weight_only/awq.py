@@ -6,12 +6,15 @@ int32 [IC, OC/8] (8 int4 along OC in the order 0,2,4,6,1,3,5,7); scales [IC/G, O
 
 * ``awq_gemm`` runs the weight-only kernel template with the ``awq`` format (formats.py): the checkpoint is repacked
   once per weight tensor into the kernel's K-packed layout and cached (awq_repack.py says why and how); the same M
-  dispatch as ``quantized_mm`` picks decode or tensor-core tiles. The dequantized weight ``(q - z) * s`` is rounded
-  to x's dtype before the MMA, as vLLM's kernel does; accumulation is fp32.
+  dispatch as ``quantized_mm`` picks decode or tensor-core tiles, and on SM90 every M from 17 tokens runs the WGMMA
+  path (wgmma.py: the repacked weight re-ordered once more into a cached blob for WGMMA's register operand). The
+  dequantized weight ``(q - z) * s`` is rounded to x's dtype before the MMA, as vLLM's kernel does; accumulation
+  is fp32.
 * ``awq_dequantize`` -> [IC, OC] in the scales' dtype: a CuTe kernel on CUDA tensors (reads the checkpoint layout
   directly, no repack), the float reference on CPU tensors.
-* ``awq_linear``: any leading batch dims; at >= ``config.awq_dense_min_tokens(OC)`` tokens (256; 17 for OC <= 4096)
-  dequantize + torch.matmul (a dense tensor-core GEMM), below that the fused ``awq_gemm``; bias added after.
+* ``awq_linear``: any leading batch dims; at >= ``config.awq_dense_min_tokens`` tokens dequantize + torch.matmul (a
+  dense tensor-core GEMM), below that the fused ``awq_gemm``; bias added after. With the WGMMA path (SM90, IC a
+  multiple of 8) the switch is above ``config.WGMMA_MAX_M`` (4096) tokens, else at 256 (17 for OC <= 4096).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from .. import arch as _arch
 from .. import checks
 from ..formats.awq import awq_dequantize_reference, check_awq_tensors
 from ..plan_cache import PlanCache
-from . import awq_repack, config
+from . import awq_repack, config, wgmma
 from .compile import compile_awq_dequantize
 from .kernel import TileShape
 from .quantized_mm import aligned_copy, check_out, launch, pad_x, warm_out, x_needs_copy
@@ -88,16 +91,29 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzero
     if m == 0:
         return out
     kw = awq_repack.kernel_weights(qweight, scales, qzeros, group)
+    sms = _arch.sm_count(device.index)
+    wgmma_ok = tile is None and _wgmma_eligible(x, oc, ic, group, device)
+    path_name, tl = config.select_tile(4, m, oc, sms, path, scaled=True, awq=True, k=ic, wgmma=wgmma_ok)
+    if path_name == "wgmma":
+        xk = aligned_copy(x) if x_needs_copy(x) else x
+        fn = wgmma.WgmmaPlan("awq", 4, wgmma.select_config(m, oc, ic, sms), sms)
+        fn(xk, kw.w, out, 1.0, kw.scales, kw.zeros, group)
+        if xk is x and path is None:
+            _plans[(x.shape, x.stride(), x.dtype, awq_repack.cache_key(qweight, scales, qzeros))] = (fn, group)
+        return out
     xk = x
     if ic % awq_repack.K_ALIGN != 0:
         xk = pad_x(x, awq_repack.K_ALIGN)
     elif x_needs_copy(x):
         xk = aligned_copy(x)
-    _, tl = config.select_tile(4, m, oc, _arch.sm_count(device.index), path, scaled=True, awq=True, k=ic)
     fn = launch("awq", xk, kw.w, out, 1.0, kw.scales, kw.zeros, group, tile.validate() if tile else tl, device)
     if fn is not None and xk is x and path is None and tile is None:
         _plans[(x.shape, x.stride(), x.dtype, awq_repack.cache_key(qweight, scales, qzeros))] = (fn, group)
     return out
+
+
+def _wgmma_eligible(x: torch.Tensor, oc: int, ic: int, group: int, device) -> bool:
+    return device.type == "cuda" and wgmma.eligible(x, 4, oc, ic, group, x.dtype, _arch.current_arch(device))
 
 
 def awq_dequantize(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor) -> torch.Tensor:
@@ -130,8 +146,15 @@ def awq_linear(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qze
     tokens = x2.shape[0]
     if dense_min_tokens is not None:
         threshold = dense_min_tokens
+    elif isinstance(qweight, torch.Tensor):
+        oc = qweight.shape[1] * 8
+        ic = qweight.shape[0]
+        group = ic // scales.shape[0] if isinstance(scales, torch.Tensor) and scales.dim() == 2 and scales.shape[0] \
+            else ic
+        on_gpu = x.is_cuda and qweight.is_cuda
+        threshold = config.awq_dense_min_tokens(oc, wgmma=on_gpu and _wgmma_eligible(x2, oc, ic, group, x.device))
     else:
-        threshold = config.awq_dense_min_tokens(qweight.shape[1] * 8 if isinstance(qweight, torch.Tensor) else 0)
+        threshold = 0  # not a tensor: the checks of the path below name the fault
     if bias is not None:
         bias = checks.check_tensor("bias", bias)
         checks.check_dtype("bias", bias, (x.dtype,))

@@ -135,7 +135,22 @@ SCALED_TENSOR_CORE_TILE = TileShape(nt=2, mt=4, warps_n=4, warps_k=1)
 SCALED_TENSOR_CORE_SPLIT_K_TILE = TileShape(nt=2, mt=4, warps_n=4, warps_k=2)
 
 
-def awq_dense_min_tokens(oc: int) -> int:
+# Session 14: the WGMMA path (sm90/weight_only_wgmma.py, host wgmma.py) for 1/2/4-bit formats with fp16/bf16 x on
+# SM90, from DECODE_MAX_M + 1 to WGMMA_MAX_M tokens; the dense path (dequantize every call + cuBLAS) above. Measured
+# on an H100 (2026-11-25, benchmarks/experiments/wo_wgmma.py, wo_wgmma_tune.py, bench_awq.py, bench_weight_only.py;
+# docs/weight_only.md): against the dense path it replaces it is faster at every measured M from 17 to 4096 on
+# every layer (4-bit N = K = 8192: M = 1024 164.6 vs 234.0 us, M = 4096 668 vs 730) except 14336 x 4096 at 1024
+# tokens (AWQ 231.6 vs 223.4, int4 g128 219.3 vs 205.2: 4-7% slower); against the mma.sync tiles 1.2-4.8x at every
+# M >= 17. Above 4096 tokens the dequantize pass is amortized over more work and cuBLAS's larger tiles win (not
+# measured: the limit is where the measurements stop).
+WGMMA_MAX_M = 4096
+
+
+def awq_dense_min_tokens(oc: int, wgmma: bool = False) -> int:
+    """Tokens from which awq_linear runs dequantize + dense matmul; ``wgmma``: the fused GEMM can take the WGMMA
+    path (then the dense path starts where it stops winning)."""
+    if wgmma:
+        return WGMMA_MAX_M + 1
     return DECODE_MAX_M + 1 if oc <= AWQ_NARROW_OC else AWQ_DENSE_MIN_TOKENS
 
 
@@ -290,16 +305,26 @@ def tensor_core_tile(m: int, scaled: bool = False, fmt: int | str | None = None)
 
 def select_tile(bits: int, m: int, n: int, sm_count: int, path: str | None = None,
                 decode_max_m: int | None = None, scaled: bool = False, dense: bool = False,
-                dense_min_m: int | None = None, awq: bool = False, k: int | None = None
+                dense_min_m: int | None = None, awq: bool = False, k: int | None = None, wgmma: bool = False
                 ) -> tuple[str, TileShape | None]:
-    """(path name, tile) for a problem; ``path`` forces "decode", "tensor_core" or "dense"; ``scaled``: group
-    scales; ``dense``: the caller can run the dense path (fp16/bf16 activations). The dense path has no tile.
-    ``awq``: the AWQ format (its own decode plans)."""
+    """(path name, tile) for a problem; ``path`` forces "decode", "tensor_core", "wgmma" or "dense"; ``scaled``:
+    group scales; ``dense``: the caller can run the dense path (fp16/bf16 activations); ``wgmma``: the problem is
+    eligible for the WGMMA path (``wgmma.eligible``). The dense and WGMMA paths have no TileShape (the WGMMA path
+    picks its TileConfig itself). ``awq``: the AWQ format (its own decode plans)."""
     if path is None:
-        if dense and m >= (DENSE_MIN_M if dense_min_m is None else dense_min_m):
+        decode = m <= (DECODE_MAX_M if decode_max_m is None else decode_max_m)
+        if not decode and wgmma and (m <= WGMMA_MAX_M or not dense):
+            path = "wgmma"
+        elif dense and m >= (DENSE_MIN_M if dense_min_m is None else dense_min_m):
             path = "dense"
         else:
-            path = "decode" if m <= (DECODE_MAX_M if decode_max_m is None else decode_max_m) else "tensor_core"
+            path = "decode" if decode else "tensor_core"
+    if path == "wgmma":
+        if not wgmma:
+            raise ValueError("path='wgmma' is not available for this call (it needs an SM90 GPU, fp16/bf16 x with "
+                             "out in x's dtype, a 1/2/4-bit format, K and N multiples of 8, and a group of 32 or "
+                             "a multiple of 64)")
+        return path, None
     if path == "decode":
         if m > 16:
             raise ValueError(f"the decode path handles M <= 16 tokens; got M = {m}")
@@ -311,7 +336,7 @@ def select_tile(bits: int, m: int, n: int, sm_count: int, path: str | None = Non
             raise ValueError("path='dense' is not available for this call (it needs fp16/bf16 activations and "
                              "the signed 1/2/4/8-bit formats of quantized_mm)")
         return path, None
-    raise ValueError(f"path must be None, 'decode', 'tensor_core' or 'dense'; got {path!r}")
+    raise ValueError(f"path must be None, 'decode', 'tensor_core', 'wgmma' or 'dense'; got {path!r}")
 
 
 def shipped_tiles() -> list[TileShape]:

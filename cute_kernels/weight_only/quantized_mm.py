@@ -7,7 +7,9 @@ weight row n, LSB-first, 8 / bits values per byte); scale a Python float (per-te
 [N, K / group] (float32, fp16 or bf16; group a multiple of 32); out [M, N] in x's dtype unless ``out_dtype``.
 
 Paths (``config.py``): M <= 16 runs the memory-bound decode tiles, larger M the tensor-core tiles of the same kernel
-template; both decode in registers and accumulate in fp32 on mma.sync. fp16/bf16 x multiply on fp16/bf16 tensor
+template; both decode in registers and accumulate in fp32 on mma.sync. On SM90 with fp16/bf16 x, 1/2/4-bit weights
+from 17 tokens up to ``config.WGMMA_MAX_M`` (4096) run the WGMMA path instead (``wgmma.py``: the weight re-ordered
+once into a cached blob, decoded in registers into WGMMA's A operand). fp16/bf16 x multiply on fp16/bf16 tensor
 cores; fp32 x is split into two bf16 terms (~16 mantissa bits). Group scales are folded into the decoded weight in
 the compute dtype (one fp16/bf16 rounding per weight, like every fp16 weight-only kernel); the per-tensor scale is
 applied to the fp32 accumulator.
@@ -40,7 +42,7 @@ from .. import checks
 from ..formats import bitpack
 from ..formats.bitpack import check_bits
 from ..plan_cache import PlanCache
-from . import config
+from . import config, wgmma
 from .compile import compile_dequantize, compile_weight_only
 from .formats import format_by_key
 from .kernel import TileShape, promotes_scales
@@ -256,8 +258,8 @@ def quantized_mm(x: torch.Tensor, w_packed: torch.Tensor, scale, bits: int,
                  tile: Optional[TileShape] = None) -> torch.Tensor:
     """Weight-only low-bit GEMM (module docstring).
 
-    out: optional [M, N] destination (contiguous, out_dtype). path: force "decode", "tensor_core" or "dense" (fp16 /
-    bf16 x only); tile: override the tile shape of the kernel template (benchmarks, tests; with a tile and no path
+    out: optional [M, N] destination (contiguous, out_dtype). path: force "decode", "tensor_core", "wgmma" (SM90,
+    fp16 / bf16 x, 1/2/4-bit) or "dense" (fp16 / bf16 x only); tile: override the tile shape of the kernel template (benchmarks, tests; with a tile and no path
     the dispatcher never picks the dense path)."""
     sig = (x.shape, x.stride(), x.dtype, x.device, w_packed.shape, w_packed.stride(), w_packed.dtype, bits,
            None if group_scales is None else (group_scales.shape, group_scales.stride(), group_scales.dtype),
@@ -297,9 +299,18 @@ def quantized_mm(x: torch.Tensor, w_packed: torch.Tensor, scale, bits: int,
     if m == 0 or n == 0:
         return out
 
-    path_name, tl = config.select_tile(bits, m, n, _arch.sm_count(device.index), path,
-                                       scaled=group_scales is not None,
-                                       dense=x.dtype in DENSE_DTYPES and (tile is None or path == "dense"), k=k)
+    sms = _arch.sm_count(device.index)
+    wgmma_ok = tile is None and device.type == "cuda" and wgmma.eligible(
+        x, bits, n, k, group if group_scales is not None else None, out_dtype, _arch.current_arch(device))
+    path_name, tl = config.select_tile(bits, m, n, sms, path, scaled=group_scales is not None,
+                                       dense=x.dtype in DENSE_DTYPES and (tile is None or path == "dense"), k=k,
+                                       wgmma=wgmma_ok)
+    if path_name == "wgmma":
+        xk = aligned_copy(x) if x_needs_copy(x) else x
+        plan = wgmma.WgmmaPlan(f"int{bits}", bits, wgmma.select_config(m, n, k, sms), sms)
+        plan(xk, w_packed, out, scale_f, group_scales, None, group)
+        _plans[sig] = (plan, n, group, None if xk is x else 0)
+        return out
     if path_name == "dense":
         dense_mm(x, w_packed, out, scale_f, bits, k, group_scales, group)
         _plans[sig] = (functools.partial(_dense_plan, bits, k), n, group, None)

@@ -1,0 +1,195 @@
+"""Weight-only GEMM on SM90 tensor cores: packed 1/2/4-bit weights decoded in registers into WGMMA's A operand.
+
+Computes, in the kernel's swapped coordinates (weight rows on WGMMA's M, tokens on its N):
+    D[n, m] = epilogue( sum_k w(n, k) * x[m, k] )        w(n, k) = (decode(code[n, k]) [- zero[n, g]]) [* s[n, g]]
+  i.e. out = x @ W^T written through an M-major view of out (D = out^T). The decode is the weight format's
+  (``weight_only.formats``: the same ``decode_pair`` the mma.sync kernel uses), in the activation dtype (fp16/bf16).
+
+Layouts (host: ``weight_only/wgmma.py``)
+  blob  int64 [ceil(N/64), ceil(K/64) * 64 * bits]: the packed codes re-ordered once per weight so that
+        one 64-row x 64-K block is 128 threads x ``bits`` 32-bit words, thread-major: thread t of a warpgroup finds,
+        in its words, exactly the values of its WGMMA A fragment for that K-tile (4 k-blocks x 8 values; rows
+        16 * warp + lane / 4 (+ 8), K 2 * (lane % 4) (+ 1, + 8, + 9) within a k-block), packed as the format's
+        pairs (pair q of a word = elements ``pair_elems(q)``). A row block's K-tiles are contiguous in memory, so
+        one stage's TMA box (tile_m / 64 blocks x one K-tile) is tile_m / 64 runs of 512 * bits bytes.
+  x     [M, K] fp16/bf16, K contiguous: WGMMA's B operand (shared memory, 128B-swizzled, TMA).
+  out   [M, N] row-major, x's dtype (the host routes other output dtypes elsewhere).
+  group_scales [N, K / G] (float), zeros uint8 [N, K / G] (AWQ): per (row, group) decode context.
+
+Pipeline (``Sm90GemmKernel``: producer warp, two consumer warpgroups of 64 weight rows, persistent schedule,
+epilogue tree -> stmatrix -> TMA store, in-kernel split-K): the producer's TMA stages the blob's K-tile and x's
+K-tile together. Per K-tile a consumer thread loads its 4 * bits bytes of packed codes from shared memory, decodes
+them into a register A fragment (one of two: K-tiles alternate, so the fragment WGMMA may still be reading is
+never overwritten), and issues the K-tile's four register-sourced WGMMAs with x from shared memory. Group scales
+and zero points are read from global memory two K-tiles before their use, into registers the loop carries (the FP8
+kernel's scheme: a load where it is used would stall every K-tile on L2).
+"""
+
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.utils.hopper_helpers as sm90_utils
+from cutlass import Float32, Int32, Uint32
+from cutlass.cute.nvgpu import OperandMajorMode, warpgroup
+
+from ..configs import TileConfig
+from ..epilogues import EpilogueTree
+from ..weight_only import ptx
+from ..weight_only.formats import BF16, F16, WeightFormat
+from .gemm import Sm90GemmKernel
+
+BLOCK_ROWS = 64  # weight rows of one warpgroup's WGMMA atom: one block of the blob
+K_TILE = 64  # K per stage: four k-blocks of a 16-bit WGMMA
+PAIRS_PER_K_TILE = 16  # a thread's A fragment of one K-tile: 4 k-blocks x 4 registers (pairs of values)
+
+
+class WeightOnlyWgmmaSm90(Sm90GemmKernel):
+    """One compiled variant = (weight format, activation dtype, D dtype, group size, scales / zeros, TileConfig)."""
+
+    def __init__(self, config: TileConfig, epilogue: EpilogueTree, fmt: WeightFormat, group: int, has_scales: bool,
+                 sm_count: int = 132, l2_warmup: int = 0):
+        if fmt.bits not in (1, 2, 4):
+            raise ValueError(f"the WGMMA weight-only kernel decodes 1/2/4-bit formats; got {fmt.bits}-bit {fmt.name}")
+        if config.swap_ab or config.cluster_m * config.cluster_n != 1:
+            raise ValueError("the WGMMA weight-only kernel runs unswapped tiles without clusters")
+        has_zeros = fmt.has_zeros
+        if (has_scales or has_zeros) and not (group % K_TILE == 0 or K_TILE % group == 0):
+            raise ValueError(f"group = {group} must divide or be a multiple of the K-tile ({K_TILE})")
+        self.mainloop_operand_names = (("group_scales",) if has_scales else ()) + (("zeros",) if has_zeros else ())
+        super().__init__(config, epilogue, Float32, sm_count=sm_count, l2_warmup=l2_warmup)
+        self.fmt, self.group, self.has_scales, self.has_zeros = fmt, group, has_scales, has_zeros
+        self.words = fmt.bits  # 32-bit words of codes per thread and K-tile (32 values)
+        # decode contexts per row and K-tile: one per group the K-tile touches
+        self.groups_per_tile = max(1, K_TILE // group) if (has_scales or has_zeros) else 0
+
+    # ------------------------------------------------------------------ the A operand: packed codes, registers
+    def make_tiled_mma(self) -> cute.TiledMma:
+        return sm90_utils.make_trivial_tiled_mma(
+            self.b_dtype, self.b_dtype, OperandMajorMode.K, self.b_layout.sm90_mma_major_mode(), self.acc_dtype,
+            self.atom_layout_mnk, tiler_mn=(64, self.config.tile_n), a_source=warpgroup.OperandSource.RMEM)
+
+    def a_stage_bytes(self) -> int:
+        return self.config.tile_m * K_TILE * self.fmt.bits // 8
+
+    def a_tma_tile(self) -> tuple:
+        # (row blocks, int64 words of one block's K-tile)
+        return self.config.tile_m // BLOCK_ROWS, BLOCK_ROWS * K_TILE * self.fmt.bits // 64
+
+    def make_smem_layout_a(self, stages: int):
+        rows, cols = self.a_tma_tile()
+        plain = cute.make_layout((rows, cols, stages), stride=(cols, 1, rows * cols))
+        return cute.make_composed_layout(cute.make_swizzle(0, 4, 3), 0, plain)  # no swizzle: threads read rows
+
+    def make_fragment_a(self, tiled_mma: cute.TiledMma, thr_mma, sA: cute.Tensor) -> cute.Tensor:
+        return tiled_mma.make_fragment_A(thr_mma.partition_shape_A((self.tile_mnk[0], self.tile_mnk[2])))
+
+    # ------------------------------------------------------------------ mainloop
+    @cute.jit
+    def mainloop(self, tiled_mma: cute.TiledMma, ab_pipe, tCrA: cute.Tensor, tCrB: cute.Tensor, acc: cute.Tensor,
+                 read, release, k_begin, k_tiles, tile, tCcD: cute.Tensor, tensors: dict):
+        ct = F16 if cutlass.const_expr(self.b_dtype == cutlass.Float16) else BF16
+        tidx, _, _ = cute.arch.thread_idx()
+        wg = tidx // self.threads_per_wg - 1
+        # This thread's words of stage 0: its warpgroup's block, then 4 * bits bytes per thread.
+        block_bytes = BLOCK_ROWS * K_TILE * self.fmt.bits // 8
+        a_base = (Int32(tensors["sA"].iterator.toint()) + wg * block_bytes
+                  + (tidx % self.threads_per_wg) * (4 * self.words))
+        stage_bytes = self.a_stage_bytes()
+        frags = (tCrA, cute.make_rmem_tensor(tCrA.shape, self.b_dtype))  # even / odd K-tiles
+
+        # The two weight rows this thread's A fragment (and accumulator) covers: WGMMA's fragment sub-mode 1 steps
+        # 8 rows. Rows past N (a ragged last tile) read the last row's parameters; the store drops their results.
+        rows = [tCcD[((0, j, 0), 0, 0)][0] for j in range(2)]
+        params = None
+        if cutlass.const_expr(self.groups_per_tile > 0):
+            src = tensors["group_scales"] if self.has_scales else tensors["zeros"]
+            last = cute.size(src, mode=[0]) - 1
+            rows = [cutlass.min(r, last) for r in rows]
+            n_slots = 2 * self.groups_per_tile
+            params = [(cute.make_rmem_tensor((n_slots,), Float32), cute.make_rmem_tensor((n_slots,), Uint32))
+                      for _ in range(2)]  # even / odd K-tiles
+        k_last = k_begin + k_tiles - 1
+        if cutlass.const_expr(params is not None):
+            self.load_params(tensors, rows, k_begin, params[0])
+            self.load_params(tensors, rows, cutlass.min(k_begin + 1, k_last), params[1])
+
+        read.reset_count()
+        release.reset_count()
+        acc.fill(0)
+        tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
+        for k2 in range(k_tiles // 2):
+            k = k_begin + 2 * k2
+            for h in cutlass.range_constexpr(2):
+                read, release = self.k_tile(tiled_mma, ab_pipe, frags[h], tCrB, acc, read, release, a_base,
+                                            stage_bytes, ct, tensors, rows, None if params is None else params[h],
+                                            cutlass.min(k + 2 + h, k_last), k + h > k_begin)
+        for _ in range(k_tiles % 2):  # an odd count: the last K-tile's parameters are in the even buffer
+            read, release = self.k_tile(tiled_mma, ab_pipe, frags[0], tCrB, acc, read, release, a_base, stage_bytes,
+                                        ct, tensors, rows, None if params is None else params[0], k_last,
+                                        k_tiles > 1)
+        warpgroup.wait_group(0)
+        ab_pipe.consumer_release(release)
+        release.advance()
+        return read, release
+
+    @cute.jit
+    def k_tile(self, tiled_mma: cute.TiledMma, ab_pipe, frag: cute.Tensor, tCrB: cute.Tensor, acc: cute.Tensor,
+               read, release, a_base, stage_bytes, ct, tensors: dict, rows, params, reload_k, release_previous):
+        """One K-tile: wait for its stage, decode this thread's codes into ``frag`` (whose last WGMMAs, two K-tiles
+        ago, completed at the previous K-tile's wait), issue the four WGMMAs, keep them in flight and release the
+        previous K-tile's stage once its WGMMAs are done. Returns the advanced pipeline states."""
+        ab_pipe.consumer_wait(read)
+        words = ptx.ld_shared_words(a_base + read.index * stage_bytes, self.words)
+        ctxs = self.decode_contexts(ct, params)
+        if cutlass.const_expr(params is not None):
+            self.load_params(tensors, rows, reload_k, params)  # the contexts are taken: reload in place
+        self.decode(words, frag, ct, ctxs)
+        warpgroup.fence()
+        for kb in cutlass.range_constexpr(cute.size(frag, mode=[2])):
+            cute.gemm(tiled_mma, acc, frag[(None, None, kb)], tCrB[(None, None, kb, read.index)], acc)
+        warpgroup.commit_group()
+        warpgroup.wait_group(1)
+        if release_previous:
+            ab_pipe.consumer_release(release)
+            release.advance()
+        read.advance()
+        return read, release
+
+    @cute.jit
+    def load_params(self, tensors: dict, rows, kk, dst):
+        """dst <- K-tile ``kk``'s group scales (f32) and zero points of the thread's two rows, slot j * G + g for row
+        j and the g-th group the K-tile touches."""
+        scales, zeros = dst
+        first_group = kk * K_TILE // self.group
+        for j in cutlass.range_constexpr(2):
+            for g in cutlass.range_constexpr(self.groups_per_tile):
+                slot = j * self.groups_per_tile + g
+                if cutlass.const_expr(self.has_scales):
+                    scales[slot] = tensors["group_scales"][(rows[j], first_group + g)].to(Float32)
+                if cutlass.const_expr(self.has_zeros):
+                    zeros[slot] = tensors["zeros"][(rows[j], first_group + g)].to(Uint32)
+
+    @cute.jit
+    def decode_contexts(self, ct, params):
+        """The format's decode context of each (row, group) slot; [None] without group parameters."""
+        if cutlass.const_expr(params is None):
+            return [None, None]
+        scales, zeros = params
+        return [self.fmt.group_ctx(ct, scales[s] if self.has_scales else None, zeros[s] if self.has_zeros else None)
+                for s in range(2 * self.groups_per_tile)]
+
+    @cute.jit
+    def decode(self, words, frag: cute.Tensor, ct, ctxs):
+        """Pair P = 4 * kb + p of the thread's K-tile (p: 0 row r / K c, 1 row r + 8 / K c, 2 row r / K c + 8, 3 row
+        r + 8 / K c + 8) is pair P % ppw of word P // ppw; it lands in register p of k-block kb of ``frag``."""
+        regs = cute.recast_tensor(frag, Uint32)
+        ppw = self.fmt.pairs_per_word
+        prepared = [self.fmt.prepare_word(w, ct) for w in words]
+        for pair in cutlass.range_constexpr(PAIRS_PER_K_TILE):
+            kb, p = pair // 4, pair % 4
+            row = p % 2
+            slot = 0
+            if cutlass.const_expr(self.groups_per_tile > 0):
+                slot = row * self.groups_per_tile + kb * 16 * self.groups_per_tile // K_TILE
+            regs[pair] = self.fmt.decode_pair(prepared[pair // ppw], pair % ppw, ct, ctxs[slot])

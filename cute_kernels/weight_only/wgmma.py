@@ -1,0 +1,242 @@
+"""Host side of the weight-only WGMMA path (``sm90/weight_only_wgmma.py``): the weight blob, the tile choice, compile
+and launch. Serves 1/2/4-bit formats (the seed's signed codes with optional group scales, and AWQ) with fp16/bf16
+activations at the token counts between the decode path and the dense path (``config.py`` decides where).
+
+The blob. The kernel wants each thread's WGMMA A fragment of a K-tile in a few consecutive 32-bit words, so the
+codes are re-ordered once per weight tensor (``blob_from_codes``) and cached beside it (``cached_blob``: keyed by the
+source tensor's storage and version, dropped when the source is garbage collected, like ``awq_repack``). The blob
+holds the same bits as the packed weight (plus padding of N to 64 rows and K to 64 values). The codes are the
+formats' own (``formats.bitpack`` / ``awq_repack``): the decode is the one the mma.sync kernel runs.
+"""
+
+import weakref
+from dataclasses import replace
+from functools import lru_cache
+
+import torch
+
+from ..configs import TileConfig, best_split
+from ..jit_cache import cached_compile
+from .formats import format_by_key
+
+BLOCK_ROWS = 64
+K_TILE = 64
+THREADS = 128  # one warpgroup per 64-row block
+MAX_SPLIT_K = 8
+
+# ---------------------------------------------------------------------------------------------------- the blob
+def codes_from_packed(packed: torch.Tensor, bits: int, k: int) -> torch.Tensor:
+    """uint8 [N, K * bits / 8] packed LSB-first (value k at bit (k * bits) % 8 of byte k * bits // 8) -> the raw
+    codes uint8 [N, k] (not decoded: a code is what the format's decode reads)."""
+    per_byte = 8 // bits
+    shifts = torch.arange(0, 8, bits, device=packed.device, dtype=torch.uint8)
+    codes = (packed.unsqueeze(-1) >> shifts) & ((1 << bits) - 1)
+    return codes.reshape(packed.shape[0], packed.shape[1] * per_byte)[:, :k]
+
+@lru_cache(maxsize=None)
+def _fragment_index(bits: int, fmt_key: str) -> tuple[list[int], int]:
+    """For one 64 x 64 block: the flat (row * 64 + k) index of every code of the blob's block order [thread, word,
+    element] (elements of a word LSB-first), and the elements per word. Pair P = 4 * kb + p of a thread's K-tile is
+    pair P % ppw of word P // ppw (see WeightOnlyWgmmaSm90.decode); pair q of a word holds elements
+    ``pair_elems(q)`` = (low half, high half), i.e. K c and c + 1 of the pair's row."""
+    fmt = format_by_key(fmt_key)
+    epw, ppw = fmt.values_per_word, fmt.pairs_per_word
+    element_of = {}
+    for q in range(ppw):
+        lo, hi = fmt.pair_elems(q)
+        element_of[lo], element_of[hi] = (q, 0), (q, 1)
+    index = []
+    for t in range(THREADS):
+        warp, lane = divmod(t, 32)
+        g, t4 = divmod(lane, 4)
+        for word in range(bits):
+            for e in range(epw):
+                q, half = element_of[e]
+                pair = word * ppw + q
+                kb, p = divmod(pair, 4)
+                row = warp * 16 + g + 8 * (p % 2)
+                kk = kb * 16 + 2 * t4 + 8 * (p // 2) + half
+                index.append(row * K_TILE + kk)
+    return index, epw
+
+def blob_from_codes(codes: torch.Tensor, bits: int, fmt_key: str) -> torch.Tensor:
+    """codes [N, K] (integers in [0, 2^bits)) -> int64 blob [ceil(N/64), ceil(K/64) * W], W = 64 * bits: block
+    (row block rb, K-tile kt) at [rb, kt * W:(kt + 1) * W] (see the kernel's docstring); padding codes are 0."""
+    n, k = codes.shape
+    rb, kt = -(-n // BLOCK_ROWS), -(-k // K_TILE)
+    padded = torch.zeros((rb * BLOCK_ROWS, kt * K_TILE), dtype=torch.int64, device=codes.device)
+    padded[:n, :k] = codes.to(torch.int64)
+    blocks = padded.view(rb, BLOCK_ROWS, kt, K_TILE).permute(0, 2, 1, 3).reshape(rb, kt, BLOCK_ROWS * K_TILE)
+    index, epw = _fragment_index(bits, fmt_key)
+    idx = torch.tensor(index, device=codes.device)
+    vals = blocks[:, :, idx].view(rb, kt, THREADS * bits, epw)
+    shifts = torch.arange(epw, device=codes.device, dtype=torch.int64) * bits
+    words = (vals << shifts).sum(-1)  # < 2^32
+    words = torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
+    return words.reshape(rb, kt * THREADS * bits).view(torch.int64)
+
+def codes_from_blob(blob: torch.Tensor, bits: int, fmt_key: str, n: int, k: int) -> torch.Tensor:
+    """The inverse of ``blob_from_codes`` (tests and inspection): int64 blob -> codes [n, k] int64."""
+    rb = blob.shape[0]
+    words = blob.view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+    kt = words.shape[1] // (THREADS * bits)
+    index, epw = _fragment_index(bits, fmt_key)
+    shifts = torch.arange(epw, device=blob.device, dtype=torch.int64) * bits
+    vals = (words.view(rb, kt, THREADS * bits, 1) >> shifts) & ((1 << bits) - 1)
+    blocks = torch.zeros((rb, kt, BLOCK_ROWS * K_TILE), dtype=torch.int64, device=blob.device)
+    blocks[:, :, torch.tensor(index, device=blob.device)] = vals.reshape(rb, kt, -1)
+    dense = blocks.view(rb, kt, BLOCK_ROWS, K_TILE).permute(0, 2, 1, 3).reshape(rb * BLOCK_ROWS, kt * K_TILE)
+    return dense[:n, :k]
+
+_blobs: dict[tuple, torch.Tensor] = {}
+
+def cached_blob(source: torch.Tensor, bits: int, fmt_key: str, k: int, codes_fn) -> torch.Tensor:
+    """The blob of ``source`` (a packed weight tensor), built by ``blob_from_codes(codes_fn(), ...)`` on first use;
+    rebuilt after an in-place update of ``source`` (its version), dropped when ``source`` is garbage collected."""
+    key = (source.data_ptr(), source._version, tuple(source.shape), source.dtype, source.device, bits, fmt_key, k)
+    hit = _blobs.get(key)
+    if hit is None:
+        hit = _blobs[key] = blob_from_codes(codes_fn(), bits, fmt_key)
+        weakref.finalize(source, _blobs.pop, key, None)
+    return hit
+
+def clear_cache() -> None:
+    _blobs.clear()
+
+# ---------------------------------------------------------------------------------------------------- tiles
+TILE_N_CHOICES = (32, 64, 128, 256)  # tokens per tile (WGMMA N)
+
+def select_config(m: int, n: int, k: int, sm_count: int = 132) -> TileConfig:
+    """128 weight rows (two consumer warpgroups) x the narrowest token width that covers M (256 above), K split in
+    up to 8 slices where the tiles alone leave SMs idle (the wave model of ``configs.best_split``)."""
+    tile_n = next((t for t in TILE_N_CHOICES if t >= m), TILE_N_CHOICES[-1])
+    cfg = TileConfig(tile_m=128, tile_n=tile_n, cluster_m=1, cluster_n=1)
+    tiles = -(-n // cfg.tile_m) * -(-m // tile_n)
+    slices = best_split(tiles, cfg.tile_m, MAX_SPLIT_K, -(-k // K_TILE), sm_count)
+    return replace(cfg, split_k=slices)
+
+def shipped_configs() -> list[TileConfig]:
+    """Every config ``select_config`` returns (split rows compile one variant for any slice count > 1)."""
+    return [TileConfig(tile_m=128, tile_n=t, cluster_m=1, cluster_n=1, split_k=s)
+            for t in TILE_N_CHOICES for s in (1, MAX_SPLIT_K)]
+
+# ---------------------------------------------------------------------------------------------------- compile
+def build(fmt_key: str, x_dtype: torch.dtype, out_dtype: torch.dtype, scale_dtype, group: int, cfg: TileConfig,
+          sm_count: int = 132, extra_options: str = ""):
+    """Compile one variant from fake tensors. Call signature of the result:
+    ``fn(blob, x, out, scale, group_scales, zeros[, workspace, semaphores, num_splits])`` with torch tensors (None
+    for an absent group_scales / zeros), scale a float (signed formats; ignored by AWQ's tree)."""
+    import cutlass
+    import cutlass.cute as cute
+
+    from ..compile_utils import fake_stream, fake_tensor, fake_vector, kernel_view
+    from ..epilogues import Accumulator, Compute, EpilogueTree, ScalarArgument
+    from ..sm90.weight_only_wgmma import WeightOnlyWgmmaSm90
+    from .compile import cutlass_dtype
+
+    fmt = format_by_key(fmt_key)
+    xd, od = cutlass_dtype(x_dtype), cutlass_dtype(out_dtype)
+    sd = None if scale_dtype is None else cutlass_dtype(scale_dtype)
+    m, n, k = cute.sym_int32(), cute.sym_int32(divisibility=8), cute.sym_int32(divisibility=8)
+    f_blob = fake_tensor(cutlass.Int64, (cute.sym_int32(), cute.sym_int32(divisibility=2)), stride_div=2)
+    fx = fake_tensor(xd, (m, k), stride_div=8)
+    fo = fake_tensor(od, (m, n), stride_div=8)
+    groups = cute.sym_int32()
+    f_gs = None if sd is None else fake_tensor(sd, (n, groups), align=sd.width // 8)
+    f_z = fake_tensor(cutlass.Uint8, (n, groups), align=1) if fmt.has_zeros else None
+    # AWQ's scales are in the decode; the signed formats' per-tensor scale multiplies the fp32 accumulator.
+    root = Accumulator() if fmt.has_zeros else Compute("mul", Accumulator(), ScalarArgument("scale"))
+    tree = EpilogueTree(root)
+    kernel = WeightOnlyWgmmaSm90(cfg, tree, fmt, group, sd is not None, sm_count=sm_count)
+    options = f"--enable-tvm-ffi --gpu-arch sm_90a {extra_options}".strip()
+
+    def operands(scale, gs, zeros):
+        named = {"scale": scale, "group_scales": gs, "zeros": zeros}
+        return tuple(named[name] for name in kernel.operand_names)
+
+    if cfg.split_k == 1:
+        @cute.jit
+        def launch(blob: cute.Tensor, x: cute.Tensor, out: cute.Tensor, scale: cutlass.Float32, gs, zeros, stream):
+            kernel(kernel_view(blob, 0, 1), kernel_view(x, 0, 1), kernel_view(out, 1, 0), operands(scale, gs, zeros),
+                   stream)
+
+        return cute.compile(launch, f_blob, fx, fo, cutlass.Float32(1.0), f_gs, f_z, fake_stream(), options=options)
+
+    @cute.jit
+    def launch_split(blob: cute.Tensor, x: cute.Tensor, out: cute.Tensor, scale: cutlass.Float32, gs, zeros,
+                     workspace: cute.Tensor, semaphore: cute.Tensor, num_splits: cutlass.Int32, stream):
+        kernel(kernel_view(blob, 0, 1), kernel_view(x, 0, 1), kernel_view(out, 1, 0), operands(scale, gs, zeros),
+               stream, (workspace, semaphore, num_splits))
+
+    f_ws = fake_vector(cutlass.Float32, cute.sym_int32(), align=16)
+    f_sem = fake_vector(cutlass.Int32, cute.sym_int32())
+    return cute.compile(launch_split, f_blob, fx, fo, cutlass.Float32(1.0), f_gs, f_z, f_ws, f_sem, cutlass.Int32(1),
+                        fake_stream(), options=options)
+
+def compile_wgmma(fmt_key: str, x_dtype, out_dtype, scale_dtype, group: int, cfg: TileConfig, sm_count: int):
+    split_cfg = cfg if cfg.split_k == 1 else replace(cfg, split_k=MAX_SPLIT_K)  # one variant for any slice count
+    key = ("sm_90a", fmt_key, str(x_dtype), str(out_dtype), str(scale_dtype), group, split_cfg.key, sm_count)
+    return cached_compile("weight_only_wgmma", key,
+                          lambda: build(fmt_key, x_dtype, out_dtype, scale_dtype, group, split_cfg, sm_count))
+
+def run(fmt_key: str, bits: int, blob: torch.Tensor, x: torch.Tensor, out: torch.Tensor, scale: float,
+        group_scales, zeros, group: int, cfg: TileConfig, sm_count: int) -> torch.Tensor:
+    """Launch on validated operands: x [M, K], out [M, N], blob of the [N, K] weight."""
+    from ..ops.split_k import launch_planned
+
+    m, k = x.shape
+    n = out.shape[1]
+    scale_dtype = None if group_scales is None else group_scales.dtype
+    fn = compile_wgmma(fmt_key, x.dtype, out.dtype, scale_dtype, group, cfg, sm_count)
+    split = None
+    if cfg.split_k > 1:
+        tiles = -(-n // cfg.tile_m) * -(-m // cfg.tile_n)
+        split = (cfg.split_k, tiles * cfg.split_k * cfg.tile_m * cfg.tile_n, tiles)
+    launch_planned(fn, (blob, x, out, float(scale), group_scales, zeros), split, x.device, torch.float32)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------- entry points
+NO_GROUP = K_TILE  # the group of a call without group parameters (compiles one variant)
+
+
+def eligible(x: torch.Tensor, bits: int, n: int, k: int, group: int | None, out_dtype: torch.dtype, arch: str) -> bool:
+    """Whether this path can run the problem: an SM90 GPU, fp16/bf16 x with 16-byte rows and out in x's dtype, a
+    1/2/4-bit format, 16-byte output rows (N % 8), and groups that tile the 64-value K-tile (32 or a multiple of
+    64; None: no group parameters)."""
+    return (arch == "sm_90a" and x.dtype in (torch.float16, torch.bfloat16) and out_dtype == x.dtype
+            and bits in (1, 2, 4) and k % 8 == 0 and n % 8 == 0
+            and (group is None or group == 32 or group % K_TILE == 0))
+
+
+class WgmmaPlan:
+    """One problem shape's launch on this path, callable with the weight-only ops' warm-path signature
+    ``plan(x, w, out, scale, group_scales, zeros, group)``: ``w`` is the format's packed weight (quantized_mm's
+    ``w_packed``, or AWQ's repacked ``AwqKernelWeights.w``), whose blob is looked up (or built) per call."""
+
+    def __init__(self, fmt_key: str, bits: int, cfg: TileConfig, sm_count: int):
+        self.fmt_key, self.bits, self.cfg, self.sm_count = fmt_key, bits, cfg, sm_count
+
+    def __call__(self, x, w, out, scale, group_scales, zeros, group):
+        k = x.shape[1]
+        blob = cached_blob(w, self.bits, self.fmt_key, k, lambda: codes_from_packed(w, self.bits, k))
+        if group_scales is None and zeros is None:
+            group = NO_GROUP
+        return run(self.fmt_key, self.bits, blob, x, out, scale, group_scales, zeros, group, self.cfg,
+                   self.sm_count)
+
+
+def quantized_mm_wgmma(x: torch.Tensor, w_packed: torch.Tensor, out: torch.Tensor, scale: float, bits: int,
+                       group_scales, group: int, sm_count: int, cfg: TileConfig | None = None) -> torch.Tensor:
+    """``quantized_mm`` on this path, for checked operands (``eligible``): x [M, K] with 16-byte rows."""
+    m, k = x.shape
+    cfg = cfg or select_config(m, w_packed.shape[0], k, sm_count)
+    return WgmmaPlan(f"int{bits}", bits, cfg, sm_count)(x, w_packed, out, scale, group_scales, None, group)
+
+
+def awq_gemm_wgmma(x: torch.Tensor, kw, out: torch.Tensor, sm_count: int,
+                   cfg: TileConfig | None = None) -> torch.Tensor:
+    """``awq_gemm`` on this path; ``kw``: the checkpoint's ``awq_repack.AwqKernelWeights``."""
+    m, k = x.shape
+    cfg = cfg or select_config(m, kw.w.shape[0], k, sm_count)
+    return WgmmaPlan("awq", 4, cfg, sm_count)(x, kw.w, out, 1.0, kw.scales, kw.zeros, kw.group)

@@ -1,0 +1,135 @@
+"""CPU tier of the weight-only WGMMA path: the blob layout (against the WGMMA A fragment the DSL lays out), the
+dispatch rule, and every shipped variant compiled for sm_90a with its SASS read (register-sourced HGMMA, no spills).
+"""
+
+import pytest
+import torch
+
+from cute_kernels.configs import TileConfig
+from cute_kernels.formats.bitpack import pack_weights
+from cute_kernels.weight_only import config, wgmma
+
+FORMATS = [(4, "int4"), (4, "awq"), (2, "int2"), (1, "int1")]
+
+
+@pytest.mark.parametrize("bits,fmt_key", FORMATS)
+@pytest.mark.parametrize("n,k", [(64, 64), (200, 300), (8, 1088)])
+def test_blob_round_trip(bits, fmt_key, n, k):
+    codes = torch.randint(0, 1 << bits, (n, k))
+    blob = wgmma.blob_from_codes(codes, bits, fmt_key)
+    assert blob.dtype == torch.int64
+    assert blob.shape == (-(-n // 64), -(-k // 64) * 64 * bits)
+    assert torch.equal(wgmma.codes_from_blob(blob, bits, fmt_key, n, k), codes)
+
+
+def test_blob_padding_is_zero_codes():
+    codes = torch.full((3, 5), 15)
+    back = wgmma.codes_from_blob(wgmma.blob_from_codes(codes, 4, "int4"), 4, "int4", 64, 64)
+    assert back[:3, :5].eq(15).all() and back.sum() == 15 * 15
+
+
+@pytest.mark.parametrize("bits", [1, 2, 4])
+def test_codes_from_packed_match_the_packing(bits):
+    lo, hi = {1: (-1, 1), 2: (-2, 1), 4: (-8, 7)}[bits]
+    w = torch.randint(lo, hi + 1, (24, 96))
+    if bits == 1:
+        w = torch.where(w >= 0, 1, -1)
+    codes = wgmma.codes_from_packed(pack_weights(w, bits), bits, 96)
+    expected = {1: (w > 0).to(torch.uint8), 2: (w + 2).to(torch.uint8), 4: (w & 15).to(torch.uint8)}[bits]
+    assert torch.equal(codes, expected)
+
+
+def test_fragment_order_is_the_wgmma_a_fragment():
+    """The blob puts pair P = 4 * kb + p of a thread at (row, K) = the DSL's own register-sourced WGMMA A fragment
+    coordinates of register p of k-block kb (bf16, 64-row atom; two atoms = two consumer warpgroups)."""
+    import cutlass
+    import cutlass.cute as cute
+    import cutlass.utils.hopper_helpers as sm90_utils
+    from cutlass.cute.nvgpu import OperandMajorMode, warpgroup
+
+    coords = {}
+
+    @cute.jit
+    def trace():
+        tiled = sm90_utils.make_trivial_tiled_mma(
+            cutlass.BFloat16, cutlass.BFloat16, OperandMajorMode.K, OperandMajorMode.K, cutlass.Float32, (2, 1, 1),
+            tiler_mn=(64, 64), a_source=warpgroup.OperandSource.RMEM)
+        ident = cute.make_identity_tensor((128, 64))
+        for t in (0, 1, 5, 33, 70, 127, 128, 200):
+            part = tiled.get_slice(t).partition_A(ident)
+            coords[t] = [part[v + 8 * kb] for kb in range(4) for v in range(8)]  # flat: ((2,2,2),1,4)
+
+    cute.compile(trace)
+    index, epw = wgmma._fragment_index(4, "int4")  # [thread][word = k-block][element]; pair p = elements p, p + 4
+    for t, cs in coords.items():
+        wg, tw = divmod(t, 128)
+        for kb in range(4):
+            for p in range(4):
+                for half in range(2):
+                    row, col = cs[kb * 8 + 2 * p + half]  # register p holds values 2p (low half), 2p + 1
+                    flat = index[tw * 4 * epw + kb * epw + p + 4 * half]
+                    assert (row - 64 * wg, col) == divmod(flat, 64), (t, kb, p, half)
+
+
+def test_select_config_and_shipped_configs():
+    cfg = wgmma.select_config(40, 4096, 4096, 132)
+    assert (cfg.tile_m, cfg.tile_n) == (128, 64) and cfg.split_k == 4  # 32 tiles: 4 K slices fill 128 SMs
+    assert wgmma.select_config(17, 14336, 4096, 132).split_k == 1  # 112 tiles: one wave already
+    assert wgmma.select_config(1000, 8192, 8192, 132).tile_n == 256
+    shipped = wgmma.shipped_configs()
+    for m, n, k in ((17, 4096, 4096), (200, 14336, 4096), (1000, 8192, 8192)):
+        c = wgmma.select_config(m, n, k, 132)
+        assert TileConfig(c.tile_m, c.tile_n, 1, 1, split_k=1 if c.split_k == 1 else wgmma.MAX_SPLIT_K) in shipped
+
+
+def test_dispatch_rule():
+    # quantized_mm with a dense path: WGMMA from 17 tokens to WGMMA_MAX_M, dense above
+    top = config.WGMMA_MAX_M
+    assert config.select_tile(4, 16, 8192, 132, dense=True, wgmma=True, k=8192)[0] == "decode"
+    assert config.select_tile(4, 17, 8192, 132, dense=True, wgmma=True, k=8192)[0] == "wgmma"
+    assert config.select_tile(4, top, 4096, 132, dense=True, wgmma=True, k=4096)[0] == "wgmma"
+    assert config.select_tile(4, top + 1, 4096, 132, dense=True, wgmma=True, k=4096)[0] == "dense"
+    # the fused AWQ GEMM has no dense path: WGMMA at every M above the decode path
+    assert config.select_tile(4, 2 * top, 4096, 132, scaled=True, awq=True, k=4096, wgmma=True)[0] == "wgmma"
+    # not eligible: as before
+    assert config.select_tile(4, 64, 4096, 132, dense=True, k=4096)[0] == "tensor_core"
+    with pytest.raises(ValueError, match="path='wgmma' is not available"):
+        config.select_tile(4, 64, 4096, 132, path="wgmma", k=4096)
+    assert config.awq_dense_min_tokens(8192, wgmma=True) == top + 1
+    assert config.awq_dense_min_tokens(4096) == config.DECODE_MAX_M + 1  # without the WGMMA path: unchanged
+
+
+def test_eligible():
+    x = torch.empty(32, 4096, dtype=torch.bfloat16)
+    assert wgmma.eligible(x, 4, 4096, 4096, 128, torch.bfloat16, "sm_90a")
+    assert wgmma.eligible(x, 1, 4096, 4096, None, torch.bfloat16, "sm_90a")
+    assert not wgmma.eligible(x, 4, 4096, 4096, 128, torch.bfloat16, "sm_80")  # no WGMMA before SM90
+    assert not wgmma.eligible(x, 8, 4096, 4096, None, torch.bfloat16, "sm_90a")  # 8-bit: not this path
+    assert not wgmma.eligible(x.float(), 4, 4096, 4096, None, torch.float32, "sm_90a")
+    assert not wgmma.eligible(x, 4, 4096, 4096, None, torch.float32, "sm_90a")  # out dtype != x dtype
+    assert not wgmma.eligible(x, 4, 4092, 4096, None, torch.bfloat16, "sm_90a")  # N % 8
+    assert not wgmma.eligible(x, 4, 4096, 4096, 96, torch.bfloat16, "sm_90a")  # group straddles K-tiles
+
+
+COMPILED = [("int4", 4, torch.bfloat16, torch.bfloat16, 128, t, s) for t in wgmma.TILE_N_CHOICES for s in (1, 8)] + [
+    ("int4", 4, torch.float16, None, 64, 64, 8), ("int4", 4, torch.bfloat16, torch.float32, 32, 64, 1),
+    ("awq", 4, torch.float16, torch.float16, 128, 64, 8), ("awq", 4, torch.bfloat16, torch.bfloat16, 64, 256, 1),
+    ("int2", 2, torch.bfloat16, None, 64, 128, 8), ("int1", 1, torch.float16, torch.float16, 128, 32, 1)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt_key,bits,x_dtype,scale_dtype,group,tile_n,split", COMPILED)
+def test_compiles_with_register_sourced_hgmma(fmt_key, bits, x_dtype, scale_dtype, group, tile_n, split):
+    from cute_kernels.sass import compile_with_artifacts, summarize_cubin
+
+    cfg = TileConfig(tile_m=128, tile_n=tile_n, cluster_m=1, cluster_n=1, split_k=split)
+    compiled = compile_with_artifacts(
+        lambda o: wgmma.build(fmt_key, x_dtype, x_dtype, scale_dtype, group, cfg, extra_options=o))
+    s = summarize_cubin(compiled.artifacts.CUBIN)
+    suffix = "BF16" if x_dtype == torch.bfloat16 else ""
+    hgmma = [op for op in s.mma if op.startswith(f"HGMMA.64x{tile_n}x16.F32") and op.endswith(suffix)]
+    assert hgmma, dict(s.mma)
+    # A from registers: every HGMMA reads its A operand from a register, B from a shared-memory descriptor
+    lines = [ln for ln in s.text.splitlines() if "HGMMA" in ln]
+    assert lines and all("gdesc" in ln and ", R" in ln.split("HGMMA")[1] for ln in lines), lines[:2]
+    assert s.local_memory_ops == 0

@@ -1,0 +1,117 @@
+"""GPU tier of the weight-only WGMMA path, through the public ops (quantized_mm, awq_gemm, awq_linear): every
+1/2/4-bit format and AWQ, fp16/bf16, group sizes 32 / 64 / 128 / IC, ragged N and K, split and unsplit tiles, several
+token tiles; float64 references, fresh random inputs, NaN-poisoned outputs; the cached blob follows in-place weight
+updates.
+"""
+
+import pytest
+import torch
+
+from cute_kernels import awq_gemm, awq_linear
+from cute_kernels.formats.awq import awq_quantize
+from cute_kernels.formats.bitpack import quantize_weights
+from cute_kernels.reference import awq_gemm_ref, quantized_mm_ref
+from cute_kernels.weight_only import quantized_mm, wgmma
+
+from .conftest import poisoned
+
+pytestmark = pytest.mark.gpu
+
+TOL = {torch.bfloat16: 8e-3, torch.float16: 1.5e-3}
+
+
+def _err(out, ref):
+    assert not out.isnan().any(), "unwritten (NaN) outputs"
+    return ((out.double().cpu() - ref).abs().max() / ref.abs().max()).item()
+
+
+@pytest.mark.parametrize("bits", [4, 2, 1])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("m,n,k,group", [(17, 200, 1088, None), (40, 4096, 4096, 128), (130, 264, 512, 64),
+                                         (256, 520, 2048, 32), (600, 136, 1152, None)])
+def test_quantized_mm(bits, dtype, m, n, k, group):
+    torch.manual_seed(bits * 1000 + m)
+    x = torch.randn(m, k, dtype=dtype, device="cuda")
+    w, scale, gs = quantize_weights(torch.randn(n, k, device="cuda"), bits, group)
+    if gs is not None and bits == 4:
+        gs = gs.to(dtype)  # group scales in x's dtype (4-bit) and in float32 (1/2-bit)
+    out = poisoned((m, n), dtype)
+    assert quantized_mm(x, w, scale, bits, gs, out=out, path="wgmma") is out
+    ref = quantized_mm_ref(x.cpu(), w.cpu(), scale, bits, None if gs is None else gs.float().cpu())
+    assert _err(out, ref) < TOL[dtype]
+
+
+def test_quantized_mm_default_dispatch_and_warm_calls():
+    torch.manual_seed(7)
+    m, n, k = 64, 1024, 2048
+    x = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
+    w, scale, gs = quantize_weights(torch.randn(n, k, device="cuda"), 4, 128)
+    ref = quantized_mm_ref(x.cpu(), w.cpu(), scale, 4, gs.cpu())
+    for _ in range(3):  # the first call plans (WGMMA path at 64 tokens), the next ones take the warm path
+        out = poisoned((m, n), torch.bfloat16)
+        quantized_mm(x, w, scale, 4, gs, out=out)
+        assert _err(out, ref) < TOL[torch.bfloat16]
+    # an in-place update of the weight rebuilds the cached blob (its version is part of the key)
+    w.copy_(torch.flip(w, dims=[0]))
+    gs.copy_(torch.flip(gs, dims=[0]))
+    out = quantized_mm(x, w, scale, 4, gs)
+    assert _err(out, quantized_mm_ref(x.cpu(), w.cpu(), scale, 4, gs.cpu())) < TOL[torch.bfloat16]
+
+
+def test_unaligned_x_is_copied():
+    torch.manual_seed(3)
+    m, n, k = 33, 256, 512
+    base = torch.randn(m * k + 4, dtype=torch.float16, device="cuda")
+    x = base[4:].view(m, k)  # 8-byte offset: not 16-byte aligned
+    w, scale, _ = quantize_weights(torch.randn(n, k, device="cuda"), 4)
+    out = quantized_mm(x, w, scale, 4, path="wgmma")
+    assert _err(out, quantized_mm_ref(x.cpu(), w.cpu(), scale, 4)) < TOL[torch.float16]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("m,oc,ic,group", [(17, 200, 1024, 128), (64, 4096, 4096, 128), (257, 1032, 2048, 64),
+                                           (33, 520, 4096, 4096), (1000, 512, 1024, 32)])
+def test_awq_gemm(dtype, m, oc, ic, group):
+    torch.manual_seed(m + oc)
+    x = torch.randn(m, ic, dtype=dtype, device="cuda")
+    qweight, qzeros, scales = awq_quantize(torch.randn(ic, oc, device="cuda") * 0.05, group, dtype)
+    ref = awq_gemm_ref(x.cpu(), qweight.cpu(), scales.cpu(), qzeros.cpu())
+    for _ in range(2):  # default dispatch (WGMMA above 16 tokens on SM90), then the warm path
+        out = poisoned((m, oc), dtype)
+        awq_gemm(x, qweight, scales, qzeros, out=out)
+        assert _err(out, ref) < TOL[dtype]
+
+
+@pytest.mark.parametrize("tokens", [16, 17, 300, 4096, 4097])
+def test_awq_linear_across_the_switch(tokens):
+    torch.manual_seed(tokens)
+    ic, oc = 1024, 512  # decode path up to 16 tokens, WGMMA up to 4096, dense above
+    x = torch.randn(tokens, ic, dtype=torch.float16, device="cuda")
+    qweight, qzeros, scales = awq_quantize(torch.randn(ic, oc, device="cuda") * 0.05, 128, torch.float16)
+    bias = torch.randn(oc, dtype=torch.float16, device="cuda")
+    out = awq_linear(x, qweight, scales, qzeros, bias)
+    ref = awq_gemm_ref(x.cpu(), qweight.cpu(), scales.cpu(), qzeros.cpu()) + bias.double().cpu()
+    assert _err(out, ref) < TOL[torch.float16]
+
+
+def test_forced_wgmma_path_rejects_what_it_cannot_run():
+    x = torch.randn(32, 256, dtype=torch.float32, device="cuda")
+    w, scale, _ = quantize_weights(torch.randn(64, 256, device="cuda"), 4)
+    with pytest.raises(ValueError, match="path='wgmma' is not available"):
+        quantized_mm(x, w, scale, 4, path="wgmma")  # fp32 x
+    w8, s8, _ = quantize_weights(torch.randn(64, 256, device="cuda"), 8)
+    with pytest.raises(ValueError, match="path='wgmma' is not available"):
+        quantized_mm(x.half(), w8, s8, 8, path="wgmma")  # 8-bit
+
+
+def test_blob_cache_is_dropped_with_the_weight():
+    import gc
+
+    wgmma.clear_cache()
+    x = torch.randn(32, 256, dtype=torch.bfloat16, device="cuda")
+    w, scale, _ = quantize_weights(torch.randn(64, 256, device="cuda"), 4)
+    quantized_mm(x, w, scale, 4, path="wgmma")
+    assert len(wgmma._blobs) == 1
+    del w
+    gc.collect()
+    assert len(wgmma._blobs) == 0
