@@ -1,7 +1,8 @@
 """Benchmark AWQ: awq_gemm (fused), awq_dequantize + torch.matmul, awq_linear, vs fp16 torch.matmul.
 
 Columns, timed in the same run on the same AutoAWQ-layout tensors (fp16 x, group 128):
-  fused     cute_kernels.awq_gemm (repack cache warm; the one-time repack is timed separately, ``repack_ms``)
+  fused     cute_kernels.awq_gemm (repack cache warm; the one-time repack is timed separately, ``repack_ms``); on
+            SM90 from 17 tokens the WGMMA path (its weight blob built in the warm-up, not timed)
   deq+mm    cute_kernels.awq_dequantize then torch.matmul (awq_linear's large-M path)
   linear    cute_kernels.awq_linear (dispatch on the token count, config.awq_dense_min_tokens)
   fp16      torch.matmul(x, W_fp16) on a pre-dequantized weight (the baseline the issue's ratios are against)
@@ -84,20 +85,28 @@ def _bench_m(m, ic, oc, dtype, sets, dense, awq_bytes, t_deq, repack_ms, first_c
 
     x = torch.randn(m, ic, device="cuda", dtype=dtype)
     err = _check(awq_gemm(x, *sets[0]), x, *sets[0])
-    ws = sets if m < 64 else sets[:2]
+    ws = sets if m <= 256 else sets[:2]  # up to 256 tokens the fused GEMM streams its weights: from HBM, not L2
     t_fused, how = graph_time_us([lambda s=s: awq_gemm(x, *s) for s in ws])
     t_dmm, _ = graph_time_us([lambda s=s: torch.matmul(x, awq_dequantize(*s)) for s in ws])
     t_lin, _ = graph_time_us([lambda s=s: awq_linear(x, *s) for s in ws])
     t_fp16, _ = graph_time_us([lambda w=w: torch.matmul(x, w) for w in dense])
     row = dict(n=oc, k=ic, m=m, fused_us=t_fused, deq_mm_us=t_dmm, linear_us=t_lin, fp16_us=t_fp16,
                fused_speedup=t_fp16 / t_fused, linear_over_best=t_lin / min(t_fused, t_dmm),
-               linear_path="dense" if m >= config.awq_dense_min_tokens(oc) else "fused",
+               linear_path="dense" if m >= _dense_min_tokens(x, oc, ic, config) else "fused",
                dequant_us=t_deq, dequant_gbs=(awq_bytes + ic * oc * 2) / t_deq / 1e3,
                repack_ms=repack_ms, first_call_ms=first_call_ms, timing=how, max_err=err)
     print(f"OC={oc} IC={ic} M={m:5d} fused {t_fused:8.2f}  deq+mm {t_dmm:8.2f}  linear {t_lin:8.2f}  "
           f"fp16 {t_fp16:8.2f} us  fused x{row['fused_speedup']:.2f}  linear/best "
           f"{row['linear_over_best']:.2f} [{how}]", flush=True)
     return row
+
+
+def _dense_min_tokens(x, oc, ic, config):
+    from cute_kernels import arch
+    from cute_kernels.weight_only import wgmma
+
+    on_wgmma = wgmma.eligible(x, 4, oc, ic, GROUP, x.dtype, arch.current_arch(x.device))
+    return config.awq_dense_min_tokens(oc, wgmma=on_wgmma)
 
 
 def markdown(rows, device):

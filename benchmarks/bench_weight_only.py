@@ -105,10 +105,14 @@ def _bench_one(quantized_mm, select_tile, arch, n, k, bits, m, w_sets, bf_sets, 
     packed_bytes = n * k * bits // 8
     scale = 0.01
     x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
-    path, tile = select_tile(bits, m, n, arch.sm_count(0), dense=True)  # bf16 x: the dense path is available
+    from cute_kernels.weight_only import wgmma
+
+    on_wgmma = wgmma.eligible(x, bits, n, k, None, x.dtype, arch.current_arch(x.device))
+    # bf16 x: the dense path is available; the WGMMA path too for 1/2/4-bit on SM90
+    path, tile = select_tile(bits, m, n, arch.sm_count(0), dense=True, k=k, wgmma=on_wgmma)
     out = quantized_mm(x, w_sets[0], scale, bits)
     err = _check(out, x, w_sets[0], scale, bits) if check else None
-    ws = w_sets if m < 64 else w_sets[:2]
+    ws = w_sets if m <= 256 else w_sets[:2]  # up to 256 tokens the weights stream (WGMMA path): from HBM, not L2
     t_ours, how = graph_time_us([lambda w=w: quantized_mm(x, w, scale, bits) for w in ws])
     variants = {}
     if path == "decode":  # both weight pipelines of the decode tiles, same run (config.DECODE_PLANS picks one)
@@ -123,7 +127,7 @@ def _bench_one(quantized_mm, select_tile, arch, n, k, bits, m, w_sets, bf_sets, 
     if m >= LARGE_M:  # the two large-M paths forced side by side, and the dense path's dequantize alone
         from cute_kernels.weight_only import dequantize_weights
 
-        for p in ("tensor_core", "dense"):
+        for p in ("tensor_core", "dense") + (("wgmma",) if on_wgmma else ()):
             e = _check(quantized_mm(x, w_sets[0], scale, bits, path=p), x, w_sets[0], scale, bits)
             variants[p] = (graph_time_us([lambda w=w, p=p: quantized_mm(x, w, scale, bits, path=p) for w in ws])[0], e)
         t_dequant, _ = graph_time_us([lambda w=w: dequantize_weights(w, bits, k) for w in ws])
@@ -194,8 +198,8 @@ def bench_tc_tiles(n=8192, k=8192, bits=4):
 def markdown(rows, copy_gbs, device):
     lines = [f"Device: {device}; copy bandwidth {copy_gbs:.0f} GB/s (read + write); bf16 x, per-tensor scale.", "",
              "| N | K | bits | M | path | ours µs | bf16 matmul µs | speedup | weight GB/s | % copy BW | TFLOPS | "
-             "tensor core µs | dense µs | dequantize µs (GB/s) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "tensor core µs | dense µs | wgmma µs | dequantize µs (GB/s) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 
     def forced(r, p):
         v = r.get("pipelines", {}).get(p)
@@ -206,7 +210,7 @@ def markdown(rows, copy_gbs, device):
         lines.append(f"| {r['n']} | {r['k']} | {r['bits']} | {r['m']} | {r['path']} | {r['us']:.2f} | "
                      f"{r['bf16_us']:.2f} | {r['speedup']:.2f} | {r['weight_gbs']:.0f} | "
                      f"{100 * r['weight_gbs'] / copy_gbs:.0f}% | {r['tflops']:.1f} | {forced(r, 'tensor_core')} | "
-                     f"{forced(r, 'dense')} | {dq} |")
+                     f"{forced(r, 'dense')} | {forced(r, 'wgmma')} | {dq} |")
     return "\n".join(lines)
 
 
