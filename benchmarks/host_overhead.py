@@ -98,6 +98,14 @@ def main():
     xa = torch.randn(1, 4096, device=dev).half()
     res["awq_gemm M=1 OC=IC=4096"] = host_us(lambda: awq_gemm(xa, qweight, scales, qzeros))
 
+    # the WGMMA path (session 14): 64 tokens, warm plan, with out=
+    xq64 = torch.randn(64, 4096, device=dev).bfloat16()
+    oq64 = torch.empty(64, 4096, device=dev, dtype=torch.bfloat16)
+    res["quantized_mm 4-bit M=64 N=K=4096 (wgmma), out="] = host_us(lambda: quantized_mm(xq64, wq, 0.01, 4, out=oq64))
+    xa64 = torch.randn(64, 4096, device=dev).half()
+    oa64 = torch.empty(64, 4096, device=dev, dtype=torch.float16)
+    res["awq_gemm M=64 OC=IC=4096 (wgmma), out="] = host_us(lambda: awq_gemm(xa64, qweight, scales, qzeros, out=oa64))
+
     res["device"] = torch.cuda.get_device_name()
     for k, v in res.items():
         print(f"{k:62s} {v:6.1f} us" if isinstance(v, float) else f"{k:62s} {v}")

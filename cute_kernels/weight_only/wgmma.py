@@ -179,21 +179,15 @@ def compile_wgmma(fmt_key: str, x_dtype, out_dtype, scale_dtype, group: int, cfg
     return cached_compile("weight_only_wgmma", key,
                           lambda: build(fmt_key, x_dtype, out_dtype, scale_dtype, group, split_cfg, sm_count))
 
-def run(fmt_key: str, bits: int, blob: torch.Tensor, x: torch.Tensor, out: torch.Tensor, scale: float,
-        group_scales, zeros, group: int, cfg: TileConfig, sm_count: int) -> torch.Tensor:
-    """Launch on validated operands: x [M, K], out [M, N], blob of the [N, K] weight."""
-    from ..ops.split_k import launch_planned
-
-    m, k = x.shape
-    n = out.shape[1]
-    scale_dtype = None if group_scales is None else group_scales.dtype
-    fn = compile_wgmma(fmt_key, x.dtype, out.dtype, scale_dtype, group, cfg, sm_count)
+def prepare(fmt_key: str, x_dtype, out_dtype, scale_dtype, group: int, cfg: TileConfig, sm_count: int, m: int,
+            n: int):
+    """(compiled fn, split plan or None) of one problem: what a launch needs besides its tensors."""
+    fn = compile_wgmma(fmt_key, x_dtype, out_dtype, scale_dtype, group, cfg, sm_count)
     split = None
     if cfg.split_k > 1:
         tiles = -(-n // cfg.tile_m) * -(-m // cfg.tile_n)
         split = (cfg.split_k, tiles * cfg.split_k * cfg.tile_m * cfg.tile_n, tiles)
-    launch_planned(fn, (blob, x, out, float(scale), group_scales, zeros), split, x.device, torch.float32)
-    return out
+    return fn, split
 
 
 # ---------------------------------------------------------------------------------------------------- entry points
@@ -216,14 +210,24 @@ class WgmmaPlan:
 
     def __init__(self, fmt_key: str, bits: int, cfg: TileConfig, sm_count: int):
         self.fmt_key, self.bits, self.cfg, self.sm_count = fmt_key, bits, cfg, sm_count
+        self._key, self._launch = None, None  # the last call's variant: the warm path skips compile-cache keys
 
     def __call__(self, x, w, out, scale, group_scales, zeros, group):
+        from ..ops.split_k import launch_planned
+
         k = x.shape[1]
         blob = cached_blob(w, self.bits, self.fmt_key, k, lambda: codes_from_packed(w, self.bits, k))
         if group_scales is None and zeros is None:
             group = NO_GROUP
-        return run(self.fmt_key, self.bits, blob, x, out, scale, group_scales, zeros, group, self.cfg,
-                   self.sm_count)
+        key = (x.dtype, out.dtype, None if group_scales is None else group_scales.dtype, group, x.shape[0],
+               out.shape[1])
+        if key != self._key:
+            self._launch = prepare(self.fmt_key, x.dtype, out.dtype, key[2], group, self.cfg, self.sm_count,
+                                   x.shape[0], out.shape[1])
+            self._key = key
+        fn, split = self._launch
+        launch_planned(fn, (blob, x, out, float(scale), group_scales, zeros), split, x.device, torch.float32)
+        return out
 
 
 def quantized_mm_wgmma(x: torch.Tensor, w_packed: torch.Tensor, out: torch.Tensor, scale: float, bits: int,
