@@ -28,6 +28,15 @@ def test_blob_padding_is_zero_codes():
     assert back[:3, :5].eq(15).all() and back.sum() == 15 * 15
 
 
+@pytest.mark.parametrize("bits,fmt_key", FORMATS)
+def test_blob_from_packed_in_chunks(bits, fmt_key):
+    n, k = 300, 200  # 5 row blocks (the last ragged), K not a multiple of the K-tile
+    packed = torch.randint(0, 256, (n, k * bits // 8), dtype=torch.uint8)
+    whole = wgmma.blob_from_codes(wgmma.codes_from_packed(packed, bits, k), bits, fmt_key)
+    for chunk_rows in (64, 128, 256, None):
+        assert torch.equal(wgmma.blob_from_packed(packed, bits, fmt_key, k, chunk_rows), whole)
+
+
 @pytest.mark.parametrize("bits", [1, 2, 4])
 def test_codes_from_packed_match_the_packing(bits):
     lo, hi = {1: (-1, 1), 2: (-2, 1), 4: (-8, 7)}[bits]

@@ -3,7 +3,7 @@ and launch. Serves 1/2/4-bit formats (the seed's signed codes with optional grou
 activations at the token counts between the decode path and the dense path (``config.py`` decides where).
 
 The blob. The kernel wants each thread's WGMMA A fragment of a K-tile in a few consecutive 32-bit words, so the
-codes are re-ordered once per weight tensor (``blob_from_codes``) and cached beside it (``cached_blob``: keyed by the
+codes are re-ordered once per weight tensor (``blob_from_packed``, in chunks of rows) and cached beside it (``cached_blob``: keyed by the
 source tensor's storage and version, dropped when the source is garbage collected, like ``awq_repack``). The blob
 holds the same bits as the packed weight (plus padding of N to 64 rows and K to 64 values). The codes are the
 formats' own (``formats.bitpack`` / ``awq_repack``): the decode is the one the mma.sync kernel runs.
@@ -88,17 +88,37 @@ def codes_from_blob(blob: torch.Tensor, bits: int, fmt_key: str, n: int, k: int)
     dense = blocks.view(rb, kt, BLOCK_ROWS, K_TILE).permute(0, 2, 1, 3).reshape(rb * BLOCK_ROWS, kt * K_TILE)
     return dense[:n, :k]
 
+CHUNK_CODES = 1 << 22  # codes per chunk of rows in ``blob_from_packed`` (int64 temporaries of ~32 MB each)
+
+
+def blob_from_packed(packed: torch.Tensor, bits: int, fmt_key: str, k: int, chunk_rows: int | None = None):
+    """``blob_from_codes`` of a packed weight (uint8 [N, K * bits / 8], LSB-first), a chunk of 64-row blocks at a
+    time so that the temporaries stay small next to the layer (an 8192 x 28672 weight in one piece would take
+    several GB of int64 intermediates)."""
+    n = packed.shape[0]
+    blob = torch.empty((-(-n // BLOCK_ROWS), -(-k // K_TILE) * BLOCK_ROWS * bits), dtype=torch.int64,
+                       device=packed.device)
+    step = chunk_rows or max(BLOCK_ROWS, CHUNK_CODES // max(k, 1) // BLOCK_ROWS * BLOCK_ROWS)
+    for r0 in range(0, n, step):  # step is whole row blocks: every chunk starts at a block boundary
+        r1 = min(n, r0 + step)
+        blob[r0 // BLOCK_ROWS:-(-r1 // BLOCK_ROWS)] = blob_from_codes(codes_from_packed(packed[r0:r1], bits, k),
+                                                                      bits, fmt_key)
+    return blob
+
+
 _blobs: dict[tuple, torch.Tensor] = {}
 
-def cached_blob(source: torch.Tensor, bits: int, fmt_key: str, k: int, codes_fn) -> torch.Tensor:
-    """The blob of ``source`` (a packed weight tensor), built by ``blob_from_codes(codes_fn(), ...)`` on first use;
-    rebuilt after an in-place update of ``source`` (its version), dropped when ``source`` is garbage collected."""
-    key = (source.data_ptr(), source._version, tuple(source.shape), source.dtype, source.device, bits, fmt_key, k)
+
+def cached_blob(packed: torch.Tensor, bits: int, fmt_key: str, k: int) -> torch.Tensor:
+    """The blob of ``packed`` (``blob_from_packed``), built on first use; rebuilt after an in-place update of
+    ``packed`` (its version), dropped when ``packed`` is garbage collected."""
+    key = (packed.data_ptr(), packed._version, tuple(packed.shape), packed.dtype, packed.device, bits, fmt_key, k)
     hit = _blobs.get(key)
     if hit is None:
-        hit = _blobs[key] = blob_from_codes(codes_fn(), bits, fmt_key)
-        weakref.finalize(source, _blobs.pop, key, None)
+        hit = _blobs[key] = blob_from_packed(packed, bits, fmt_key, k)
+        weakref.finalize(packed, _blobs.pop, key, None)
     return hit
+
 
 def clear_cache() -> None:
     _blobs.clear()
@@ -216,7 +236,7 @@ class WgmmaPlan:
         from ..ops.split_k import launch_planned
 
         k = x.shape[1]
-        blob = cached_blob(w, self.bits, self.fmt_key, k, lambda: codes_from_packed(w, self.bits, k))
+        blob = cached_blob(w, self.bits, self.fmt_key, k)
         if group_scales is None and zeros is None:
             group = NO_GROUP
         key = (x.dtype, out.dtype, None if group_scales is None else group_scales.dtype, group, x.shape[0],
