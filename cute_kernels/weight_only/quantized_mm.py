@@ -259,8 +259,8 @@ def quantized_mm(x: torch.Tensor, w_packed: torch.Tensor, scale, bits: int,
     """Weight-only low-bit GEMM (module docstring).
 
     out: optional [M, N] destination (contiguous, out_dtype). path: force "decode", "tensor_core", "wgmma" (SM90,
-    fp16 / bf16 x, 1/2/4-bit) or "dense" (fp16 / bf16 x only); tile: override the tile shape of the kernel template (benchmarks, tests; with a tile and no path
-    the dispatcher never picks the dense path)."""
+    fp16 / bf16 x, 1/2/4-bit) or "dense" (fp16 / bf16 x only); tile: override the tile shape of the kernel template
+    (benchmarks, tests; with a tile and no path the dispatcher picks neither the dense nor the WGMMA path)."""
     sig = (x.shape, x.stride(), x.dtype, x.device, w_packed.shape, w_packed.stride(), w_packed.dtype, bits,
            None if group_scales is None else (group_scales.shape, group_scales.stride(), group_scales.dtype),
            out_dtype, path, tile)

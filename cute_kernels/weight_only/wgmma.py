@@ -3,10 +3,11 @@ and launch. Serves 1/2/4-bit formats (the seed's signed codes with optional grou
 activations at the token counts between the decode path and the dense path (``config.py`` decides where).
 
 The blob. The kernel wants each thread's WGMMA A fragment of a K-tile in a few consecutive 32-bit words, so the
-codes are re-ordered once per weight tensor (``blob_from_packed``, in chunks of rows) and cached beside it (``cached_blob``: keyed by the
-source tensor's storage and version, dropped when the source is garbage collected, like ``awq_repack``). The blob
-holds the same bits as the packed weight (plus padding of N to 64 rows and K to 64 values). The codes are the
-formats' own (``formats.bitpack`` / ``awq_repack``): the decode is the one the mma.sync kernel runs.
+codes are re-ordered once per weight tensor (``blob_from_packed``, in chunks of rows) and cached beside it
+(``cached_blob``: keyed by the source tensor's storage and version, dropped when the source is garbage collected,
+like ``awq_repack``). The blob holds the same bits as the packed weight (plus padding of N to 64 rows and K to 64
+values). The codes are the formats' own (``formats.bitpack`` / ``awq_repack``): the decode is the one the mma.sync
+kernel runs.
 """
 
 import weakref
