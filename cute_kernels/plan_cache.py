@@ -2,9 +2,12 @@
 
 A server sees one signature per distinct token count, so the memo is bounded: past ``capacity`` entries it is
 cleared, and a miss only costs re-running the Python checks once (the compiled kernels stay in jit_cache).
+``cached_for_tensor`` is the other per-call memo: a layout derived from a weight tensor, kept while the tensor lives.
 """
 
 from __future__ import annotations
+
+import weakref
 
 
 class PlanCache(dict):
@@ -16,3 +19,14 @@ class PlanCache(dict):
         if len(self) >= self.capacity and key not in self:
             self.clear()
         super().__setitem__(key, value)
+
+
+def cached_for_tensor(store: dict, key, source, build):
+    """``store[key]``, made by ``build()`` on a miss and dropped from ``store`` when ``source`` (the tensor it was
+    derived from) is garbage collected: the derived weight layouts (AWQ repack, WGMMA blob) live as long as their
+    source. ``key`` should hold the source's storage and version, so an in-place update misses."""
+    hit = store.get(key)
+    if hit is None:
+        hit = store[key] = build()
+        weakref.finalize(source, store.pop, key, None)
+    return hit

@@ -37,6 +37,21 @@ def test_blob_from_packed_in_chunks(bits, fmt_key):
         assert torch.equal(wgmma.blob_from_packed(packed, bits, fmt_key, k, chunk_rows), whole)
 
 
+def test_blob_cache_follows_the_weight():
+    import gc
+
+    wgmma.clear_cache()
+    packed = torch.randint(0, 256, (64, 128), dtype=torch.uint8)
+    a = wgmma.cached_blob(packed, 4, "int4", 256)
+    assert wgmma.cached_blob(packed, 4, "int4", 256) is a
+    packed.add_(1)  # an in-place update bumps the version: the blob is rebuilt from the new codes
+    b = wgmma.cached_blob(packed, 4, "int4", 256)
+    assert b is not a and torch.equal(b, wgmma.blob_from_packed(packed, 4, "int4", 256))
+    del packed, a, b
+    gc.collect()
+    assert not wgmma._blobs
+
+
 @pytest.mark.parametrize("bits", [1, 2, 4])
 def test_codes_from_packed_match_the_packing(bits):
     lo, hi = {1: (-1, 1), 2: (-2, 1), 4: (-8, 7)}[bits]

@@ -18,12 +18,12 @@ to bound temporaries) - milliseconds for a 8192 x 8192 layer, paid on the first 
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 
 import torch
 
 from ..formats.awq import unpack_int4  # [R, OC/8] int32 -> [R, OC] nibbles
+from ..plan_cache import cached_for_tensor
 
 K_ALIGN = 32  # K values per 16-byte row vector of 4-bit weights
 _CHUNK_ROWS = 2048
@@ -68,12 +68,8 @@ def repack(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor, gr
 
 
 def kernel_weights(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor, group: int) -> AwqKernelWeights:
-    key = cache_key(qweight, scales, qzeros)
-    hit = _cache.get(key)
-    if hit is None:
-        hit = _cache[key] = repack(qweight, scales, qzeros, group)
-        weakref.finalize(qweight, _cache.pop, key, None)
-    return hit
+    return cached_for_tensor(_cache, cache_key(qweight, scales, qzeros), qweight,
+                             lambda: repack(qweight, scales, qzeros, group))
 
 
 def clear_cache() -> None:

@@ -10,7 +10,6 @@ values). The codes are the formats' own (``formats.bitpack`` / ``awq_repack``): 
 kernel runs.
 """
 
-import weakref
 from dataclasses import replace
 from functools import lru_cache
 
@@ -18,6 +17,7 @@ import torch
 
 from ..configs import TileConfig, best_split
 from ..jit_cache import cached_compile
+from ..plan_cache import cached_for_tensor
 from .formats import format_by_key
 
 BLOCK_ROWS = 64
@@ -114,11 +114,7 @@ def cached_blob(packed: torch.Tensor, bits: int, fmt_key: str, k: int) -> torch.
     """The blob of ``packed`` (``blob_from_packed``), built on first use; rebuilt after an in-place update of
     ``packed`` (its version), dropped when ``packed`` is garbage collected."""
     key = (packed.data_ptr(), packed._version, tuple(packed.shape), packed.dtype, packed.device, bits, fmt_key, k)
-    hit = _blobs.get(key)
-    if hit is None:
-        hit = _blobs[key] = blob_from_packed(packed, bits, fmt_key, k)
-        weakref.finalize(packed, _blobs.pop, key, None)
-    return hit
+    return cached_for_tensor(_blobs, key, packed, lambda: blob_from_packed(packed, bits, fmt_key, k))
 
 
 def clear_cache() -> None:
