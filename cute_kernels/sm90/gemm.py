@@ -97,7 +97,7 @@ class Sm90GemmKernel:
         self.tiled_mma = self.make_tiled_mma()
         # Four WGMMA k-blocks per K-tile: 128 B of K per row for 8-bit types, 64 elements for 16-bit.
         mma_k = cute.size(self.tiled_mma.shape_mnk, mode=[2])
-        self.tile_mnk = (cfg.tile_m, cfg.tile_n, mma_k * 4)
+        self.tile_mnk = (cfg.tile_m, cfg.tile_n, self.stage_k(mma_k))
         self.cta_layout_mnk = cute.make_layout((*self.cluster_shape_mn, 1))
         self.mcast_a = cfg.cluster_n  # A tile is shared by the CTAs of one cluster row
         self.mcast_b = cfg.cluster_m
@@ -119,6 +119,10 @@ class Sm90GemmKernel:
         self.a_tile = self.a_tma_tile()
         self.sB_layout = sm90_utils.make_smem_layout_b(b_layout, self.tile_mnk, b_dtype, self.ab_stages)
         self.sD_layout = sm90_utils.make_smem_layout_epi(d_dtype, d_layout, self.epi_tile, self.epi_stages)
+
+    def stage_k(self, mma_k: int) -> int:
+        """K of one pipeline stage: four WGMMA k-blocks (a subclass may stage more)."""
+        return mma_k * 4
 
     @staticmethod
     def stages_that_fit(stage_bytes: int, epi_bytes: int) -> int:

@@ -40,7 +40,7 @@ from ..weight_only.formats import BF16, F16, WeightFormat
 from .gemm import Sm90GemmKernel
 
 BLOCK_ROWS = 64  # weight rows of one warpgroup's WGMMA atom: one block of the blob
-K_TILE = 64  # K per stage: four k-blocks of a 16-bit WGMMA
+K_TILE = 64  # K of one K-tile: four k-blocks of a 16-bit WGMMA (a stage holds k_tiles_per_stage of them)
 PAIRS_PER_K_TILE = 16  # a thread's A fragment of one K-tile: 4 k-blocks x 4 registers (pairs of values)
 
 
@@ -48,7 +48,12 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
     """One compiled variant = (weight format, activation dtype, D dtype, group size, scales / zeros, TileConfig)."""
 
     def __init__(self, config: TileConfig, epilogue: EpilogueTree, fmt: WeightFormat, group: int, has_scales: bool,
-                 sm_count: int = 132, l2_warmup: int = 0):
+                 sm_count: int = 132, l2_warmup: int = 0, chains: int = 1, a_buffers: int = 2, param_depth: int = 2,
+                 k_tiles_per_stage: int = 1):
+        """chains: accumulators the k-blocks of a K-tile rotate over (1, 2, 4); a_buffers: A fragments, i.e. K-tiles
+        of WGMMAs in flight (2, 4); param_depth: K-tiles ahead that group parameters are loaded (2, 4, 8);
+        k_tiles_per_stage: 64-value K-tiles per pipeline stage (1, 2, 4; one TMA box of codes per stage, so
+        k_tiles_per_stage * bits <= 4)."""
         if fmt.bits not in (1, 2, 4):
             raise ValueError(f"the WGMMA weight-only kernel decodes 1/2/4-bit formats; got {fmt.bits}-bit {fmt.name}")
         if config.swap_ab or config.cluster_m * config.cluster_n != 1:
@@ -56,9 +61,21 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
         has_zeros = fmt.has_zeros
         if (has_scales or has_zeros) and not (group % K_TILE == 0 or K_TILE % group == 0):
             raise ValueError(f"group = {group} must divide or be a multiple of the K-tile ({K_TILE})")
+        for name, value, allowed in (("chains", chains, (1, 2, 4)), ("a_buffers", a_buffers, (2, 4)),
+                                     ("param_depth", param_depth, (2, 4, 8)),
+                                     ("k_tiles_per_stage", k_tiles_per_stage, (1, 2, 4))):
+            if value not in allowed:
+                raise ValueError(f"{name} = {value}: must be one of {allowed}")
+        if k_tiles_per_stage * fmt.bits > 4:
+            raise ValueError(f"k_tiles_per_stage = {k_tiles_per_stage} at {fmt.bits} bits: a stage's TMA box row would "
+                             f"exceed 256 int64 words")
         self.mainloop_operand_names = (("group_scales",) if has_scales else ()) + (("zeros",) if has_zeros else ())
+        self.kps = k_tiles_per_stage
         super().__init__(config, epilogue, Float32, sm_count=sm_count, l2_warmup=l2_warmup)
         self.fmt, self.group, self.has_scales, self.has_zeros = fmt, group, has_scales, has_zeros
+        self.chains = chains  # k-block kb of a K-tile accumulates into accumulator kb % chains
+        self.a_buffers = a_buffers  # wait_group(a_buffers - 1) after each K-tile
+        self.param_depth = param_depth
         self.words = fmt.bits  # 32-bit words of codes per thread and K-tile (32 values)
         # decode contexts per row and K-tile: one per group the K-tile touches
         self.groups_per_tile = max(1, K_TILE // group) if (has_scales or has_zeros) else 0
@@ -69,12 +86,15 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
             self.b_dtype, self.b_dtype, OperandMajorMode.K, self.b_layout.sm90_mma_major_mode(), self.acc_dtype,
             self.atom_layout_mnk, tiler_mn=(64, self.config.tile_n), a_source=warpgroup.OperandSource.RMEM)
 
+    def stage_k(self, mma_k: int) -> int:
+        return K_TILE * self.kps
+
     def a_stage_bytes(self) -> int:
-        return self.config.tile_m * K_TILE * self.fmt.bits // 8
+        return self.config.tile_m * K_TILE * self.kps * self.fmt.bits // 8
 
     def a_tma_tile(self) -> tuple:
-        # (row blocks, int64 words of one block's K-tile)
-        return self.config.tile_m // BLOCK_ROWS, BLOCK_ROWS * K_TILE * self.fmt.bits // 64
+        # (row blocks, int64 words of one block's K-tiles of a stage: contiguous in the blob)
+        return self.config.tile_m // BLOCK_ROWS, BLOCK_ROWS * K_TILE * self.kps * self.fmt.bits // 64
 
     def make_smem_layout_a(self, stages: int):
         rows, cols = self.a_tma_tile()
@@ -82,7 +102,7 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
         return cute.make_composed_layout(cute.make_swizzle(0, 4, 3), 0, plain)  # no swizzle: threads read rows
 
     def make_fragment_a(self, tiled_mma: cute.TiledMma, thr_mma, sA: cute.Tensor) -> cute.Tensor:
-        return tiled_mma.make_fragment_A(thr_mma.partition_shape_A((self.tile_mnk[0], self.tile_mnk[2])))
+        return tiled_mma.make_fragment_A(thr_mma.partition_shape_A((self.tile_mnk[0], K_TILE)))  # one K-tile
 
     # ------------------------------------------------------------------ mainloop
     @cute.jit
@@ -91,69 +111,93 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
         ct = F16 if cutlass.const_expr(self.b_dtype == cutlass.Float16) else BF16
         tidx, _, _ = cute.arch.thread_idx()
         wg = tidx // self.threads_per_wg - 1
-        # This thread's words of stage 0: its warpgroup's block, then 4 * bits bytes per thread.
-        block_bytes = BLOCK_ROWS * K_TILE * self.fmt.bits // 8
-        a_base = (Int32(tensors["sA"].iterator.toint()) + wg * block_bytes
+        kps, nf, depth = self.kps, self.a_buffers, self.param_depth
+        # This thread's words of K-tile 0 of stage 0: its warpgroup's block, then 4 * bits bytes per thread.
+        tile_bytes = BLOCK_ROWS * K_TILE * self.fmt.bits // 8  # one block's K-tile
+        a_base = (Int32(tensors["sA"].iterator.toint()) + wg * kps * tile_bytes
                   + (tidx % self.threads_per_wg) * (4 * self.words))
         stage_bytes = self.a_stage_bytes()
-        frags = (tCrA, cute.make_rmem_tensor(tCrA.shape, self.b_dtype))  # even / odd K-tiles
+        # A fragments rotate over K-tiles: the one being decoded is never one an in-flight WGMMA reads.
+        frags = [tCrA] + [cute.make_rmem_tensor(tCrA.shape, self.b_dtype) for _ in range(nf - 1)]
 
         # The two weight rows this thread's A fragment (and accumulator) covers: WGMMA's fragment sub-mode 1 steps
         # 8 rows. Rows past N (a ragged last tile) read the last row's parameters; the store drops their results.
         rows = [tCcD[((0, j, 0), 0, 0)][0] for j in range(2)]
         params = None
+        # K-tiles of this work tile: whole stages (a stage past K is zero-filled by TMA and adds nothing)
+        kt_begin, kt_count = k_begin * kps, k_tiles * kps
+        kt_last = kt_begin + kt_count - 1
         if cutlass.const_expr(self.groups_per_tile > 0):
             src = tensors["group_scales"] if self.has_scales else tensors["zeros"]
             last = cute.size(src, mode=[0]) - 1
             rows = [cutlass.min(r, last) for r in rows]
             n_slots = 2 * self.groups_per_tile
+            # parameters of K-tile t in buffer t % depth, loaded ``depth`` K-tiles ahead
             params = [(cute.make_rmem_tensor((n_slots,), Float32), cute.make_rmem_tensor((n_slots,), Uint32))
-                      for _ in range(2)]  # even / odd K-tiles
-        k_last = k_begin + k_tiles - 1
-        if cutlass.const_expr(params is not None):
-            self.load_params(tensors, rows, k_begin, params[0])
-            self.load_params(tensors, rows, cutlass.min(k_begin + 1, k_last), params[1])
+                      for _ in range(depth)]
+            for d in cutlass.range_constexpr(depth):
+                self.load_params(tensors, rows, cutlass.min(kt_begin + d, kt_last), params[d])
 
         read.reset_count()
         release.reset_count()
-        acc.fill(0)
+        accs = [acc] + [cute.make_rmem_tensor(acc.shape, acc.element_type) for _ in range(self.chains - 1)]
+        for a in accs:
+            a.fill(0)
         tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
-        for k2 in range(k_tiles // 2):
-            k = k_begin + 2 * k2
-            for h in cutlass.range_constexpr(2):
-                read, release = self.k_tile(tiled_mma, ab_pipe, frags[h], tCrB, acc, read, release, a_base,
-                                            stage_bytes, ct, tensors, rows, None if params is None else params[h],
-                                            cutlass.min(k + 2 + h, k_last), k + h > k_begin)
-        for _ in range(k_tiles % 2):  # an odd count: the last K-tile's parameters are in the even buffer
-            read, release = self.k_tile(tiled_mma, ab_pipe, frags[0], tCrB, acc, read, release, a_base, stage_bytes,
-                                        ct, tensors, rows, None if params is None else params[0], k_last,
-                                        k_tiles > 1)
+        unroll = max(nf, depth, kps)  # powers of two: every rotation is static within one unrolled round
+        for q in range(kt_count // unroll):
+            for h in cutlass.range_constexpr(unroll):
+                t = q * unroll + h
+                read, release = self.k_tile(tiled_mma, ab_pipe, frags[h % nf], tCrB, accs, read, release, a_base,
+                                            stage_bytes, ct, tensors, rows, None if params is None else params[h % depth],
+                                            cutlass.min(kt_begin + t + depth, kt_last), h, t >= nf - 1)
+        rest = kt_count % unroll  # a multiple of kps
+        for h in cutlass.range_constexpr(unroll - 1):  # the last ``rest`` K-tiles (h < rest)
+            for _ in range((rest - h + unroll - 1) // unroll):
+                t = kt_count - rest + h
+                read, release = self.k_tile(tiled_mma, ab_pipe, frags[h % nf], tCrB, accs, read, release, a_base,
+                                            stage_bytes, ct, tensors, rows, None if params is None else params[h % depth],
+                                            cutlass.min(kt_begin + t + depth, kt_last), h, t >= nf - 1)
         warpgroup.wait_group(0)
-        ab_pipe.consumer_release(release)
-        release.advance()
+        for c in cutlass.range_constexpr(1, self.chains):
+            for i in cutlass.range_constexpr(cute.size(acc)):
+                acc[i] = acc[i] + accs[c][i]
+        # the stages whose last WGMMAs only the final wait covered
+        for _ in range(cutlass.min(k_tiles, (nf - 1 + kps - 1) // kps)):
+            ab_pipe.consumer_release(release)
+            release.advance()
         return read, release
 
     @cute.jit
-    def k_tile(self, tiled_mma: cute.TiledMma, ab_pipe, frag: cute.Tensor, tCrB: cute.Tensor, acc: cute.Tensor,
-               read, release, a_base, stage_bytes, ct, tensors: dict, rows, params, reload_k, release_previous):
-        """One K-tile: wait for its stage, decode this thread's codes into ``frag`` (whose last WGMMAs, two K-tiles
-        ago, completed at the previous K-tile's wait), issue the four WGMMAs, keep them in flight and release the
-        previous K-tile's stage once its WGMMAs are done. Returns the advanced pipeline states."""
-        ab_pipe.consumer_wait(read)
-        words = ptx.ld_shared_words(a_base + read.index * stage_bytes, self.words)
+    def k_tile(self, tiled_mma: cute.TiledMma, ab_pipe, frag: cute.Tensor, tCrB: cute.Tensor, accs: list,
+               read, release, a_base, stage_bytes, ct, tensors: dict, rows, params, reload_k, h, may_release):
+        """One K-tile (number ``h`` of an unrolled round; K-tile h % kps of its stage): wait for the stage on its
+        first K-tile, decode this thread's codes into ``frag`` (whose WGMMAs, a_buffers K-tiles ago, completed at
+        an earlier wait), issue the four WGMMAs and keep a_buffers - 1 K-tiles of them in flight; a stage is
+        released once the WGMMAs of its last K-tile are done. Returns the advanced pipeline states."""
+        kps, nf = self.kps, self.a_buffers
+        j = h % kps
+        if cutlass.const_expr(j == 0):
+            ab_pipe.consumer_wait(read)
+        words = ptx.ld_shared_words(a_base + read.index * stage_bytes + j * (BLOCK_ROWS * K_TILE * self.fmt.bits // 8),
+                                    self.words)
         ctxs = self.decode_contexts(ct, params)
         if cutlass.const_expr(params is not None):
             self.load_params(tensors, rows, reload_k, params)  # the contexts are taken: reload in place
         self.decode(words, frag, ct, ctxs)
         warpgroup.fence()
         for kb in cutlass.range_constexpr(cute.size(frag, mode=[2])):
-            cute.gemm(tiled_mma, acc, frag[(None, None, kb)], tCrB[(None, None, kb, read.index)], acc)
+            acc = accs[kb % self.chains]
+            cute.gemm(tiled_mma, acc, frag[(None, None, kb)], tCrB[(None, None, 4 * j + kb, read.index)], acc)
         warpgroup.commit_group()
-        warpgroup.wait_group(1)
-        if release_previous:
-            ab_pipe.consumer_release(release)
-            release.advance()
-        read.advance()
+        warpgroup.wait_group(nf - 1)
+        # K-tiles <= t - (nf - 1) are done; release when that is the last K-tile of a stage
+        if cutlass.const_expr((h - (nf - 1)) % kps == kps - 1):
+            if may_release:
+                ab_pipe.consumer_release(release)
+                release.advance()
+        if cutlass.const_expr(j == kps - 1):
+            read.advance()
         return read, release
 
     @cute.jit
@@ -161,14 +205,18 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
         """dst <- K-tile ``kk``'s group scales (f32) and zero points of the thread's two rows, slot j * G + g for row
         j and the g-th group the K-tile touches."""
         scales, zeros = dst
+        src = tensors["group_scales"] if self.has_scales else tensors["zeros"]
+        # a stage may reach past K (zero-filled codes and x): its parameters are the last group's
+        last_group = cute.size(src, mode=[1]) - 1
         first_group = kk * K_TILE // self.group
         for j in cutlass.range_constexpr(2):
             for g in cutlass.range_constexpr(self.groups_per_tile):
                 slot = j * self.groups_per_tile + g
+                col = cutlass.min(first_group + g, last_group)
                 if cutlass.const_expr(self.has_scales):
-                    scales[slot] = tensors["group_scales"][(rows[j], first_group + g)].to(Float32)
+                    scales[slot] = tensors["group_scales"][(rows[j], col)].to(Float32)
                 if cutlass.const_expr(self.has_zeros):
-                    zeros[slot] = tensors["zeros"][(rows[j], first_group + g)].to(Uint32)
+                    zeros[slot] = tensors["zeros"][(rows[j], col)].to(Uint32)
 
     @cute.jit
     def decode_contexts(self, ct, params):

@@ -139,7 +139,7 @@ def shipped_configs() -> list[TileConfig]:
 
 # ---------------------------------------------------------------------------------------------------- compile
 def build(fmt_key: str, x_dtype: torch.dtype, out_dtype: torch.dtype, scale_dtype, group: int, cfg: TileConfig,
-          sm_count: int = 132, extra_options: str = ""):
+          sm_count: int = 132, extra_options: str = "", kernel_options: dict | None = None):
     """Compile one variant from fake tensors. Call signature of the result:
     ``fn(blob, x, out, scale, group_scales, zeros[, workspace, semaphores, num_splits])`` with torch tensors (None
     for an absent group_scales / zeros), scale a float (signed formats; ignored by AWQ's tree)."""
@@ -164,7 +164,7 @@ def build(fmt_key: str, x_dtype: torch.dtype, out_dtype: torch.dtype, scale_dtyp
     # AWQ's scales are in the decode; the signed formats' per-tensor scale multiplies the fp32 accumulator.
     root = Accumulator() if fmt.has_zeros else Compute("mul", Accumulator(), ScalarArgument("scale"))
     tree = EpilogueTree(root)
-    kernel = WeightOnlyWgmmaSm90(cfg, tree, fmt, group, sd is not None, sm_count=sm_count)
+    kernel = WeightOnlyWgmmaSm90(cfg, tree, fmt, group, sd is not None, sm_count=sm_count, **(kernel_options or {}))
     options = f"--enable-tvm-ffi --gpu-arch sm_90a {extra_options}".strip()
 
     def operands(scale, gs, zeros):

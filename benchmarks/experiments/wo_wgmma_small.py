@@ -1,0 +1,251 @@
+"""Session 15: the WGMMA weight-only path as a weight stream at 1-64 tokens.
+
+Session 14's WGMMA path streams 4-bit weights at ~1.5 TB/s at 64 tokens (8192^2: 21.8 µs for 33.5 MB), and its time
+hardly moves between 17 and 64 tokens. Options of ``WeightOnlyWgmmaSm90`` timed here (names in the tables):
+  * f4 (``a_buffers=4``): four A fragments, three K-tiles of WGMMAs in flight (wait_group(3)) instead of one;
+  * k2 / k4 (``k_tiles_per_stage``): 2 / 4 K-tiles per pipeline stage (one TMA box of codes, 2 / 4 boxes of x);
+  * p4 (``param_depth=4``): group scales / zero points loaded 4 K-tiles ahead instead of 2;
+  * tile_n = 16 for 1-16 tokens (the decode path's range; WGMMA's N = 8 does not fit the epilogue's stmatrix);
+  * probes that skip the decode (wrong results, timing only): how much of a K-tile is decode.
+Run 1 and 2 of the session (data/session15_h100/wo_wgmma_small_run{1,2}.json) timed an earlier set with the same
+script at commit <first commit of this file>: ``chains`` (the k-blocks of a K-tile over 2 / 4 accumulators: within
+2%, dropped) and 16 stages instead of 10 (no gain, dropped); run 3 is the set below.
+Per problem: these variants, the current dispatch of the op (``quantized_mm`` / ``awq_gemm`` with no path), torch.matmul
+on the dense weight in x's dtype, and a bare read (copy_bandwidth's Triton read) of the weight's bytes.
+
+Correctness first: every compiled variant (not the probes) against float64 on a ragged problem (partial last stage),
+NaN-poisoned output. Timing: CUDA-graph medians (cute_kernels.bench.graph_time_us), weight copies rotated past L2.
+``python benchmarks/experiments/wo_wgmma_small.py`` prints a table; writes $OUT/wo_wgmma_small.json (WO_MS, WO_FAMS
+select token counts and families). ``... profile FAM VARIANT M [N K]``: one launch of a variant (ncu target).
+"""
+import json
+import os
+import sys
+from dataclasses import replace
+
+sys.path[:0] = ["benchmarks"]
+import torch
+
+from copy_bandwidth import read_sized
+from cute_kernels import arch as _arch
+from cute_kernels.bench import graph_time_us
+from cute_kernels.configs import TileConfig, best_split
+from cute_kernels.formats.awq import awq_dequantize_float, awq_quantize
+from cute_kernels.formats.bitpack import quantize_weights, unpack_weights
+from cute_kernels.ops.split_k import launch_planned
+from cute_kernels.reference import awq_gemm_ref, quantized_mm_ref
+from cute_kernels.sm90 import weight_only_wgmma as wok
+from cute_kernels.weight_only import awq_gemm, awq_repack, quantized_mm, wgmma
+
+OUT = os.environ.get("OUT", ".")
+LAYERS = ((4096, 4096), (14336, 4096), (4096, 14336), (8192, 8192))
+MS = tuple(int(m) for m in os.environ.get("WO_MS", "1,16,32,64").split(","))
+L2_MARGIN = 150 << 20
+F4 = dict(a_buffers=4)
+VARIANTS = {  # per family: name -> WeightOnlyWgmmaSm90 options; "base" is session 14's kernel
+    "awq": {"base": {}, "f4": F4, "p4": dict(param_depth=4), "f4 p4": dict(F4, param_depth=4)},
+    "int4g": {"base": {}, "f4": F4, "p4": dict(param_depth=4), "f4 p4": dict(F4, param_depth=4)},
+    "int4": {"base": {}, "f4": F4},
+    "int2": {"base": {}, "f4": F4, "f2 k2": dict(k_tiles_per_stage=2), "f4 k2": dict(F4, k_tiles_per_stage=2)},
+    "int1": {"base": {}, "f4": F4, "f4 k2": dict(F4, k_tiles_per_stage=2), "f2 k4": dict(k_tiles_per_stage=4),
+             "f4 k4": dict(F4, k_tiles_per_stage=4)},
+}
+PROBES = {"int4": {"nodecode f4": F4}, "int2": {"nodecode f4 k2": dict(F4, k_tiles_per_stage=2)},
+          "int1": {"nodecode f4 k4": dict(F4, k_tiles_per_stage=4)}, "awq": {"nodecode f4": F4}}
+FAMILIES = tuple(os.environ.get("WO_FAMS", "awq,int4g,int4,int2,int1").split(","))
+
+
+class NoDecode(wok.WeightOnlyWgmmaSm90):
+    """Timing probe: the codes' words go to the A fragment undecoded (wrong results)."""
+
+    @wok.cute.jit
+    def decode(self, words, frag, ct, ctxs):
+        regs = wok.cute.recast_tensor(frag, wok.Uint32)
+        for pair in wok.cutlass.range_constexpr(wok.PAIRS_PER_K_TILE):
+            regs[pair] = words[pair % len(words)] ^ wok.Uint32(pair)
+
+
+_compiled = {}
+
+
+def compiled(fam, x_dtype, sd, group, tile_n, variant):
+    key = (fam, x_dtype, sd, group, tile_n, variant)
+    if key not in _compiled:
+        probe = variant in PROBES.get(fam, {})
+        opts = dict(PROBES[fam][variant] if probe else VARIANTS[fam][variant])
+        stages = opts.pop("stages", 0)
+        cfg = TileConfig(tile_m=128, tile_n=tile_n, cluster_m=1, cluster_n=1, split_k=wgmma.MAX_SPLIT_K,
+                         stages=stages)
+        orig = wok.WeightOnlyWgmmaSm90
+        if probe:
+            wok.WeightOnlyWgmmaSm90 = NoDecode
+        try:
+            fmt_key = "int4" if fam == "int4g" else fam
+            _compiled[key] = wgmma.build(fmt_key, x_dtype, x_dtype, sd, group, cfg, kernel_options=opts)
+        finally:
+            wok.WeightOnlyWgmmaSm90 = orig
+    return _compiled[key]
+
+
+def tile_n_for(m):
+    return 16 if m <= 16 else next(t for t in wgmma.TILE_N_CHOICES if t >= m)
+
+
+def launcher(fam, variant, m, n, k, sms, x_dtype, sd, group):
+    """fn(x, w_or_kw, out, scale, gs) launching the variant, split by the wave model (always the split variant)."""
+    tile_n = tile_n_for(m)
+    fn = compiled(fam, x_dtype, sd, group, tile_n, variant)
+    tiles = -(-n // 128) * -(-m // tile_n)
+    s = best_split(tiles, 128, wgmma.MAX_SPLIT_K, -(-k // wgmma.K_TILE), sms)
+    split = (s, tiles * s * 128 * tile_n, tiles)
+    bits = {"awq": 4, "int4g": 4, "int4": 4, "int2": 2, "int1": 1}[fam]
+    fmt_key = "int4" if fam == "int4g" else fam
+
+    def call(x, w, out, scale, gs, zeros):
+        blob = wgmma.cached_blob(w, bits, fmt_key, k)
+        launch_planned(fn, (blob, x, out, float(scale), gs, zeros), split, x.device, torch.float32)
+
+    call.split = s
+    return call
+
+
+def make_weights(fam, n, k, copies, dtype):
+    out = []
+    for _ in range(copies):
+        if fam == "awq":
+            q, z, s = awq_quantize(torch.randn(k, n, device="cuda") * 0.05, 128, dtype)
+            out.append(("awq", q, s, z, awq_repack.kernel_weights(q, s, z, 128)))
+        else:
+            bits = int(fam[3])
+            w, s, gs = quantize_weights(torch.randn(n, k, device="cuda"), bits, 128 if fam == "int4g" else None)
+            out.append((fam, w, s, None if gs is None else gs.to(dtype)))
+    return out
+
+
+def run_variant(call, wt, x, out):
+    if wt[0] == "awq":
+        kw = wt[4]
+        call(x, kw.w, out, 1.0, kw.scales, kw.zeros)
+    else:
+        call(x, wt[1], out, wt[2], wt[3], None)
+
+
+def family(fam):
+    """(x dtype, group-scale dtype, group, bits) of a family: AWQ fp16 g128; int4g int4 with bf16 group scales g128;
+    intB per-tensor scale; bf16 x for the signed formats."""
+    dtype = torch.float16 if fam == "awq" else torch.bfloat16
+    sd = torch.float16 if fam == "awq" else (torch.bfloat16 if fam == "int4g" else None)
+    group = 128 if fam in ("awq", "int4g") else wgmma.NO_GROUP
+    bits = 4 if fam == "awq" else int(fam[3])
+    return dtype, sd, group, bits
+
+
+def reference(fam, x, wt):
+    if fam == "awq":
+        return awq_gemm_ref(x.cpu(), wt[1].cpu(), wt[2].cpu(), wt[3].cpu())
+    return quantized_mm_ref(x.cpu(), wt[1].cpu(), wt[2], family(fam)[3],
+                            None if wt[3] is None else wt[3].float().cpu())
+
+
+def check_all(sms):
+    rows = []
+    for fam in FAMILIES:
+        dtype, sd, group, bits = family(fam)
+        for m in MS:
+            # ragged N; K of 33 / 34 K-tiles: a partial last stage at 2 / 4 K-tiles per stage
+            n, k = 520, (2176 if group == 128 else 2112)
+            torch.manual_seed(m)
+            x = torch.randn(m, k, dtype=dtype, device="cuda")
+            wt = make_weights(fam, n, k, 1, dtype)[0]
+            ref = reference(fam, x, wt)
+            for v in VARIANTS[fam]:
+                out = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
+                run_variant(launcher(fam, v, m, n, k, sms, dtype, sd, group), wt, x, out)
+                torch.cuda.synchronize()
+                err = ((out.double().cpu() - ref).abs().max() / ref.abs().max()).item()
+                ok = not out.isnan().any().item() and err < (1.5e-3 if dtype == torch.float16 else 8e-3)
+                rows.append({"fam": fam, "M": m, "variant": v, "err": err, "ok": ok})
+                if not ok:
+                    print("CHECK FAILED", rows[-1], flush=True)
+    print(f"checked {len(rows)} variant/problem pairs: {sum(r['ok'] for r in rows)} ok", flush=True)
+    return rows
+
+
+def time_all(sms):
+    rows, reads = [], {}
+    for fam in FAMILIES:
+        dtype, sd, group, bits = family(fam)
+        for n, k in LAYERS:
+            wbytes = n * k * bits // 8 + (n * k // 128 * 2 + (n * k // 128 // 2 if fam == "awq" else 0)
+                                          if group == 128 else 0)
+            copies = max(2, min(8, -(-L2_MARGIN // wbytes)))
+            wts = make_weights(fam, n, k, copies, dtype)
+            dense_copies = max(2, min(4, -(-L2_MARGIN // (n * k * 2))))
+            if fam == "awq":
+                dense = [awq_dequantize_float(w[1], w[2], w[3]).to(dtype).t().contiguous() for w in wts[:dense_copies]]
+            else:
+                dense = [(unpack_weights(w[1], bits, k).to(dtype) * w[2]) for w in wts[:dense_copies]]
+            mb = round(wbytes / 1e6, 2)
+            if mb not in reads:
+                reads[mb] = read_sized(mb)["us"]
+            for m in MS:
+                x = torch.randn(m, k, dtype=dtype, device="cuda")
+                out = torch.empty(m, n, dtype=dtype, device="cuda")
+                row = {"fam": fam, "M": m, "N": n, "K": k, "MB": mb, "read": reads[mb]}
+                for v in list(VARIANTS[fam]) + list(PROBES.get(fam, {})):
+                    call = launcher(fam, v, m, n, k, sms, dtype, sd, group)
+                    row[v] = graph_time_us([lambda w=w, c=call: run_variant(c, w, x, out) for w in wts])[0]
+                    row["split"] = call.split
+                if fam == "awq":
+                    cur = [lambda w=w: awq_gemm(x, w[1], w[2], w[3], out=out) for w in wts]
+                else:
+                    cur = [lambda w=w: quantized_mm(x, w[1], w[2], bits, w[3], out=out) for w in wts]
+                row["current"] = graph_time_us(cur)[0]
+                row["dense"] = graph_time_us([lambda wd=wd: torch.matmul(x, wd.t(), out=out) for wd in dense])[0]
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+            del wts, dense
+            torch.cuda.empty_cache()
+    return rows
+
+
+def print_table(dev, rows):
+    print(f"\n{dev}: µs (current = the op's dispatch; dense = torch.matmul on the dense weight; read = bare read)")
+    for fam in FAMILIES:
+        names = list(VARIANTS[fam]) + list(PROBES.get(fam, {}))
+        print(f"{fam:5s} {'M':>3s} {'N':>6s} {'K':>6s} " + " ".join(f"{v[:9]:>9s}" for v in names)
+              + f" {'current':>8s} {'dense':>6s} {'read':>5s} {'cur/best':>8s} {'dense/best':>10s}")
+        for r in rows:
+            if r["fam"] != fam:
+                continue
+            best = min(r[v] for v in VARIANTS[fam])
+            print(f"{'':5s} {r['M']:3d} {r['N']:6d} {r['K']:6d} " + " ".join(f"{r[v]:9.1f}" for v in names)
+                  + f" {r['current']:8.1f} {r['dense']:6.1f} {r['read']:5.1f} {r['current'] / best:8.2f}"
+                  f" {r['dense'] / best:10.2f}")
+
+
+def profile(fam, variant, m, n=8192, k=8192):
+    sms = _arch.sm_count(0)
+    dtype, sd, group, bits = family(fam)
+    wt = make_weights(fam, n, k, 1, dtype)[0]
+    x = torch.randn(m, k, dtype=dtype, device="cuda")
+    out = torch.empty(m, n, dtype=dtype, device="cuda")
+    run_variant(launcher(fam, variant, m, n, k, sms, dtype, sd, group), wt, x, out)
+    torch.cuda.synchronize()
+
+
+def main():
+    if sys.argv[1:2] == ["profile"]:
+        fam, variant, m = sys.argv[2], sys.argv[3], int(sys.argv[4])
+        return profile(fam, variant, m, *map(int, sys.argv[5:7]))
+    sms = _arch.sm_count(0)
+    checks = check_all(sms)
+    rows = time_all(sms)
+    dev = torch.cuda.get_device_name()
+    with open(os.path.join(OUT, "wo_wgmma_small.json"), "w") as f:
+        json.dump({"device": dev, "checks": checks, "rows": rows}, f)
+    print_table(dev, rows)
+
+
+if __name__ == "__main__":
+    main()
