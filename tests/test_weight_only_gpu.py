@@ -90,10 +90,11 @@ def test_decode_path_side_by_side_warps(bits, m, warps_n):
 @pytest.mark.parametrize("bits", [8, 4, 2, 1])
 @pytest.mark.parametrize("m", [13, 16])
 def test_decode_path_9_to_16_tokens_wide_layer(bits, m):
-    """The shipped 9-16-token plans of a layer wide enough for their full tiles (N = 8200: a tail CTA), default
-    dispatch."""
+    """The shipped 9-16-token plans of a layer wide enough for their full tiles (N = 8200: a tail CTA), the decode
+    path forced (on SM90 the default dispatch sends unscaled 1/2/4-bit weights to the WGMMA path from
+    config.WGMMA_MIN_M tokens)."""
     x, w, s, _ = _case(bits, m, 8200, 640, torch.bfloat16, seed=m + 3)
-    _check(x, w, s, bits)
+    _check(x, w, s, bits, path="decode")
 
 
 @pytest.mark.parametrize("m", [12, 16])

@@ -100,6 +100,7 @@ def test_select_config_and_shipped_configs():
     assert (cfg.tile_m, cfg.tile_n) == (128, 64) and cfg.split_k == 4  # 32 tiles: 4 K slices fill 128 SMs
     assert wgmma.select_config(17, 14336, 4096, 132).split_k == 1  # 112 tiles: one wave already
     assert wgmma.select_config(1000, 8192, 8192, 132).tile_n == 256
+    assert wgmma.select_config(1, 8192, 8192, 132).tile_n == 16  # 1-16 tokens: 16-token tiles
     shipped = wgmma.shipped_configs()
     for m, n, k in ((17, 4096, 4096), (200, 14336, 4096), (1000, 8192, 8192)):
         c = wgmma.select_config(m, n, k, 132)
@@ -107,9 +108,18 @@ def test_select_config_and_shipped_configs():
 
 
 def test_dispatch_rule():
-    # quantized_mm with a dense path: WGMMA from 17 tokens to WGMMA_MAX_M, dense above
+    # quantized_mm with a dense path: WGMMA from WGMMA_MIN_M tokens (unscaled 1/2/4-bit; 17 with group scales) to
+    # WGMMA_MAX_M, dense above
     top = config.WGMMA_MAX_M
-    assert config.select_tile(4, 16, 8192, 132, dense=True, wgmma=True, k=8192)[0] == "decode"
+    for bits, first in config.WGMMA_MIN_M.items():
+        assert config.select_tile(bits, first - 1, 8192, 132, dense=True, wgmma=True, k=8192)[0] == "decode"
+        assert config.select_tile(bits, first, 8192, 132, dense=True, wgmma=True, k=8192)[0] == "wgmma"
+        assert config.select_tile(bits, first, 8192, 132, dense=True, wgmma=False, k=8192)[0] == "decode"
+    assert config.select_tile(4, 16, 8192, 132, scaled=True, dense=True, wgmma=True, k=8192)[0] == "decode"
+    assert config.select_tile(4, 16, 8192, 132, scaled=True, awq=True, wgmma=True, k=8192)[0] == "decode"
+    assert config.select_tile(8, 16, 8192, 132, dense=True, k=8192)[0] == "decode"  # 8-bit: never eligible
+    # a caller's decode_max_m keeps the decode path up to it
+    assert config.select_tile(4, 16, 8192, 132, decode_max_m=16, dense=True, wgmma=True, k=8192)[0] == "decode"
     assert config.select_tile(4, 17, 8192, 132, dense=True, wgmma=True, k=8192)[0] == "wgmma"
     assert config.select_tile(4, top, 4096, 132, dense=True, wgmma=True, k=4096)[0] == "wgmma"
     assert config.select_tile(4, top + 1, 4096, 132, dense=True, wgmma=True, k=4096)[0] == "dense"
@@ -157,3 +167,18 @@ def test_compiles_with_register_sourced_hgmma(fmt_key, bits, x_dtype, scale_dtyp
     lines = [ln for ln in s.text.splitlines() if "HGMMA" in ln]
     assert lines and all("gdesc" in ln and ", R" in ln.split("HGMMA")[1] for ln in lines), lines[:2]
     assert s.local_memory_ops == 0
+
+
+def test_kernel_options_are_checked():
+    from cute_kernels.epilogues import Accumulator, EpilogueTree
+    from cute_kernels.sm90.weight_only_wgmma import WeightOnlyWgmmaSm90
+    from cute_kernels.weight_only.formats import format_by_key
+
+    cfg = TileConfig(tile_m=128, tile_n=16, cluster_m=1, cluster_n=1)
+    tree = EpilogueTree(Accumulator())
+    assert WeightOnlyWgmmaSm90(cfg, tree, format_by_key("int1"), 64, False).kps == 2  # default: 2 K-tiles at 1/2 bits
+    assert WeightOnlyWgmmaSm90(cfg, tree, format_by_key("int4"), 64, False).kps == 1
+    with pytest.raises(ValueError, match="k_tiles_per_stage = 2 at 4 bits"):
+        WeightOnlyWgmmaSm90(cfg, tree, format_by_key("int4"), 64, False, k_tiles_per_stage=2)
+    with pytest.raises(ValueError, match="a_buffers = 3"):
+        WeightOnlyWgmmaSm90(cfg, tree, format_by_key("int2"), 64, False, a_buffers=3)

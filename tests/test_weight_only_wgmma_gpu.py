@@ -27,7 +27,8 @@ def _err(out, ref):
 
 @pytest.mark.parametrize("bits", [4, 2, 1])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("m,n,k,group", [(17, 200, 1088, None), (40, 4096, 4096, 128), (130, 264, 512, 64),
+@pytest.mark.parametrize("m,n,k,group", [(1, 264, 1088, None), (8, 520, 2112, 64), (16, 4096, 4096, None),
+                                         (17, 200, 1088, None), (40, 4096, 4096, 128), (130, 264, 512, 64),
                                          (256, 520, 2048, 32), (600, 136, 1152, None)])
 def test_quantized_mm(bits, dtype, m, n, k, group):
     torch.manual_seed(bits * 1000 + m)
@@ -80,6 +81,32 @@ def test_awq_gemm(dtype, m, oc, ic, group):
         out = poisoned((m, oc), dtype)
         awq_gemm(x, qweight, scales, qzeros, out=out)
         assert _err(out, ref) < TOL[dtype]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("m,oc,ic,group", [(1, 200, 1024, 128), (12, 1032, 2176, 64)])
+def test_awq_gemm_forced_wgmma_at_decode_sizes(dtype, m, oc, ic, group):
+    # 16-token tiles (the default dispatch keeps AWQ on the decode path up to 16 tokens)
+    torch.manual_seed(m + oc)
+    x = torch.randn(m, ic, dtype=dtype, device="cuda")
+    qweight, qzeros, scales = awq_quantize(torch.randn(ic, oc, device="cuda") * 0.05, group, dtype)
+    out = poisoned((m, oc), dtype)
+    awq_gemm(x, qweight, scales, qzeros, out=out, path="wgmma")
+    assert _err(out, awq_gemm_ref(x.cpu(), qweight.cpu(), scales.cpu(), qzeros.cpu())) < TOL[dtype]
+
+
+@pytest.mark.parametrize("bits,m", [(1, 8), (2, 9), (4, 12), (4, 16)])
+def test_quantized_mm_default_dispatch_at_decode_sizes(bits, m):
+    # from config.WGMMA_MIN_M tokens the default dispatch takes the WGMMA path for unscaled weights
+    torch.manual_seed(bits + m)
+    n, k = 1032, 2112
+    x = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
+    w, scale, _ = quantize_weights(torch.randn(n, k, device="cuda"), bits)
+    ref = quantized_mm_ref(x.cpu(), w.cpu(), scale, bits)
+    for _ in range(2):
+        out = poisoned((m, n), torch.bfloat16)
+        quantized_mm(x, w, scale, bits, out=out)
+        assert _err(out, ref) < TOL[torch.bfloat16]
 
 
 @pytest.mark.parametrize("tokens", [16, 17, 300, 4096, 4097])

@@ -7,16 +7,16 @@ hardly moves between 17 and 64 tokens. Options of ``WeightOnlyWgmmaSm90`` timed 
   * p4 (``param_depth=4``): group scales / zero points loaded 4 K-tiles ahead instead of 2;
   * tile_n = 16 for 1-16 tokens (the decode path's range; WGMMA's N = 8 does not fit the epilogue's stmatrix);
   * probes that skip the decode (wrong results, timing only): how much of a K-tile is decode.
-Run 1 and 2 of the session (data/session15_h100/wo_wgmma_small_run{1,2}.json) timed an earlier set with the same
-script at commit <first commit of this file>: ``chains`` (the k-blocks of a K-tile over 2 / 4 accumulators: within
-2%, dropped) and 16 stages instead of 10 (no gain, dropped); run 3 is the set below.
+Runs 1 and 2 of the session (data/session15_h100/wo_wgmma_small_run{1,2}.json) timed an earlier set of variants with
+an uncommitted revision of this script: the k-blocks of a K-tile rotating over 2 / 4 accumulators (within 2% of one:
+dropped from the kernel) and 16 stages instead of 10 (no gain); run 3 is the set below.
 Per problem: these variants, the current dispatch of the op (``quantized_mm`` / ``awq_gemm`` with no path), torch.matmul
 on the dense weight in x's dtype, and a bare read (copy_bandwidth's Triton read) of the weight's bytes.
 
 Correctness first: every compiled variant (not the probes) against float64 on a ragged problem (partial last stage),
 NaN-poisoned output. Timing: CUDA-graph medians (cute_kernels.bench.graph_time_us), weight copies rotated past L2.
 ``python benchmarks/experiments/wo_wgmma_small.py`` prints a table; writes $OUT/wo_wgmma_small.json (WO_MS, WO_FAMS
-select token counts and families). ``... profile FAM VARIANT M [N K]``: one launch of a variant (ncu target).
+select token counts and families, WO_VARIANTS variants). ``... profile FAM VARIANT M [N K]``: one launch of a variant (ncu target).
 """
 import json
 import os
@@ -41,18 +41,27 @@ OUT = os.environ.get("OUT", ".")
 LAYERS = ((4096, 4096), (14336, 4096), (4096, 14336), (8192, 8192))
 MS = tuple(int(m) for m in os.environ.get("WO_MS", "1,16,32,64").split(","))
 L2_MARGIN = 150 << 20
-F4 = dict(a_buffers=4)
+
+
+def opts(f=2, k=1, p=2):
+    return dict(a_buffers=f, k_tiles_per_stage=k, param_depth=p)
+
+
+F4 = opts(f=4)
 VARIANTS = {  # per family: name -> WeightOnlyWgmmaSm90 options; "base" is session 14's kernel
-    "awq": {"base": {}, "f4": F4, "p4": dict(param_depth=4), "f4 p4": dict(F4, param_depth=4)},
-    "int4g": {"base": {}, "f4": F4, "p4": dict(param_depth=4), "f4 p4": dict(F4, param_depth=4)},
-    "int4": {"base": {}, "f4": F4},
-    "int2": {"base": {}, "f4": F4, "f2 k2": dict(k_tiles_per_stage=2), "f4 k2": dict(F4, k_tiles_per_stage=2)},
-    "int1": {"base": {}, "f4": F4, "f4 k2": dict(F4, k_tiles_per_stage=2), "f2 k4": dict(k_tiles_per_stage=4),
-             "f4 k4": dict(F4, k_tiles_per_stage=4)},
+    "awq": {"base": opts(), "f4": F4, "p4": opts(p=4), "f4 p4": opts(f=4, p=4)},
+    "int4g": {"base": opts(), "f4": F4, "p4": opts(p=4), "f4 p4": opts(f=4, p=4)},
+    "int4": {"base": opts(), "f4": F4},
+    "int2": {"base": opts(), "f4": F4, "f2 k2": opts(k=2), "f4 k2": opts(f=4, k=2)},
+    "int1": {"base": opts(), "f4": F4, "f4 k2": opts(f=4, k=2), "f2 k4": opts(k=4), "f4 k4": opts(f=4, k=4)},
 }
-PROBES = {"int4": {"nodecode f4": F4}, "int2": {"nodecode f4 k2": dict(F4, k_tiles_per_stage=2)},
-          "int1": {"nodecode f4 k4": dict(F4, k_tiles_per_stage=4)}, "awq": {"nodecode f4": F4}}
+PROBES = {"int4": {"nodecode f4": F4}, "int2": {"nodecode f4 k2": opts(f=4, k=2)},
+          "int1": {"nodecode f4 k4": opts(f=4, k=4)}, "awq": {"nodecode f4": F4}}
 FAMILIES = tuple(os.environ.get("WO_FAMS", "awq,int4g,int4,int2,int1").split(","))
+if os.environ.get("WO_VARIANTS"):  # only these variants (names of VARIANTS), no probes
+    _keep = os.environ["WO_VARIANTS"].split(",")
+    VARIANTS = {f: {v: o for v, o in vs.items() if v in _keep} for f, vs in VARIANTS.items()}
+    PROBES = {}
 
 
 class NoDecode(wok.WeightOnlyWgmmaSm90):
@@ -88,7 +97,7 @@ def compiled(fam, x_dtype, sd, group, tile_n, variant):
 
 
 def tile_n_for(m):
-    return 16 if m <= 16 else next(t for t in wgmma.TILE_N_CHOICES if t >= m)
+    return next((t for t in wgmma.TILE_N_CHOICES if t >= m), wgmma.TILE_N_CHOICES[-1])
 
 
 def launcher(fam, variant, m, n, k, sms, x_dtype, sd, group):

@@ -11,18 +11,22 @@ Layouts (host: ``weight_only/wgmma.py``)
         in its words, exactly the values of its WGMMA A fragment for that K-tile (4 k-blocks x 8 values; rows
         16 * warp + lane / 4 (+ 8), K 2 * (lane % 4) (+ 1, + 8, + 9) within a k-block), packed as the format's
         pairs (pair q of a word = elements ``pair_elems(q)``). A row block's K-tiles are contiguous in memory, so
-        one stage's TMA box (tile_m / 64 blocks x one K-tile) is tile_m / 64 runs of 512 * bits bytes.
+        one stage's TMA box (tile_m / 64 blocks x k_tiles_per_stage K-tiles) is tile_m / 64 runs of
+        512 * bits * k_tiles_per_stage bytes.
   x     [M, K] fp16/bf16, K contiguous: WGMMA's B operand (shared memory, 128B-swizzled, TMA).
   out   [M, N] row-major, x's dtype (the host routes other output dtypes elsewhere).
   group_scales [N, K / G] (float), zeros uint8 [N, K / G] (AWQ): per (row, group) decode context.
 
 Pipeline (``Sm90GemmKernel``: producer warp, two consumer warpgroups of 64 weight rows, persistent schedule,
-epilogue tree -> stmatrix -> TMA store, in-kernel split-K): the producer's TMA stages the blob's K-tile and x's
-K-tile together. Per K-tile a consumer thread loads its 4 * bits bytes of packed codes from shared memory, decodes
-them into a register A fragment (one of two: K-tiles alternate, so the fragment WGMMA may still be reading is
-never overwritten), and issues the K-tile's four register-sourced WGMMAs with x from shared memory. Group scales
-and zero points are read from global memory two K-tiles before their use, into registers the loop carries (the FP8
-kernel's scheme: a load where it is used would stall every K-tile on L2).
+epilogue tree -> stmatrix -> TMA store, in-kernel split-K): the producer's TMA stages k_tiles_per_stage K-tiles of the
+blob and of x together (2 for 1/2-bit weights, whose K-tiles are only 0.5-1 KB of codes per 64 rows; 1 for 4-bit).
+Per K-tile a consumer thread loads its 4 * bits bytes of packed codes from shared memory, decodes them into a
+register A fragment and issues the K-tile's four register-sourced WGMMAs with x from shared memory. Four A fragments
+rotate over the K-tiles and wait_group(3) keeps three K-tiles of WGMMAs in flight while the next one is decoded (the
+fragment being written is never one a WGMMA still reads); a stage is released once the WGMMAs of its last K-tile are
+done. Group scales and zero points are read from global memory two K-tiles before their use, into registers the loop
+carries (the FP8 kernel's scheme: a load where it is used would stall every K-tile on L2). Session 15 measured these
+choices at 1-64 tokens (benchmarks/experiments/wo_wgmma_small.py; docs/weight_only.md).
 """
 
 from __future__ import annotations
@@ -48,12 +52,14 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
     """One compiled variant = (weight format, activation dtype, D dtype, group size, scales / zeros, TileConfig)."""
 
     def __init__(self, config: TileConfig, epilogue: EpilogueTree, fmt: WeightFormat, group: int, has_scales: bool,
-                 sm_count: int = 132, l2_warmup: int = 0, chains: int = 1, a_buffers: int = 2, param_depth: int = 2,
-                 k_tiles_per_stage: int = 1):
-        """chains: accumulators the k-blocks of a K-tile rotate over (1, 2, 4); a_buffers: A fragments, i.e. K-tiles
-        of WGMMAs in flight (2, 4); param_depth: K-tiles ahead that group parameters are loaded (2, 4, 8);
-        k_tiles_per_stage: 64-value K-tiles per pipeline stage (1, 2, 4; one TMA box of codes per stage, so
-        k_tiles_per_stage * bits <= 4)."""
+                 sm_count: int = 132, l2_warmup: int = 0, a_buffers: int = 4, param_depth: int = 2,
+                 k_tiles_per_stage: int | None = None):
+        """a_buffers: A fragments = K-tiles whose WGMMAs may be in flight (2, 4); param_depth: K-tiles ahead that
+        group parameters are loaded (2, 4, 8); k_tiles_per_stage: 64-value K-tiles per pipeline stage (1, 2, 4; one
+        TMA box of codes per stage, so k_tiles_per_stage * bits <= 4; None: 2 for 1/2-bit, else 1). The defaults
+        are what session 15 measured fastest (benchmarks/experiments/wo_wgmma_small.py)."""
+        if k_tiles_per_stage is None:
+            k_tiles_per_stage = 2 if fmt.bits <= 2 else 1
         if fmt.bits not in (1, 2, 4):
             raise ValueError(f"the WGMMA weight-only kernel decodes 1/2/4-bit formats; got {fmt.bits}-bit {fmt.name}")
         if config.swap_ab or config.cluster_m * config.cluster_n != 1:
@@ -61,7 +67,7 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
         has_zeros = fmt.has_zeros
         if (has_scales or has_zeros) and not (group % K_TILE == 0 or K_TILE % group == 0):
             raise ValueError(f"group = {group} must divide or be a multiple of the K-tile ({K_TILE})")
-        for name, value, allowed in (("chains", chains, (1, 2, 4)), ("a_buffers", a_buffers, (2, 4)),
+        for name, value, allowed in (("a_buffers", a_buffers, (2, 4)),
                                      ("param_depth", param_depth, (2, 4, 8)),
                                      ("k_tiles_per_stage", k_tiles_per_stage, (1, 2, 4))):
             if value not in allowed:
@@ -73,7 +79,6 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
         self.kps = k_tiles_per_stage
         super().__init__(config, epilogue, Float32, sm_count=sm_count, l2_warmup=l2_warmup)
         self.fmt, self.group, self.has_scales, self.has_zeros = fmt, group, has_scales, has_zeros
-        self.chains = chains  # k-block kb of a K-tile accumulates into accumulator kb % chains
         self.a_buffers = a_buffers  # wait_group(a_buffers - 1) after each K-tile
         self.param_depth = param_depth
         self.words = fmt.bits  # 32-bit words of codes per thread and K-tile (32 values)
@@ -140,28 +145,23 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
 
         read.reset_count()
         release.reset_count()
-        accs = [acc] + [cute.make_rmem_tensor(acc.shape, acc.element_type) for _ in range(self.chains - 1)]
-        for a in accs:
-            a.fill(0)
+        acc.fill(0)
         tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
         unroll = max(nf, depth, kps)  # powers of two: every rotation is static within one unrolled round
         for q in range(kt_count // unroll):
             for h in cutlass.range_constexpr(unroll):
                 t = q * unroll + h
-                read, release = self.k_tile(tiled_mma, ab_pipe, frags[h % nf], tCrB, accs, read, release, a_base,
+                read, release = self.k_tile(tiled_mma, ab_pipe, frags[h % nf], tCrB, acc, read, release, a_base,
                                             stage_bytes, ct, tensors, rows, None if params is None else params[h % depth],
                                             cutlass.min(kt_begin + t + depth, kt_last), h, t >= nf - 1)
         rest = kt_count % unroll  # a multiple of kps
         for h in cutlass.range_constexpr(unroll - 1):  # the last ``rest`` K-tiles (h < rest)
             for _ in range((rest - h + unroll - 1) // unroll):
                 t = kt_count - rest + h
-                read, release = self.k_tile(tiled_mma, ab_pipe, frags[h % nf], tCrB, accs, read, release, a_base,
+                read, release = self.k_tile(tiled_mma, ab_pipe, frags[h % nf], tCrB, acc, read, release, a_base,
                                             stage_bytes, ct, tensors, rows, None if params is None else params[h % depth],
                                             cutlass.min(kt_begin + t + depth, kt_last), h, t >= nf - 1)
         warpgroup.wait_group(0)
-        for c in cutlass.range_constexpr(1, self.chains):
-            for i in cutlass.range_constexpr(cute.size(acc)):
-                acc[i] = acc[i] + accs[c][i]
         # the stages whose last WGMMAs only the final wait covered
         for _ in range(cutlass.min(k_tiles, (nf - 1 + kps - 1) // kps)):
             ab_pipe.consumer_release(release)
@@ -169,7 +169,7 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
         return read, release
 
     @cute.jit
-    def k_tile(self, tiled_mma: cute.TiledMma, ab_pipe, frag: cute.Tensor, tCrB: cute.Tensor, accs: list,
+    def k_tile(self, tiled_mma: cute.TiledMma, ab_pipe, frag: cute.Tensor, tCrB: cute.Tensor, acc: cute.Tensor,
                read, release, a_base, stage_bytes, ct, tensors: dict, rows, params, reload_k, h, may_release):
         """One K-tile (number ``h`` of an unrolled round; K-tile h % kps of its stage): wait for the stage on its
         first K-tile, decode this thread's codes into ``frag`` (whose WGMMAs, a_buffers K-tiles ago, completed at
@@ -187,7 +187,6 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
         self.decode(words, frag, ct, ctxs)
         warpgroup.fence()
         for kb in cutlass.range_constexpr(cute.size(frag, mode=[2])):
-            acc = accs[kb % self.chains]
             cute.gemm(tiled_mma, acc, frag[(None, None, kb)], tCrB[(None, None, 4 * j + kb, read.index)], acc)
         warpgroup.commit_group()
         warpgroup.wait_group(nf - 1)

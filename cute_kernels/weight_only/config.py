@@ -144,6 +144,20 @@ SCALED_TENSOR_CORE_SPLIT_K_TILE = TileShape(nt=2, mt=4, warps_n=4, warps_k=2)
 # M >= 17. Above 4096 tokens the dequantize pass is amortized over more work and cuBLAS's larger tiles win (not
 # measured: the limit is where the measurements stop).
 WGMMA_MAX_M = 4096
+# Session 15 (H100, benchmarks/experiments/wo_crossover.py, both paths forced through the ops, the four layers of the
+# issues; docs/weight_only.md): with 16-token tiles, four K-tiles of WGMMAs in flight and two K-tiles per stage at
+# 1/2 bits, the WGMMA path beats the decode path from 8 tokens on for 1/2-bit weights (M = 16, 8192^2: 1-bit 16.6 ->
+# 11.7 us, 2-bit 17.8 -> 14.2; at 8 tokens 2-bit 8192^2 is the one layer 4% slower) and from 12 for 4-bit (M = 16
+# 4096 x 14336: 19.6 -> 16.2; at 12 tokens 8192^2 3% slower, the other three layers faster or equal). With group
+# scales or AWQ zero points the decode path stays ahead or even up to 16 tokens on 3 of 4 layers (unchanged).
+WGMMA_MIN_M = {1: 8, 2: 8, 4: 12}  # bits -> fewest tokens on the WGMMA path (formats without group parameters)
+
+
+def wgmma_min_m(bits: int, scaled: bool = False, awq: bool = False) -> int:
+    """Fewest tokens that take the WGMMA path (when eligible) instead of the decode path."""
+    if scaled or awq:
+        return DECODE_MAX_M + 1
+    return WGMMA_MIN_M.get(bits, DECODE_MAX_M + 1)
 
 
 def awq_dense_min_tokens(oc: int, wgmma: bool = False) -> int:
@@ -313,7 +327,8 @@ def select_tile(bits: int, m: int, n: int, sm_count: int, path: str | None = Non
     picks its TileConfig itself). ``awq``: the AWQ format (its own decode plans)."""
     if path is None:
         decode = m <= (DECODE_MAX_M if decode_max_m is None else decode_max_m)
-        if not decode and wgmma and (m <= WGMMA_MAX_M or not dense):
+        early = decode_max_m is None and m >= wgmma_min_m(bits, scaled, awq)  # WGMMA_MIN_M
+        if (not decode or early) and wgmma and (m <= WGMMA_MAX_M or not dense):
             path = "wgmma"
         elif dense and m >= (DENSE_MIN_M if dense_min_m is None else dense_min_m):
             path = "dense"

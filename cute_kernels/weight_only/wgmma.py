@@ -121,11 +121,12 @@ def clear_cache() -> None:
     _blobs.clear()
 
 # ---------------------------------------------------------------------------------------------------- tiles
-TILE_N_CHOICES = (32, 64, 128, 256)  # tokens per tile (WGMMA N)
+TILE_N_CHOICES = (16, 32, 64, 128, 256)  # tokens per tile (WGMMA N; 8 does not fit the epilogue's stmatrix tiling)
 
 def select_config(m: int, n: int, k: int, sm_count: int = 132) -> TileConfig:
     """128 weight rows (two consumer warpgroups) x the narrowest token width that covers M (256 above), K split in
-    up to 8 slices where the tiles alone leave SMs idle (the wave model of ``configs.best_split``)."""
+    up to 8 slices where the tiles alone leave SMs idle (the wave model of ``configs.best_split``, over 64-value
+    K-tiles)."""
     tile_n = next((t for t in TILE_N_CHOICES if t >= m), TILE_N_CHOICES[-1])
     cfg = TileConfig(tile_m=128, tile_n=tile_n, cluster_m=1, cluster_n=1)
     tiles = -(-n // cfg.tile_m) * -(-m // tile_n)

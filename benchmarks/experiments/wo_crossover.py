@@ -1,0 +1,116 @@
+"""Session 15: where the WGMMA path (now with 16-token tiles, four K-tiles of WGMMAs in flight and, for 1/2-bit,
+two K-tiles per stage) overtakes the decode path at 1-16 tokens, per format and layer.
+
+Through the ops with the path forced (``quantized_mm(..., path=...)``, ``awq_gemm(..., path=...)``), so what is timed
+is what the dispatch would run: decode vs wgmma for int1 / int2 / int4 (per-tensor scale, bf16 x), int4 with bf16
+group scales g128 (int4g) and AWQ g128 (fp16 x), M in {1, 2, 4, 8, 12, 16}, on the four layers of the issues; plus
+the dispatch as shipped (``path=None``) and torch.matmul on the dense weight. Every (family, path) is checked against
+float64 first (ragged problem, NaN-poisoned output). CUDA-graph medians, weight copies rotated past L2.
+``python benchmarks/experiments/wo_crossover.py`` prints a table; writes $OUT/wo_crossover.json.
+"""
+import json
+import os
+
+import torch
+
+from cute_kernels.bench import graph_time_us
+from cute_kernels.formats.awq import awq_dequantize_float, awq_quantize
+from cute_kernels.formats.bitpack import quantize_weights, unpack_weights
+from cute_kernels.reference import awq_gemm_ref, quantized_mm_ref
+from cute_kernels.weight_only import awq_gemm, quantized_mm
+
+OUT = os.environ.get("OUT", ".")
+LAYERS = ((4096, 4096), (14336, 4096), (4096, 14336), (8192, 8192))
+MS = tuple(int(m) for m in os.environ.get("WO_MS", "1,2,4,8,12,16").split(","))
+FAMILIES = tuple(os.environ.get("WO_FAMS", "int1,int2,int4,int4g,awq").split(","))
+PATHS = ("decode", "wgmma", None)
+L2_MARGIN = 150 << 20
+
+
+def family(fam):
+    dtype = torch.float16 if fam == "awq" else torch.bfloat16
+    group = 128 if fam in ("awq", "int4g") else None
+    bits = 4 if fam == "awq" else int(fam[3])
+    return dtype, group, bits
+
+
+def make(fam, n, k):
+    dtype, group, bits = family(fam)
+    if fam == "awq":
+        q, z, s = awq_quantize(torch.randn(k, n, device="cuda") * 0.05, group, dtype)
+        return q, s, z
+    w, s, gs = quantize_weights(torch.randn(n, k, device="cuda"), bits, group)
+    return w, s, None if gs is None else gs.to(dtype)
+
+
+def call(fam, x, wt, out, path):
+    bits = family(fam)[2]
+    if fam == "awq":
+        return awq_gemm(x, *wt, out=out, path=path)
+    return quantized_mm(x, wt[0], wt[1], bits, wt[2], out=out, path=path)
+
+
+def check():
+    bad = 0
+    for fam in FAMILIES:
+        dtype, group, bits = family(fam)
+        n, k = 520, 2176
+        wt = make(fam, n, k)
+        for m in (1, 5, 16):
+            x = torch.randn(m, k, dtype=dtype, device="cuda")
+            if fam == "awq":
+                ref = awq_gemm_ref(x.cpu(), wt[0].cpu(), wt[1].cpu(), wt[2].cpu())
+            else:
+                ref = quantized_mm_ref(x.cpu(), wt[0].cpu(), wt[1], bits, None if wt[2] is None else wt[2].float().cpu())
+            for path in PATHS:
+                out = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
+                call(fam, x, wt, out, path)
+                err = ((out.double().cpu() - ref).abs().max() / ref.abs().max()).item()
+                if out.isnan().any() or err > (1.5e-3 if dtype == torch.float16 else 8e-3):
+                    bad += 1
+                    print("CHECK FAILED", fam, m, path, err, flush=True)
+    print(f"checks: {bad} failed", flush=True)
+
+
+def main():
+    check()
+    rows = []
+    for fam in FAMILIES:
+        dtype, group, bits = family(fam)
+        for n, k in LAYERS:
+            copies = max(2, min(8, -(-L2_MARGIN // (n * k * bits // 8))))
+            wts = [make(fam, n, k) for _ in range(copies)]
+            if fam == "awq":
+                dense = [awq_dequantize_float(*w).to(dtype).t().contiguous() for w in wts[:2]]
+            else:
+                dense = [unpack_weights(w[0], bits, k).to(dtype) * w[1] for w in wts[:2]]
+            for m in MS:
+                x = torch.randn(m, k, dtype=dtype, device="cuda")
+                out = torch.empty(m, n, dtype=dtype, device="cuda")
+                row = {"fam": fam, "M": m, "N": n, "K": k}
+                for path in PATHS:
+                    row[str(path)] = graph_time_us([lambda w=w, p=path: call(fam, x, w, out, p) for w in wts])[0]
+                row["dense"] = graph_time_us([lambda wd=wd: torch.matmul(x, wd.t(), out=out) for wd in dense])[0]
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+            del wts, dense
+            torch.cuda.empty_cache()
+    dev = torch.cuda.get_device_name()
+    with open(os.path.join(OUT, "wo_crossover.json"), "w") as f:
+        json.dump({"device": dev, "rows": rows}, f)
+    print(f"\n{dev}: µs; shipped = the dispatch (path=None); x dense = torch.matmul time / best path")
+    print(f"{'fam':5s} {'N':>6s} {'K':>6s} " + " ".join(f"M={m:<2d} dec/wgmma" for m in MS))
+    for fam in FAMILIES:
+        for n, k in LAYERS:
+            rs = [r for r in rows if r["fam"] == fam and r["N"] == n and r["K"] == k]
+            print(f"{fam:5s} {n:6d} {k:6d} " + " ".join(f"{r['decode']:6.1f}/{r['wgmma']:<6.1f}" for r in rs))
+    print("\nspeedup of the better path over torch.matmul (dense weight):")
+    for fam in FAMILIES:
+        for n, k in LAYERS:
+            rs = [r for r in rows if r["fam"] == fam and r["N"] == n and r["K"] == k]
+            print(f"{fam:5s} {n:6d} {k:6d} " + " ".join(
+                f"{r['dense'] / min(r['decode'], r['wgmma']):13.2f}" for r in rs))
+
+
+if __name__ == "__main__":
+    main()
