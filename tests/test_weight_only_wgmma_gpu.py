@@ -28,7 +28,8 @@ def _err(out, ref):
 @pytest.mark.parametrize("bits", [4, 2, 1])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("m,n,k,group", [(1, 264, 1088, None), (8, 520, 2112, 64), (16, 4096, 4096, None),
-                                         (17, 200, 1088, None), (40, 4096, 4096, 128), (130, 264, 512, 64),
+                                         (17, 200, 1088, None), (40, 4096, 4096, 128), (100, 264, 1088, None),
+                                         (130, 264, 512, 64),
                                          (256, 520, 2048, 32), (600, 136, 1152, None)])
 def test_quantized_mm(bits, dtype, m, n, k, group):
     torch.manual_seed(bits * 1000 + m)

@@ -149,7 +149,8 @@ WGMMA_MAX_M = 4096
 # 1/2 bits, the WGMMA path beats the decode path from 8 tokens on for 1/2-bit weights (M = 16, 8192^2: 1-bit 16.6 ->
 # 11.7 us, 2-bit 17.8 -> 14.2; at 8 tokens 2-bit 8192^2 is the one layer 4% slower) and from 12 for 4-bit (M = 16
 # 4096 x 14336: 19.6 -> 16.2; at 12 tokens 8192^2 3% slower, the other three layers faster or equal). With group
-# scales or AWQ zero points the decode path stays ahead or even up to 16 tokens on 3 of 4 layers (unchanged).
+# scales (4-bit measured; 1/2-bit not) or AWQ zero points the decode path stays ahead or even up to 16 tokens on 3
+# of 4 layers (unchanged).
 WGMMA_MIN_M = {1: 8, 2: 8, 4: 12}  # bits -> fewest tokens on the WGMMA path (formats without group parameters)
 
 
