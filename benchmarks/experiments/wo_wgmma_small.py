@@ -77,14 +77,14 @@ class NoDecode(wok.WeightOnlyWgmmaSm90):
 _compiled = {}
 
 
-def compiled(fam, x_dtype, sd, group, tile_n, variant):
-    key = (fam, x_dtype, sd, group, tile_n, variant)
+def compiled(fam, x_dtype, sd, group, tile_n, variant, split=True):
+    key = (fam, x_dtype, sd, group, tile_n, variant, split)
     if key not in _compiled:
         probe = variant in PROBES.get(fam, {})
         opts = dict(PROBES[fam][variant] if probe else VARIANTS[fam][variant])
         stages = opts.pop("stages", 0)
-        cfg = TileConfig(tile_m=128, tile_n=tile_n, cluster_m=1, cluster_n=1, split_k=wgmma.MAX_SPLIT_K,
-                         stages=stages)
+        cfg = TileConfig(tile_m=128, tile_n=tile_n, cluster_m=1, cluster_n=1,
+                         split_k=wgmma.MAX_SPLIT_K if split else 1, stages=stages)
         orig = wok.WeightOnlyWgmmaSm90
         if probe:
             wok.WeightOnlyWgmmaSm90 = NoDecode
@@ -101,12 +101,14 @@ def tile_n_for(m):
 
 
 def launcher(fam, variant, m, n, k, sms, x_dtype, sd, group):
-    """fn(x, w_or_kw, out, scale, gs) launching the variant, split by the wave model (always the split variant)."""
+    """fn(x, w_or_kw, out, scale, gs) launching the variant, split by the wave model. Runs 1-3 and the M = 64 run
+    launched the split variant even with one slice (14336 x 4096); since then one slice runs the unsplit kernel, as
+    the op does."""
     tile_n = tile_n_for(m)
-    fn = compiled(fam, x_dtype, sd, group, tile_n, variant)
     tiles = -(-n // 128) * -(-m // tile_n)
     s = best_split(tiles, 128, wgmma.MAX_SPLIT_K, -(-k // wgmma.K_TILE), sms)
-    split = (s, tiles * s * 128 * tile_n, tiles)
+    fn = compiled(fam, x_dtype, sd, group, tile_n, variant, split=s > 1)
+    split = (s, tiles * s * 128 * tile_n, tiles) if s > 1 else None
     bits = {"awq": 4, "int4g": 4, "int4": 4, "int2": 2, "int1": 1}[fam]
     fmt_key = "int4" if fam == "int4g" else fam
 
