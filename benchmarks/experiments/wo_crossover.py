@@ -61,7 +61,8 @@ def check():
             if fam == "awq":
                 ref = awq_gemm_ref(x.cpu(), wt[0].cpu(), wt[1].cpu(), wt[2].cpu())
             else:
-                ref = quantized_mm_ref(x.cpu(), wt[0].cpu(), wt[1], bits, None if wt[2] is None else wt[2].float().cpu())
+                gs = None if wt[2] is None else wt[2].float().cpu()
+                ref = quantized_mm_ref(x.cpu(), wt[0].cpu(), wt[1], bits, gs)
             for path in PATHS:
                 out = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
                 call(fam, x, wt, out, path)

@@ -1,7 +1,7 @@
 """Session 15: the WGMMA weight-only path as a weight stream at 1-64 tokens.
 
-Session 14's WGMMA path streams 4-bit weights at ~1.5 TB/s at 64 tokens (8192^2: 21.8 µs for 33.5 MB), and its time
-hardly moves between 17 and 64 tokens. Options of ``WeightOnlyWgmmaSm90`` timed here (names in the tables):
+Session 14's WGMMA path streams 4-bit weights at ~1.5 TB/s at 64 tokens (8192^2: 21.8 µs for 33.5 MB), and its
+time hardly moves between 17 and 64 tokens. Options of ``WeightOnlyWgmmaSm90`` timed here (names in the tables):
   * f4 (``a_buffers=4``): four A fragments, three K-tiles of WGMMAs in flight (wait_group(3)) instead of one;
   * k2 / k4 (``k_tiles_per_stage``): 2 / 4 K-tiles per pipeline stage (one TMA box of codes, 2 / 4 boxes of x);
   * p4 (``param_depth=4``): group scales / zero points loaded 4 K-tiles ahead instead of 2;
@@ -16,7 +16,8 @@ on the dense weight in x's dtype, and a bare read (copy_bandwidth's Triton read)
 Correctness first: every compiled variant (not the probes) against float64 on a ragged problem (partial last stage),
 NaN-poisoned output. Timing: CUDA-graph medians (cute_kernels.bench.graph_time_us), weight copies rotated past L2.
 ``python benchmarks/experiments/wo_wgmma_small.py`` prints a table; writes $OUT/wo_wgmma_small.json (WO_MS, WO_FAMS
-select token counts and families, WO_VARIANTS variants). ``... profile FAM VARIANT M [N K]``: one launch of a variant (ncu target).
+select token counts and families, WO_VARIANTS variants). ``... profile FAM VARIANT M [N K]``: one launch of a
+variant (ncu target).
 """
 import json
 import os

@@ -143,6 +143,7 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
             for d in cutlass.range_constexpr(depth):
                 self.load_params(tensors, rows, cutlass.min(kt_begin + d, kt_last), params[d])
 
+        pbufs = [None] * depth if params is None else params
         read.reset_count()
         release.reset_count()
         acc.fill(0)
@@ -152,14 +153,14 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
             for h in cutlass.range_constexpr(unroll):
                 t = q * unroll + h
                 read, release = self.k_tile(tiled_mma, ab_pipe, frags[h % nf], tCrB, acc, read, release, a_base,
-                                            stage_bytes, ct, tensors, rows, None if params is None else params[h % depth],
+                                            stage_bytes, ct, tensors, rows, pbufs[h % depth],
                                             cutlass.min(kt_begin + t + depth, kt_last), h, t >= nf - 1)
         rest = kt_count % unroll  # a multiple of kps
         for h in cutlass.range_constexpr(unroll - 1):  # the last ``rest`` K-tiles (h < rest)
             for _ in range((rest - h + unroll - 1) // unroll):
                 t = kt_count - rest + h
                 read, release = self.k_tile(tiled_mma, ab_pipe, frags[h % nf], tCrB, acc, read, release, a_base,
-                                            stage_bytes, ct, tensors, rows, None if params is None else params[h % depth],
+                                            stage_bytes, ct, tensors, rows, pbufs[h % depth],
                                             cutlass.min(kt_begin + t + depth, kt_last), h, t >= nf - 1)
         warpgroup.wait_group(0)
         # the stages whose last WGMMAs only the final wait covered
