@@ -6,7 +6,9 @@ time hardly moves between 17 and 64 tokens. Options of ``WeightOnlyWgmmaSm90`` t
   * k2 / k4 (``k_tiles_per_stage``): 2 / 4 K-tiles per pipeline stage (one TMA box of codes, 2 / 4 boxes of x);
   * p4 (``param_depth=4``): group scales / zero points loaded 4 K-tiles ahead instead of 2;
   * tile_n = 16 for 1-16 tokens (the decode path's range; WGMMA's N = 8 does not fit the epilogue's stmatrix);
-  * probes that skip the decode (wrong results, timing only): how much of a K-tile is decode.
+  * probes (wrong results, timing only): "nodecode" skips the decode (how much of a K-tile is decode); "pipeline"
+    (added after the recorded runs, not yet run) only waits for and releases the stages - the producer's TMA stream
+    with no consumer work, i.e. the floor of the ~140 ns per stage seen at 1-16 tokens.
 Runs 1 and 2 of the session (data/session15_h100/wo_wgmma_small_run{1,2}.json) timed an earlier set of variants with
 an uncommitted revision of this script: the k-blocks of a K-tile rotating over 2 / 4 accumulators (within 2% of one:
 dropped from the kernel) and 16 stages instead of 10 (no gain); run 3 is the set below.
@@ -56,8 +58,9 @@ VARIANTS = {  # per family: name -> WeightOnlyWgmmaSm90 options; "base" is sessi
     "int2": {"base": opts(), "f4": F4, "f2 k2": opts(k=2), "f4 k2": opts(f=4, k=2)},
     "int1": {"base": opts(), "f4": F4, "f4 k2": opts(f=4, k=2), "f2 k4": opts(k=4), "f4 k4": opts(f=4, k=4)},
 }
-PROBES = {"int4": {"nodecode f4": F4}, "int2": {"nodecode f4 k2": opts(f=4, k=2)},
-          "int1": {"nodecode f4 k4": opts(f=4, k=4)}, "awq": {"nodecode f4": F4}}
+PROBES = {"int4": {"nodecode f4": F4, "pipeline": opts()}, "int2": {"nodecode f4 k2": opts(f=4, k=2)},
+          "int1": {"nodecode f4 k4": opts(f=4, k=4), "pipeline": opts(), "pipeline k2": opts(k=2)},
+          "awq": {"nodecode f4": F4}}
 FAMILIES = tuple(os.environ.get("WO_FAMS", "awq,int4g,int4,int2,int1").split(","))
 if os.environ.get("WO_VARIANTS"):  # only these variants (names of VARIANTS), no probes
     _keep = os.environ["WO_VARIANTS"].split(",")
@@ -75,6 +78,23 @@ class NoDecode(wok.WeightOnlyWgmmaSm90):
             regs[pair] = words[pair % len(words)] ^ wok.Uint32(pair)
 
 
+class PipelineOnly(wok.WeightOnlyWgmmaSm90):
+    """Timing probe: the consumers wait for each stage and release it at once (no loads, decode or WGMMA; the
+    epilogue stores zeros)."""
+
+    @wok.cute.jit
+    def mainloop(self, tiled_mma, ab_pipe, tCrA, tCrB, acc, read, release, k_begin, k_tiles, tile, tCcD, tensors):
+        read.reset_count()
+        release.reset_count()
+        acc.fill(0)
+        for _ in range(k_tiles):
+            ab_pipe.consumer_wait(read)
+            ab_pipe.consumer_release(release)
+            read.advance()
+            release.advance()
+        return read, release
+
+
 _compiled = {}
 
 
@@ -88,7 +108,7 @@ def compiled(fam, x_dtype, sd, group, tile_n, variant, split=True):
                          split_k=wgmma.MAX_SPLIT_K if split else 1, stages=stages)
         orig = wok.WeightOnlyWgmmaSm90
         if probe:
-            wok.WeightOnlyWgmmaSm90 = NoDecode
+            wok.WeightOnlyWgmmaSm90 = PipelineOnly if variant.startswith("pipeline") else NoDecode
         try:
             fmt_key = "int4" if fam == "int4g" else fam
             _compiled[key] = wgmma.build(fmt_key, x_dtype, x_dtype, sd, group, cfg, kernel_options=opts)
