@@ -182,3 +182,39 @@ def test_kernel_options_are_checked():
         WeightOnlyWgmmaSm90(cfg, tree, format_by_key("int4"), 64, False, k_tiles_per_stage=2)
     with pytest.raises(ValueError, match="a_buffers = 3"):
         WeightOnlyWgmmaSm90(cfg, tree, format_by_key("int2"), 64, False, a_buffers=3)
+
+
+@pytest.mark.parametrize("kps", [1, 2, 4])
+@pytest.mark.parametrize("a_buffers", [2, 4])
+@pytest.mark.parametrize("depth", [2, 4, 8])
+def test_stage_release_schedule(kps, a_buffers, depth):
+    """The mainloop's stage bookkeeping, walked in Python with the kernel's own predicates: per work tile of S stages
+    (S * kps K-tiles, unrolled in rounds of max(a_buffers, depth, kps) K-tiles, then the rest), every stage is
+    waited for once, before its first K-tile, and released exactly once, in order, only after the WGMMAs of its last
+    K-tile are done (wait_group(a_buffers - 1) after each K-tile); the A fragment and parameter buffer a K-tile uses
+    rotate with t itself (t mod a_buffers, t mod depth) in the rounds and in the rest alike, so a fragment is
+    rewritten only a_buffers K-tiles after its last use, which the previous wait has completed."""
+    from cute_kernels.sm90.weight_only_wgmma import releases_a_stage, stages_left_at_end
+
+    unroll = max(a_buffers, depth, kps)
+    for stages in range(1, 13):
+        tiles = stages * kps
+        waited, released, last_use, completed = [], [], {}, -1
+        for t in range(tiles):
+            h = t % unroll  # main rounds and the remainder loop both index K-tiles by t mod unroll
+            if h % kps == 0:
+                waited.append(t // kps)
+            assert waited[-1] == t // kps  # the K-tile reads the stage it waited for
+            frag = h % a_buffers  # the kernel's frags[h % nf]
+            assert frag not in last_use or last_use[frag] <= completed  # its previous K-tile's WGMMAs are done
+            last_use[frag] = t
+            assert h % depth == t % depth  # parameters loaded ``depth`` K-tiles ahead land in the right buffer
+            done = t - (a_buffers - 1)  # K-tiles <= done have completed their WGMMAs after this K-tile's wait
+            completed = done
+            if releases_a_stage(h, a_buffers, kps) and t >= a_buffers - 1:
+                stage = len(released)
+                assert (stage + 1) * kps - 1 <= done  # its last K-tile is complete
+                released.append(stage)
+        released += list(range(len(released), len(released) + min(stages, stages_left_at_end(a_buffers, kps))))
+        assert waited == list(range(stages))
+        assert released == list(range(stages)), (stages, released)

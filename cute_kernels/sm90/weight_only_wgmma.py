@@ -48,6 +48,19 @@ K_TILE = 64  # K of one K-tile: four k-blocks of a 16-bit WGMMA (a stage holds k
 PAIRS_PER_K_TILE = 16  # a thread's A fragment of one K-tile: 4 k-blocks x 4 registers (pairs of values)
 
 
+def releases_a_stage(h: int, a_buffers: int, kps: int) -> bool:
+    """Whether the wait after K-tile ``h`` of an unrolled round (rounds are whole stages) completes a stage: the wait
+    leaves a_buffers - 1 K-tiles of WGMMAs in flight, so K-tile h - (a_buffers - 1) is done, and when that is the last
+    K-tile of its stage the stage can go back to the producer (from the round's second stage on: ``may_release``)."""
+    return (h - (a_buffers - 1)) % kps == kps - 1
+
+
+def stages_left_at_end(a_buffers: int, kps: int) -> int:
+    """Stages of a work tile still held after its last K-tile (at most the tile's stage count): those whose last
+    K-tile is among the a_buffers - 1 still in flight, released after the final wait_group(0)."""
+    return -(-(a_buffers - 1) // kps)
+
+
 class WeightOnlyWgmmaSm90(Sm90GemmKernel):
     """One compiled variant = (weight format, activation dtype, D dtype, group size, scales / zeros, TileConfig)."""
 
@@ -164,7 +177,7 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
                                             cutlass.min(kt_begin + t + depth, kt_last), h, t >= nf - 1)
         warpgroup.wait_group(0)
         # the stages whose last WGMMAs only the final wait covered
-        for _ in range(cutlass.min(k_tiles, (nf - 1 + kps - 1) // kps)):
+        for _ in range(cutlass.min(k_tiles, stages_left_at_end(nf, kps))):
             ab_pipe.consumer_release(release)
             release.advance()
         return read, release
@@ -191,8 +204,7 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
             cute.gemm(tiled_mma, acc, frag[(None, None, kb)], tCrB[(None, None, 4 * j + kb, read.index)], acc)
         warpgroup.commit_group()
         warpgroup.wait_group(nf - 1)
-        # K-tiles <= t - (nf - 1) are done; release when that is the last K-tile of a stage
-        if cutlass.const_expr((h - (nf - 1)) % kps == kps - 1):
+        if cutlass.const_expr(releases_a_stage(h, nf, kps)):
             if may_release:
                 ab_pipe.consumer_release(release)
                 release.advance()
