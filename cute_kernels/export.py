@@ -103,13 +103,15 @@ def _build_weight_only(fmt_key: str, bits: int, scaled: bool):
         from .weight_only.compile import compile_with_cubin
         from .weight_only.config import select_tile
 
+        from .weight_only import wgmma
+
         x_dtype = _dtype(spec.x_dtype, "x_dtype")
-        on_wgmma = spec.arch == "sm_90a" and bits in (1, 2, 4)  # the ops' WGMMA path (SM90, fp16/bf16 x)
+        # the ops' own rule for the WGMMA path (only x's dtype is read from the tensor)
+        on_wgmma = wgmma.eligible(torch.empty((0, spec.k), dtype=x_dtype, device="meta"), bits, spec.n, spec.k,
+                                  128 if scaled else None, x_dtype, spec.arch)
         path, tile = select_tile(bits, spec.m, spec.n, 132, scaled=scaled, awq=fmt_key == "awq", k=spec.k,
                                  wgmma=on_wgmma)
         if path == "wgmma":
-            from .weight_only import wgmma
-
             cfg = spec.config or wgmma.select_config(spec.m, spec.n, spec.k)
             group = 128 if scaled else wgmma.NO_GROUP
             fn = wgmma.build(fmt_key, x_dtype, x_dtype, x_dtype if scaled else None, group, cfg,

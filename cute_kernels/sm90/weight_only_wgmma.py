@@ -95,6 +95,7 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
         self.a_buffers = a_buffers  # wait_group(a_buffers - 1) after each K-tile
         self.param_depth = param_depth
         self.words = fmt.bits  # 32-bit words of codes per thread and K-tile (32 values)
+        self.tile_bytes = BLOCK_ROWS * K_TILE * fmt.bits // 8  # codes of one 64-row block's K-tile
         # decode contexts per row and K-tile: one per group the K-tile touches
         self.groups_per_tile = max(1, K_TILE // group) if (has_scales or has_zeros) else 0
 
@@ -131,8 +132,7 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
         wg = tidx // self.threads_per_wg - 1
         kps, nf, depth = self.kps, self.a_buffers, self.param_depth
         # This thread's words of K-tile 0 of stage 0: its warpgroup's block, then 4 * bits bytes per thread.
-        tile_bytes = BLOCK_ROWS * K_TILE * self.fmt.bits // 8  # one block's K-tile
-        a_base = (Int32(tensors["sA"].iterator.toint()) + wg * kps * tile_bytes
+        a_base = (Int32(tensors["sA"].iterator.toint()) + wg * kps * self.tile_bytes
                   + (tidx % self.threads_per_wg) * (4 * self.words))
         stage_bytes = self.a_stage_bytes()
         # A fragments rotate over K-tiles: the one being decoded is never one an in-flight WGMMA reads.
@@ -193,8 +193,7 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
         j = h % kps
         if cutlass.const_expr(j == 0):
             ab_pipe.consumer_wait(read)
-        words = ptx.ld_shared_words(a_base + read.index * stage_bytes + j * (BLOCK_ROWS * K_TILE * self.fmt.bits // 8),
-                                    self.words)
+        words = ptx.ld_shared_words(a_base + read.index * stage_bytes + j * self.tile_bytes, self.words)
         ctxs = self.decode_contexts(ct, params)
         if cutlass.const_expr(params is not None):
             self.load_params(tensors, rows, reload_k, params)  # the contexts are taken: reload in place
