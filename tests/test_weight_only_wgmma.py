@@ -52,6 +52,43 @@ def test_blob_cache_follows_the_weight():
     assert not wgmma._blobs
 
 
+@pytest.mark.parametrize("scale_dtype", [torch.float16, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("x_dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("with_zeros", [False, True])
+def test_param_words_layout(scale_dtype, x_dtype, with_zeros):
+    """Word (g, n) of the kernel's group parameters: the scale of (n, g) rounded once to x's dtype in the high half
+    (exactly what ``.to(x_dtype)`` gives: the kernel multiplies by that), AWQ's zero point in the low half."""
+    n, groups = 72, 5
+    scales = (torch.rand(n, groups, dtype=torch.float64) * 2 - 1).to(scale_dtype)  # negative scales too
+    zeros = torch.randint(0, 16, (n, groups), dtype=torch.uint8) if with_zeros else None
+    words = wgmma.param_words(scales, zeros, x_dtype)
+    assert words.dtype == torch.int32 and words.shape == (groups, n) and words.is_contiguous()
+    u = words.to(torch.int64) & 0xFFFFFFFF
+    hi = (u >> 16).to(torch.int32).to(torch.int16)  # back to 16-bit patterns (wrapping)
+    assert torch.equal(hi.view(x_dtype).t(), scales.to(x_dtype))
+    assert torch.equal((u & 0xFFFF).t(), zeros.to(torch.int64) if with_zeros else torch.zeros(n, groups, dtype=torch.int64))
+    only_zeros = wgmma.param_words(None, zeros, x_dtype) if with_zeros else None
+    if with_zeros:
+        assert torch.equal(only_zeros.t(), zeros.to(torch.int32))
+
+
+def test_param_cache_follows_its_tensors():
+    import gc
+
+    wgmma.clear_cache()
+    scales = torch.rand(64, 4, dtype=torch.float16)
+    zeros = torch.randint(0, 16, (64, 4), dtype=torch.uint8)
+    a = wgmma.cached_params(scales, zeros, torch.float16)
+    assert wgmma.cached_params(scales, zeros, torch.float16) is a
+    zeros.add_(1)  # an update of either tensor misses
+    b = wgmma.cached_params(scales, zeros, torch.float16)
+    assert b is not a and torch.equal(b, wgmma.param_words(scales, zeros, torch.float16))
+    assert wgmma.cached_params(scales, zeros, torch.bfloat16) is not b  # the rounding target is in the key
+    del scales, a, b
+    gc.collect()
+    assert not wgmma._params
+
+
 @pytest.mark.parametrize("bits", [1, 2, 4])
 def test_codes_from_packed_match_the_packing(bits):
     lo, hi = {1: (-1, 1), 2: (-2, 1), 4: (-8, 7)}[bits]
@@ -158,7 +195,7 @@ def test_compiles_with_register_sourced_hgmma(fmt_key, bits, x_dtype, scale_dtyp
 
     cfg = TileConfig(tile_m=128, tile_n=tile_n, cluster_m=1, cluster_n=1, split_k=split)
     compiled = compile_with_artifacts(
-        lambda o: wgmma.build(fmt_key, x_dtype, x_dtype, scale_dtype, group, cfg, extra_options=o))
+        lambda o: wgmma.build(fmt_key, x_dtype, x_dtype, scale_dtype is not None, group, cfg, extra_options=o))
     s = summarize_cubin(compiled.artifacts.CUBIN)
     suffix = "BF16" if x_dtype == torch.bfloat16 else ""
     hgmma = [op for op in s.mma if op.startswith(f"HGMMA.64x{tile_n}x16.F32") and op.endswith(suffix)]

@@ -143,3 +143,25 @@ def test_blob_cache_is_dropped_with_the_weight():
     del w
     gc.collect()
     assert len(wgmma._blobs) == 0
+
+
+def test_group_parameters_follow_in_place_updates():
+    """The kernel reads its group scales through a cached re-layout (``wgmma.cached_params``): an in-place update of
+    the scales is seen by the next call, and the cache entry goes with the scales."""
+    import gc
+
+    wgmma.clear_cache()
+    torch.manual_seed(7)
+    x = torch.randn(24, 512, dtype=torch.bfloat16, device="cuda")
+    w, scale, gs = quantize_weights(torch.randn(136, 512, device="cuda"), 4, 128)
+    gs = gs.to(torch.bfloat16)
+    quantized_mm(x, w, scale, 4, gs, path="wgmma")
+    gs.mul_(-2.0)
+    out = poisoned((24, 136), torch.bfloat16)
+    quantized_mm(x, w, scale, 4, gs, out=out, path="wgmma")
+    ref = quantized_mm_ref(x.cpu(), w.cpu(), scale, 4, gs.float().cpu())
+    assert _err(out, ref) < TOL[torch.bfloat16]
+    assert len(wgmma._params) == 2
+    del gs
+    gc.collect()
+    assert len(wgmma._params) == 0

@@ -1,17 +1,18 @@
-"""Session 15: the WGMMA weight-only path as a weight stream at 1-64 tokens.
+"""Sessions 15-16: the WGMMA weight-only path as a weight stream at 1-64 tokens.
 
-Session 14's WGMMA path streams 4-bit weights at ~1.5 TB/s at 64 tokens (8192^2: 21.8 µs for 33.5 MB), and its
-time hardly moves between 17 and 64 tokens. Options of ``WeightOnlyWgmmaSm90`` timed here (names in the tables):
-  * f4 (``a_buffers=4``): four A fragments, three K-tiles of WGMMAs in flight (wait_group(3)) instead of one;
-  * k2 / k4 (``k_tiles_per_stage``): 2 / 4 K-tiles per pipeline stage (one TMA box of codes, 2 / 4 boxes of x);
-  * p4 (``param_depth=4``): group scales / zero points loaded 4 K-tiles ahead instead of 2;
-  * tile_n = 16 for 1-16 tokens (the decode path's range; WGMMA's N = 8 does not fit the epilogue's stmatrix);
-  * probes (wrong results, timing only): "nodecode" skips the decode (how much of a K-tile is decode); "pipeline"
-    (added after the recorded runs, not yet run) only waits for and releases the stages - the producer's TMA stream
-    with no consumer work, i.e. the floor of the ~140 ns per stage seen at 1-16 tokens.
-Runs 1 and 2 of the session (data/session15_h100/wo_wgmma_small_run{1,2}.json) timed an earlier set of variants with
-an uncommitted revision of this script: the k-blocks of a K-tile rotating over 2 / 4 accumulators (within 2% of one:
-dropped from the kernel) and 16 stages instead of 10 (no gain); run 3 is the set below.
+Session 15 timed the pipeline options of ``WeightOnlyWgmmaSm90`` (A fragments in flight, K-tiles per stage, how far
+ahead group parameters load; its variant set is this script at f858431, its data in data/session15_h100/) and found a
+fixed ~140 ns per K-tile per SM at 1-16 tokens, the same for 1- and 2-bit weights. Session 16's hypothesis: every CTA
+reads the same K-tile of x (one 128-byte line per token row) from L2 at about the same moment, so the one L2 slice
+holding a line serves ~128 requests per K-tile: 128 x 128 B at ~64 B/clk is ~256 clocks, ~140 ns at 1.8 GHz,
+independent of the token count (at M = 16 there are 16 lines on 16 slices) and of the weight's bits. Variants:
+  * ship: the shipped defaults; rot (``rotate_k``): each work tile starts its K loop at its own K-tile and wraps;
+  * probes (wrong results, timing only): "nodecode" skips the decode; "pipeline" only waits for and releases the
+    stages (the producer's TMA stream with no consumer work: the floor of the per-stage cost), with and without rot.
+Run 1 (data/session16_h100/wo_wgmma_small_run1.json) rejected the hypothesis: rot is no faster anywhere. It showed
+that the group parameters are what the AWQ / grouped decode costs (nodecode also drops their loads, which become
+dead code); run 2 separates them: p4 (``param_depth=4``) and the probe "noparams" (constant scales and zero points
+instead of the loads, the decode unchanged).
 Per problem: these variants, the current dispatch of the op (``quantized_mm`` / ``awq_gemm`` with no path), torch.matmul
 on the dense weight in x's dtype, and a bare read (copy_bandwidth's Triton read) of the weight's bytes.
 
@@ -46,21 +47,12 @@ MS = tuple(int(m) for m in os.environ.get("WO_MS", "1,16,32,64").split(","))
 L2_MARGIN = 150 << 20
 
 
-def opts(f=2, k=1, p=2):
-    return dict(a_buffers=f, k_tiles_per_stage=k, param_depth=p)
-
-
-F4 = opts(f=4)
-VARIANTS = {  # per family: name -> WeightOnlyWgmmaSm90 options; "base" is session 14's kernel
-    "awq": {"base": opts(), "f4": F4, "p4": opts(p=4), "f4 p4": opts(f=4, p=4)},
-    "int4g": {"base": opts(), "f4": F4, "p4": opts(p=4), "f4 p4": opts(f=4, p=4)},
-    "int4": {"base": opts(), "f4": F4},
-    "int2": {"base": opts(), "f4": F4, "f2 k2": opts(k=2), "f4 k2": opts(f=4, k=2)},
-    "int1": {"base": opts(), "f4": F4, "f4 k2": opts(f=4, k=2), "f2 k4": opts(k=4), "f4 k4": opts(f=4, k=4)},
-}
-PROBES = {"int4": {"nodecode f4": F4, "pipeline": opts()}, "int2": {"nodecode f4 k2": opts(f=4, k=2)},
-          "int1": {"nodecode f4 k4": opts(f=4, k=4), "pipeline": opts(), "pipeline k2": opts(k=2)},
-          "awq": {"nodecode f4": F4}}
+ROT, P4 = dict(rotate_k=True), dict(param_depth=4)
+VARIANTS = {fam: {"ship": {}, "rot": ROT} for fam in ("int4", "int2", "int1")}  # {} = the defaults
+VARIANTS.update({fam: {"ship": {}, "p4": P4} for fam in ("awq", "int4g")})
+PROBES = {"int4": {"nodecode": {}, "pipeline": {}, "pipeline rot": ROT},
+          "int1": {"nodecode": {}, "nodecode rot": ROT, "pipeline": {}, "pipeline rot": ROT},
+          "awq": {"nodecode": {}, "noparams": {}}, "int4g": {"noparams": {}}}
 FAMILIES = tuple(os.environ.get("WO_FAMS", "awq,int4g,int4,int2,int1").split(","))
 if os.environ.get("WO_VARIANTS"):  # only these variants (names of VARIANTS), no probes
     _keep = os.environ["WO_VARIANTS"].split(",")
@@ -76,6 +68,16 @@ class NoDecode(wok.WeightOnlyWgmmaSm90):
         regs = wok.cute.recast_tensor(frag, wok.Uint32)
         for pair in wok.cutlass.range_constexpr(wok.PAIRS_PER_K_TILE):
             regs[pair] = words[pair % len(words)] ^ wok.Uint32(pair)
+
+
+class NoParams(wok.WeightOnlyWgmmaSm90):
+    """Timing probe: group scales / zero points are constants (1.0, 8) instead of loads from global memory; the
+    decode and its group contexts run as shipped (wrong results)."""
+
+    @wok.cute.jit
+    def load_params(self, tensors, rows, kk, dst):
+        for slot in wok.cutlass.range_constexpr(2 * self.groups_per_tile):
+            dst[slot] = wok.Uint32(0x3C000008)  # scale 1.0 (fp16 bits; a tiny value in bf16), zero point 8
 
 
 class PipelineOnly(wok.WeightOnlyWgmmaSm90):
@@ -108,10 +110,11 @@ def compiled(fam, x_dtype, sd, group, tile_n, variant, split=True):
                          split_k=wgmma.MAX_SPLIT_K if split else 1, stages=stages)
         orig = wok.WeightOnlyWgmmaSm90
         if probe:
-            wok.WeightOnlyWgmmaSm90 = PipelineOnly if variant.startswith("pipeline") else NoDecode
+            wok.WeightOnlyWgmmaSm90 = (PipelineOnly if variant.startswith("pipeline") else
+                                       NoParams if variant.startswith("noparams") else NoDecode)
         try:
             fmt_key = "int4" if fam == "int4g" else fam
-            _compiled[key] = wgmma.build(fmt_key, x_dtype, x_dtype, sd, group, cfg, kernel_options=opts)
+            _compiled[key] = wgmma.build(fmt_key, x_dtype, x_dtype, sd is not None, group, cfg, kernel_options=opts)
         finally:
             wok.WeightOnlyWgmmaSm90 = orig
     return _compiled[key]
@@ -135,7 +138,8 @@ def launcher(fam, variant, m, n, k, sms, x_dtype, sd, group):
 
     def call(x, w, out, scale, gs, zeros):
         blob = wgmma.cached_blob(w, bits, fmt_key, k)
-        launch_planned(fn, (blob, x, out, float(scale), gs, zeros), split, x.device, torch.float32)
+        params = None if gs is None and zeros is None else wgmma.cached_params(gs, zeros, x.dtype)
+        launch_planned(fn, (blob, x, out, float(scale), params), split, x.device, torch.float32)
 
     call.split = s
     return call

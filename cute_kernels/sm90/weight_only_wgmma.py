@@ -15,7 +15,9 @@ Layouts (host: ``weight_only/wgmma.py``)
         512 * bits * k_tiles_per_stage bytes.
   x     [M, K] fp16/bf16, K contiguous: WGMMA's B operand (shared memory, 128B-swizzled, TMA).
   out   [M, N] row-major, x's dtype (the host routes other output dtypes elsewhere).
-  group_scales [N, K / G] (float), zeros uint8 [N, K / G] (AWQ): per (row, group) decode context.
+  params int32 [K / G, N] (with group scales and / or zero points; host: ``param_words``): one word per (row,
+        group), the scale already rounded to x's dtype in the high half, the zero point in the low half; N is the
+        contiguous axis, so the 16 rows a warp needs per group are 64 consecutive bytes.
 
 Pipeline (``Sm90GemmKernel``: producer warp, two consumer warpgroups of 64 weight rows, persistent schedule,
 epilogue tree -> stmatrix -> TMA store, in-kernel split-K): the producer's TMA stages k_tiles_per_stage K-tiles of the
@@ -24,9 +26,11 @@ Per K-tile a consumer thread loads its 4 * bits bytes of packed codes from share
 register A fragment and issues the K-tile's four register-sourced WGMMAs with x from shared memory. Four A fragments
 rotate over the K-tiles and wait_group(3) keeps three K-tiles of WGMMAs in flight while the next one is decoded (the
 fragment being written is never one a WGMMA still reads); a stage is released once the WGMMAs of its last K-tile are
-done. Group scales and zero points are read from global memory two K-tiles before their use, into registers the loop
-carries (the FP8 kernel's scheme: a load where it is used would stall every K-tile on L2). Session 15 measured these
-choices at 1-64 tokens (benchmarks/experiments/wo_wgmma_small.py; docs/weight_only.md).
+done. Group parameters are read from global memory two K-tiles before their use, into registers the loop carries (the
+FP8 kernel's scheme: a load where it is used would stall every K-tile on L2), one 32-bit word per row and group. Their
+layout matters more than their latency: session 16 measured the [N, K / G] scale and zero tensors read per K-tile
+(every warp load touching 8 rows = 8 cache lines, four loads per thread) at 3-4 µs of an 8192^2 AWQ GEMM at 1-64
+tokens. Sessions 15-16 measured these choices (benchmarks/experiments/wo_wgmma_small.py; docs/weight_only.md).
 """
 
 from __future__ import annotations
@@ -66,7 +70,7 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
 
     def __init__(self, config: TileConfig, epilogue: EpilogueTree, fmt: WeightFormat, group: int, has_scales: bool,
                  sm_count: int = 132, l2_warmup: int = 0, a_buffers: int = 4, param_depth: int = 2,
-                 k_tiles_per_stage: int | None = None):
+                 k_tiles_per_stage: int | None = None, rotate_k: bool = False):
         """a_buffers: A fragments = K-tiles whose WGMMAs may be in flight (2, 4); param_depth: K-tiles ahead that
         group parameters are loaded (2, 4, 8); k_tiles_per_stage: 64-value K-tiles per pipeline stage (1, 2, 4; one
         TMA box of codes per stage, so k_tiles_per_stage * bits <= 4; None: 2 for 1/2-bit, else 1). The defaults
@@ -88,9 +92,9 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
         if k_tiles_per_stage * fmt.bits > 4:
             raise ValueError(f"k_tiles_per_stage = {k_tiles_per_stage} at {fmt.bits} bits: a stage's TMA box row would "
                              f"exceed 256 int64 words")
-        self.mainloop_operand_names = (("group_scales",) if has_scales else ()) + (("zeros",) if has_zeros else ())
+        self.mainloop_operand_names = ("params",) if (has_scales or has_zeros) else ()
         self.kps = k_tiles_per_stage
-        super().__init__(config, epilogue, Float32, sm_count=sm_count, l2_warmup=l2_warmup)
+        super().__init__(config, epilogue, Float32, sm_count=sm_count, l2_warmup=l2_warmup, rotate_k=rotate_k)
         self.fmt, self.group, self.has_scales, self.has_zeros = fmt, group, has_scales, has_zeros
         self.a_buffers = a_buffers  # wait_group(a_buffers - 1) after each K-tile
         self.param_depth = param_depth
@@ -142,19 +146,17 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
         # 8 rows. Rows past N (a ragged last tile) read the last row's parameters; the store drops their results.
         rows = [tCcD[((0, j, 0), 0, 0)][0] for j in range(2)]
         params = None
-        # K-tiles of this work tile: whole stages (a stage past K is zero-filled by TMA and adds nothing)
+        # K-tiles of this work tile: whole stages (a stage past K is zero-filled by TMA and adds nothing), walked
+        # from ``rot`` on (the producer's order, ``k_rotation``): the loop's t-th K-tile is ``k_tile_at(t)``.
         kt_begin, kt_count = k_begin * kps, k_tiles * kps
-        kt_last = kt_begin + kt_count - 1
+        rot = self.k_rotation(tile, k_tiles) * kps
         if cutlass.const_expr(self.groups_per_tile > 0):
-            src = tensors["group_scales"] if self.has_scales else tensors["zeros"]
-            last = cute.size(src, mode=[0]) - 1
+            last = cute.size(tensors["params"], mode=[1]) - 1
             rows = [cutlass.min(r, last) for r in rows]
-            n_slots = 2 * self.groups_per_tile
-            # parameters of K-tile t in buffer t % depth, loaded ``depth`` K-tiles ahead
-            params = [(cute.make_rmem_tensor((n_slots,), Float32), cute.make_rmem_tensor((n_slots,), Uint32))
-                      for _ in range(depth)]
+            # parameter words of K-tile t in buffer t % depth, loaded ``depth`` K-tiles ahead
+            params = [cute.make_rmem_tensor((2 * self.groups_per_tile,), Uint32) for _ in range(depth)]
             for d in cutlass.range_constexpr(depth):
-                self.load_params(tensors, rows, cutlass.min(kt_begin + d, kt_last), params[d])
+                self.load_params(tensors, rows, self.k_tile_at(d, kt_begin, kt_count, rot), params[d])
 
         pbufs = [None] * depth if params is None else params
         read.reset_count()
@@ -167,20 +169,29 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
                 t = q * unroll + h
                 read, release = self.k_tile(tiled_mma, ab_pipe, frags[h % nf], tCrB, acc, read, release, a_base,
                                             stage_bytes, ct, tensors, rows, pbufs[h % depth],
-                                            cutlass.min(kt_begin + t + depth, kt_last), h, t >= nf - 1)
+                                            self.k_tile_at(t + depth, kt_begin, kt_count, rot), h, t >= nf - 1)
         rest = kt_count % unroll  # a multiple of kps
         for h in cutlass.range_constexpr(unroll - 1):  # the last ``rest`` K-tiles (h < rest)
             for _ in range((rest - h + unroll - 1) // unroll):
                 t = kt_count - rest + h
                 read, release = self.k_tile(tiled_mma, ab_pipe, frags[h % nf], tCrB, acc, read, release, a_base,
                                             stage_bytes, ct, tensors, rows, pbufs[h % depth],
-                                            cutlass.min(kt_begin + t + depth, kt_last), h, t >= nf - 1)
+                                            self.k_tile_at(t + depth, kt_begin, kt_count, rot), h, t >= nf - 1)
         warpgroup.wait_group(0)
         # the stages whose last WGMMAs only the final wait covered
         for _ in range(cutlass.min(k_tiles, stages_left_at_end(nf, kps))):
             ab_pipe.consumer_release(release)
             release.advance()
         return read, release
+
+    @cute.jit
+    def k_tile_at(self, t, kt_begin, kt_count, rot):
+        """K-tile index of the work tile's t-th K-tile (t < kt_count + param_depth). The group-parameter loads run
+        up to param_depth K-tiles past the end; those are never used and ``load_params`` clamps them in bounds."""
+        kt = cutlass.min(kt_begin + t, kt_begin + kt_count - 1)
+        if cutlass.const_expr(self.rotate_k):
+            kt = kt_begin + self.rotated(t, rot, kt_count)
+        return kt
 
     @cute.jit
     def k_tile(self, tiled_mma: cute.TiledMma, ab_pipe, frag: cute.Tensor, tCrB: cute.Tensor, acc: cute.Tensor,
@@ -213,30 +224,23 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
 
     @cute.jit
     def load_params(self, tensors: dict, rows, kk, dst):
-        """dst <- K-tile ``kk``'s group scales (f32) and zero points of the thread's two rows, slot j * G + g for row
-        j and the g-th group the K-tile touches."""
-        scales, zeros = dst
-        src = tensors["group_scales"] if self.has_scales else tensors["zeros"]
-        # a stage may reach past K (zero-filled codes and x): its parameters are the last group's
-        last_group = cute.size(src, mode=[1]) - 1
+        """dst <- K-tile ``kk``'s parameter words of the thread's two rows: slot j * G + g for row j and the g-th
+        group the K-tile touches."""
+        src = tensors["params"]
+        # a stage may reach past K (zero-filled codes and x), and the loads ahead past the tile: the last group
+        last_group = cute.size(src, mode=[0]) - 1
         first_group = kk * K_TILE // self.group
         for j in cutlass.range_constexpr(2):
             for g in cutlass.range_constexpr(self.groups_per_tile):
-                slot = j * self.groups_per_tile + g
-                col = cutlass.min(first_group + g, last_group)
-                if cutlass.const_expr(self.has_scales):
-                    scales[slot] = tensors["group_scales"][(rows[j], col)].to(Float32)
-                if cutlass.const_expr(self.has_zeros):
-                    zeros[slot] = tensors["zeros"][(rows[j], col)].to(Uint32)
+                dst[j * self.groups_per_tile + g] = src[(cutlass.min(first_group + g, last_group), rows[j])].to(
+                    Uint32)
 
     @cute.jit
     def decode_contexts(self, ct, params):
         """The format's decode context of each (row, group) slot; [None] without group parameters."""
         if cutlass.const_expr(params is None):
             return [None, None]
-        scales, zeros = params
-        return [self.fmt.group_ctx(ct, scales[s] if self.has_scales else None, zeros[s] if self.has_zeros else None)
-                for s in range(2 * self.groups_per_tile)]
+        return [self.fmt.group_ctx_word(ct, params[s], self.has_scales) for s in range(2 * self.groups_per_tile)]
 
     @cute.jit
     def decode(self, words, frag: cute.Tensor, ct, ctxs):

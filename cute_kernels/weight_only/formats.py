@@ -150,7 +150,16 @@ class WeightFormat:
 
     def group_ctx(self, ct: ComputeType, scale, zero, in_place: bool = False):
         """Per (row, block) decode context from a Float32 scale (or None) and a u8 zero point (or None)."""
-        return None if scale is None else ptx.cvt_pair_f32(ct.x2, scale, scale)
+        return self.context(ct, None if scale is None else ptx.cvt_pair_f32(ct.x2, scale, scale), zero, in_place)
+
+    def group_ctx_word(self, ct: ComputeType, word, has_scale: bool, in_place: bool = False):
+        """The same context from one parameter word (``weight_only.wgmma.param_words``): the scale already in the
+        compute type in the high half, the zero point in the low half."""
+        return self.context(ct, ptx.prmt(word, word, 0x3232) if has_scale else None, word & 0xFFFF, in_place)
+
+    def context(self, ct: ComputeType, scale2, zero, in_place: bool):
+        """The context from the scale as a packed pair (or None) and the zero point (u32, or None)."""
+        return scale2
 
     def decode_pair(self, w, q: int, ct: ComputeType, ctx, in_place: bool = False):
         """One packed fp16x2 / bf16x2 register: the values of pair q of word ``w`` (after ``prepare_word``)."""
@@ -235,11 +244,11 @@ class AwqInt4(WeightFormat):
 
     bits, name, has_zeros = 4, "awq", True
 
-    def group_ctx(self, ct, scale, zero, in_place=False):
+    def context(self, ct, scale2, zero, in_place):
         # -(MAGIC 2^-j + z) in both halves for each field position j: z in units of 2^-j, the ULP of MAGIC 2^-j.
         neg_offsets = {j: ptx.splat_or(ptx.shl(zero, j), ct.pair(ct.neg(ct.encode(2.0 ** (ct.mantissa - j)))))
                        for j in self.field_bits(ct, in_place)}
-        return neg_offsets, None if scale is None else ptx.cvt_pair_f32(ct.x2, scale, scale)
+        return neg_offsets, scale2
 
     def decode_pair(self, w, q, ct, ctx, in_place=False):
         neg_offsets, scale2 = ctx

@@ -117,8 +117,36 @@ def cached_blob(packed: torch.Tensor, bits: int, fmt_key: str, k: int) -> torch.
     return cached_for_tensor(_blobs, key, packed, lambda: blob_from_packed(packed, bits, fmt_key, k))
 
 
+def param_words(group_scales, zeros, dtype: torch.dtype) -> torch.Tensor:
+    """The kernel's group parameters: int32 [groups, N], word (g, n) = the 16-bit pattern of group_scales[n, g]
+    rounded to ``dtype`` (x's: what the kernel's decode multiplies in; round to nearest, as the kernel's own
+    conversion of a loaded scale did) in the high half, zeros[n, g] (AWQ's u8 zero point) or 0 in the low half.
+    Either tensor may be None (not both). N is the contiguous axis: a warp's 16 rows of one group are 64 bytes."""
+    src = group_scales if group_scales is not None else zeros
+    words = torch.zeros(src.shape, dtype=torch.int64, device=src.device)
+    if group_scales is not None:
+        words |= (group_scales.to(dtype).view(torch.int16).to(torch.int64) & 0xFFFF) << 16
+    if zeros is not None:
+        words |= zeros.to(torch.int64)
+    words = torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
+    return words.t().contiguous()
+
+
+_params: dict[tuple, torch.Tensor] = {}
+
+
+def cached_params(group_scales, zeros, dtype: torch.dtype) -> torch.Tensor:
+    """``param_words`` of these tensors, built on first use and kept while the first of them lives (rebuilt after
+    an in-place update of either: their versions are in the key)."""
+    key = tuple((t.data_ptr(), t._version, tuple(t.shape), t.dtype) if t is not None else None
+                for t in (group_scales, zeros)) + (dtype,)
+    source = group_scales if group_scales is not None else zeros
+    return cached_for_tensor(_params, key, source, lambda: param_words(group_scales, zeros, dtype))
+
+
 def clear_cache() -> None:
     _blobs.clear()
+    _params.clear()
 
 # ---------------------------------------------------------------------------------------------------- tiles
 TILE_N_CHOICES = (16, 32, 64, 128, 256)  # tokens per tile (WGMMA N; 8 does not fit the epilogue's stmatrix tiling)
@@ -139,11 +167,12 @@ def shipped_configs() -> list[TileConfig]:
             for t in TILE_N_CHOICES for s in (1, MAX_SPLIT_K)]
 
 # ---------------------------------------------------------------------------------------------------- compile
-def build(fmt_key: str, x_dtype: torch.dtype, out_dtype: torch.dtype, scale_dtype, group: int, cfg: TileConfig,
+def build(fmt_key: str, x_dtype: torch.dtype, out_dtype: torch.dtype, scaled: bool, group: int, cfg: TileConfig,
           sm_count: int = 132, extra_options: str = "", kernel_options: dict | None = None):
-    """Compile one variant from fake tensors. Call signature of the result:
-    ``fn(blob, x, out, scale, group_scales, zeros[, workspace, semaphores, num_splits])`` with torch tensors (None
-    for an absent group_scales / zeros), scale a float (signed formats; ignored by AWQ's tree)."""
+    """Compile one variant from fake tensors; ``scaled``: the weights have group scales (AWQ always has). Call
+    signature of the result: ``fn(blob, x, out, scale, params[, workspace, semaphores, num_splits])`` with torch
+    tensors (``params``: ``param_words``, None for a format without group parameters), scale a float (signed
+    formats; ignored by AWQ's tree)."""
     import cutlass
     import cutlass.cute as cute
 
@@ -154,53 +183,51 @@ def build(fmt_key: str, x_dtype: torch.dtype, out_dtype: torch.dtype, scale_dtyp
 
     fmt = format_by_key(fmt_key)
     xd, od = cutlass_dtype(x_dtype), cutlass_dtype(out_dtype)
-    sd = None if scale_dtype is None else cutlass_dtype(scale_dtype)
     m, n, k = cute.sym_int32(), cute.sym_int32(divisibility=8), cute.sym_int32(divisibility=8)
     f_blob = fake_tensor(cutlass.Int64, (cute.sym_int32(), cute.sym_int32(divisibility=2)), stride_div=2)
     fx = fake_tensor(xd, (m, k), stride_div=8)
     fo = fake_tensor(od, (m, n), stride_div=8)
-    groups = cute.sym_int32()
-    f_gs = None if sd is None else fake_tensor(sd, (n, groups), align=sd.width // 8)
-    f_z = fake_tensor(cutlass.Uint8, (n, groups), align=1) if fmt.has_zeros else None
+    scaled = bool(scaled) or fmt.has_zeros  # AWQ always has scales
+    f_params = fake_tensor(cutlass.Int32, (cute.sym_int32(), n), align=4) if scaled else None
     # AWQ's scales are in the decode; the signed formats' per-tensor scale multiplies the fp32 accumulator.
     root = Accumulator() if fmt.has_zeros else Compute("mul", Accumulator(), ScalarArgument("scale"))
     tree = EpilogueTree(root)
-    kernel = WeightOnlyWgmmaSm90(cfg, tree, fmt, group, sd is not None, sm_count=sm_count, **(kernel_options or {}))
+    kernel = WeightOnlyWgmmaSm90(cfg, tree, fmt, group, scaled, sm_count=sm_count, **(kernel_options or {}))
     options = f"--enable-tvm-ffi --gpu-arch sm_90a {extra_options}".strip()
 
-    def operands(scale, gs, zeros):
-        named = {"scale": scale, "group_scales": gs, "zeros": zeros}
+    def operands(scale, params):
+        named = {"scale": scale, "params": params}
         return tuple(named[name] for name in kernel.operand_names)
 
     if cfg.split_k == 1:
         @cute.jit
-        def launch(blob: cute.Tensor, x: cute.Tensor, out: cute.Tensor, scale: cutlass.Float32, gs, zeros, stream):
-            kernel(kernel_view(blob, 0, 1), kernel_view(x, 0, 1), kernel_view(out, 1, 0), operands(scale, gs, zeros),
+        def launch(blob: cute.Tensor, x: cute.Tensor, out: cute.Tensor, scale: cutlass.Float32, params, stream):
+            kernel(kernel_view(blob, 0, 1), kernel_view(x, 0, 1), kernel_view(out, 1, 0), operands(scale, params),
                    stream)
 
-        return cute.compile(launch, f_blob, fx, fo, cutlass.Float32(1.0), f_gs, f_z, fake_stream(), options=options)
+        return cute.compile(launch, f_blob, fx, fo, cutlass.Float32(1.0), f_params, fake_stream(), options=options)
 
     @cute.jit
-    def launch_split(blob: cute.Tensor, x: cute.Tensor, out: cute.Tensor, scale: cutlass.Float32, gs, zeros,
+    def launch_split(blob: cute.Tensor, x: cute.Tensor, out: cute.Tensor, scale: cutlass.Float32, params,
                      workspace: cute.Tensor, semaphore: cute.Tensor, num_splits: cutlass.Int32, stream):
-        kernel(kernel_view(blob, 0, 1), kernel_view(x, 0, 1), kernel_view(out, 1, 0), operands(scale, gs, zeros),
+        kernel(kernel_view(blob, 0, 1), kernel_view(x, 0, 1), kernel_view(out, 1, 0), operands(scale, params),
                stream, (workspace, semaphore, num_splits))
 
     f_ws = fake_vector(cutlass.Float32, cute.sym_int32(), align=16)
     f_sem = fake_vector(cutlass.Int32, cute.sym_int32())
-    return cute.compile(launch_split, f_blob, fx, fo, cutlass.Float32(1.0), f_gs, f_z, f_ws, f_sem, cutlass.Int32(1),
+    return cute.compile(launch_split, f_blob, fx, fo, cutlass.Float32(1.0), f_params, f_ws, f_sem, cutlass.Int32(1),
                         fake_stream(), options=options)
 
-def compile_wgmma(fmt_key: str, x_dtype, out_dtype, scale_dtype, group: int, cfg: TileConfig, sm_count: int):
+def compile_wgmma(fmt_key: str, x_dtype, out_dtype, scaled: bool, group: int, cfg: TileConfig, sm_count: int):
     split_cfg = cfg if cfg.split_k == 1 else replace(cfg, split_k=MAX_SPLIT_K)  # one variant for any slice count
-    key = ("sm_90a", fmt_key, str(x_dtype), str(out_dtype), str(scale_dtype), group, split_cfg.key, sm_count)
+    key = ("sm_90a", fmt_key, str(x_dtype), str(out_dtype), "params", bool(scaled), group, split_cfg.key, sm_count)
     return cached_compile("weight_only_wgmma", key,
-                          lambda: build(fmt_key, x_dtype, out_dtype, scale_dtype, group, split_cfg, sm_count))
+                          lambda: build(fmt_key, x_dtype, out_dtype, scaled, group, split_cfg, sm_count))
 
-def prepare(fmt_key: str, x_dtype, out_dtype, scale_dtype, group: int, cfg: TileConfig, sm_count: int, m: int,
+def prepare(fmt_key: str, x_dtype, out_dtype, scaled: bool, group: int, cfg: TileConfig, sm_count: int, m: int,
             n: int):
     """(compiled fn, split plan or None) of one problem: what a launch needs besides its tensors."""
-    fn = compile_wgmma(fmt_key, x_dtype, out_dtype, scale_dtype, group, cfg, sm_count)
+    fn = compile_wgmma(fmt_key, x_dtype, out_dtype, scaled, group, cfg, sm_count)
     split = None
     if cfg.split_k > 1:
         tiles = -(-n // cfg.tile_m) * -(-m // cfg.tile_n)
@@ -235,16 +262,18 @@ class WgmmaPlan:
 
         k = x.shape[1]
         blob = cached_blob(w, self.bits, self.fmt_key, k)
+        params = None
         if group_scales is None and zeros is None:
             group = NO_GROUP
-        key = (x.dtype, out.dtype, None if group_scales is None else group_scales.dtype, group, x.shape[0],
-               out.shape[1])
+        else:
+            params = cached_params(group_scales, zeros, x.dtype)
+        key = (x.dtype, out.dtype, group_scales is not None, group, x.shape[0], out.shape[1])
         if key != self._key:
             self._launch = prepare(self.fmt_key, x.dtype, out.dtype, key[2], group, self.cfg, self.sm_count,
                                    x.shape[0], out.shape[1])
             self._key = key
         fn, split = self._launch
-        launch_planned(fn, (blob, x, out, float(scale), group_scales, zeros), split, x.device, torch.float32)
+        launch_planned(fn, (blob, x, out, float(scale), params), split, x.device, torch.float32)
         return out
 
 
