@@ -43,11 +43,12 @@ def test_awq_gemm(dtype, M, G):
 
 @pytest.mark.parametrize("M,OC,IC", [(1, 14336, 4096), (4, 8192, 8192), (16, 28672, 4096), (12, 8192, 8192)])
 def test_awq_gemm_default_dispatch_large_layers(M, OC, IC):
-    """The shipped decode tiles on real layer sizes (4 or 2 warps side by side, 64-row warps at 9-16 tokens)."""
+    """The shipped decode tiles on real layer sizes (4 or 2 warps side by side, 64-row warps at 9-16 tokens; the
+    decode path forced: on SM90 AWQ takes the WGMMA path from 12 tokens since session 16)."""
     qweight, scales, qzeros = _awq(IC, OC, 128, torch.float16, seed=M + OC)
     x = torch.randn(M, IC, dtype=torch.float16, device="cuda")
     out = poisoned((M, OC), torch.float16)
-    awq_gemm(x, qweight, scales, qzeros, out=out)
+    awq_gemm(x, qweight, scales, qzeros, out=out, path="decode")
     assert not out.isnan().any()
     cols = slice(OC - 512, OC)  # the reference on the last 512 output channels (a tail CTA included)
     ref = awq_gemm_ref(x.cpu(), qweight[:, cols.start // 8:].contiguous().cpu(), scales[:, cols].contiguous().cpu(),
@@ -87,14 +88,14 @@ def test_awq_gemm_odd_shapes_decode_and_tensor_core():
 @pytest.mark.parametrize("M", [12, 16])
 def test_awq_gemm_short_k_split_tile(M):
     """Session 12's 16-token AWQ tile on short-K layers (2 tiles per warp, 2 warps side by side, 3-stage ring): the
-    layer that selects it (OC = 14336, IC = 4096), default dispatch, fp16, G = 128."""
+    layer that selects it (OC = 14336, IC = 4096), the decode path forced, fp16, G = 128."""
     from cute_kernels.weight_only import config
 
     assert config.decode_tile("awq", M, 14336, 132, scaled=True, k=4096).stages == config.SCALED_16_SPLIT_RING_STAGES
     qweight, scales, qzeros = _awq(4096, 14336, 128, torch.float16, seed=M)
     x = torch.randn(M, 4096, dtype=torch.float16, device="cuda")
     out = poisoned((M, 14336), torch.float16)
-    awq_gemm(x, qweight, scales, qzeros, out=out)
+    awq_gemm(x, qweight, scales, qzeros, out=out, path="decode")
     assert not out.isnan().any()
     assert _err(out, awq_gemm_ref(x.cpu(), qweight.cpu(), scales.cpu(), qzeros.cpu())) < TOL[torch.float16]
 

@@ -56,7 +56,7 @@ def test_decode_path_every_width_and_dtype(bits, dtype):
 @pytest.mark.parametrize("bits", [8, 4, 2, 1])
 def test_decode_path_group_scales_m16(bits):
     x, w, s, gs = _case(bits, 16, 136, 768, torch.bfloat16, group=32 if bits >= 4 else 128)
-    _check(x, w, s, bits, gs)
+    _check(x, w, s, bits, gs, path="decode")  # forced: on SM90 1/2/4-bit with group scales go to the WGMMA path
 
 
 @pytest.mark.parametrize("bits", [8, 4, 2, 1])
@@ -100,10 +100,11 @@ def test_decode_path_9_to_16_tokens_wide_layer(bits, m):
 @pytest.mark.parametrize("m", [12, 16])
 def test_decode_path_scaled_short_k_split(m):
     """Session 12's split of the scaled 4-bit 16-token plan (2 tiles per warp, 2 warps side by side) on the layer
-    that selects it (N = 14336, K = 4096), default dispatch, group-128 scales."""
+    that selects it (N = 14336, K = 4096), group-128 scales; the decode path forced (on SM90 the default dispatch
+    sends these token counts to the WGMMA path since session 16: config.WGMMA_MIN_M_GROUPED)."""
     assert config.decode_tile(4, m, 14336, 132, scaled=True, k=4096).warps_n == 2
     x, w, s, gs = _case(4, m, 14336, 4096, torch.bfloat16, group=128, seed=m)
-    _check(x, w, s, 4, gs)
+    _check(x, w, s, 4, gs, path="decode")
 
 
 @pytest.mark.parametrize("bits", [4, 2, 1])
@@ -147,7 +148,7 @@ def test_promoted_group_scales(bits, M, dtype):
     group = 512 // bits
     x, w, s, gs = _case(bits, M, 72, 3 * group, dtype, group=group, seed=bits + M)
     assert promotes_scales(signed_format(bits), True, group)
-    _check(x, w, s, bits, gs)
+    _check(x, w, s, bits, gs, path="decode" if M <= 16 else None)  # decode tiles also where SM90 runs WGMMA
 
 
 def test_fp32_scale_dtypes_and_out_dtype():

@@ -145,15 +145,16 @@ def test_select_config_and_shipped_configs():
 
 
 def test_dispatch_rule():
-    # quantized_mm with a dense path: WGMMA from WGMMA_MIN_M tokens (unscaled 1/2/4-bit; 17 with group scales) to
-    # WGMMA_MAX_M, dense above
+    # quantized_mm with a dense path: WGMMA from WGMMA_MIN_M tokens (WGMMA_MIN_M_GROUPED with group scales or for
+    # AWQ) to WGMMA_MAX_M, dense above
     top = config.WGMMA_MAX_M
-    for bits, first in config.WGMMA_MIN_M.items():
-        assert config.select_tile(bits, first - 1, 8192, 132, dense=True, wgmma=True, k=8192)[0] == "decode"
-        assert config.select_tile(bits, first, 8192, 132, dense=True, wgmma=True, k=8192)[0] == "wgmma"
-        assert config.select_tile(bits, first, 8192, 132, dense=True, wgmma=False, k=8192)[0] == "decode"
-    assert config.select_tile(4, 16, 8192, 132, scaled=True, dense=True, wgmma=True, k=8192)[0] == "decode"
-    assert config.select_tile(4, 16, 8192, 132, scaled=True, awq=True, wgmma=True, k=8192)[0] == "decode"
+    for table, kw in ((config.WGMMA_MIN_M, {}), (config.WGMMA_MIN_M_GROUPED, {"scaled": True}),
+                      ({4: config.WGMMA_MIN_M_GROUPED[4]}, {"scaled": True, "awq": True})):
+        for bits, first in table.items():
+            assert 2 <= first <= config.DECODE_MAX_M
+            assert config.select_tile(bits, first - 1, 8192, 132, dense=True, wgmma=True, k=8192, **kw)[0] == "decode"
+            assert config.select_tile(bits, first, 8192, 132, dense=True, wgmma=True, k=8192, **kw)[0] == "wgmma"
+            assert config.select_tile(bits, first, 8192, 132, dense=True, wgmma=False, k=8192, **kw)[0] == "decode"
     assert config.select_tile(8, 16, 8192, 132, dense=True, k=8192)[0] == "decode"  # 8-bit: never eligible
     # a caller's decode_max_m keeps the decode path up to it
     assert config.select_tile(4, 16, 8192, 132, decode_max_m=16, dense=True, wgmma=True, k=8192)[0] == "decode"
@@ -223,17 +224,17 @@ def test_kernel_options_are_checked():
 
 @pytest.mark.parametrize("kps", [1, 2, 4])
 @pytest.mark.parametrize("a_buffers", [2, 4])
-@pytest.mark.parametrize("depth", [2, 4, 8])
-def test_stage_release_schedule(kps, a_buffers, depth):
+def test_stage_release_schedule(kps, a_buffers):
     """The mainloop's stage bookkeeping, walked in Python with the kernel's own predicates: per work tile of S stages
-    (S * kps K-tiles, unrolled in rounds of max(a_buffers, depth, kps) K-tiles, then the rest), every stage is
+    (S * kps K-tiles, unrolled in rounds of max(a_buffers, kps) K-tiles, then the rest), every stage is
     waited for once, before its first K-tile, and released exactly once, in order, only after the WGMMAs of its last
-    K-tile are done (wait_group(a_buffers - 1) after each K-tile); the A fragment and parameter buffer a K-tile uses
-    rotate with t itself (t mod a_buffers, t mod depth) in the rounds and in the rest alike, so a fragment is
-    rewritten only a_buffers K-tiles after its last use, which the previous wait has completed."""
+    K-tile are done (wait_group(a_buffers - 1) after each K-tile) - the K-tile's group parameters are in the stage,
+    so it must still be held when they are read; the A fragment a K-tile uses rotates with t itself (t mod a_buffers)
+    in the rounds and in the rest alike, so a fragment is rewritten only a_buffers K-tiles after its last use, which
+    the previous wait has completed."""
     from cute_kernels.sm90.weight_only_wgmma import releases_a_stage, stages_left_at_end
 
-    unroll = max(a_buffers, depth, kps)
+    unroll = max(a_buffers, kps)
     for stages in range(1, 13):
         tiles = stages * kps
         waited, released, last_use, completed = [], [], {}, -1
@@ -245,7 +246,6 @@ def test_stage_release_schedule(kps, a_buffers, depth):
             frag = h % a_buffers  # the kernel's frags[h % nf]
             assert frag not in last_use or last_use[frag] <= completed  # its previous K-tile's WGMMAs are done
             last_use[frag] = t
-            assert h % depth == t % depth  # parameters loaded ``depth`` K-tiles ahead land in the right buffer
             done = t - (a_buffers - 1)  # K-tiles <= done have completed their WGMMAs after this K-tile's wait
             completed = done
             if releases_a_stage(h, a_buffers, kps) and t >= a_buffers - 1:

@@ -96,18 +96,32 @@ def test_awq_gemm_forced_wgmma_at_decode_sizes(dtype, m, oc, ic, group):
     assert _err(out, awq_gemm_ref(x.cpu(), qweight.cpu(), scales.cpu(), qzeros.cpu())) < TOL[dtype]
 
 
-@pytest.mark.parametrize("bits,m", [(1, 8), (2, 9), (4, 12), (4, 16)])
-def test_quantized_mm_default_dispatch_at_decode_sizes(bits, m):
-    # from config.WGMMA_MIN_M tokens the default dispatch takes the WGMMA path for unscaled weights
+@pytest.mark.parametrize("bits,m,group", [(1, 8, None), (2, 9, None), (4, 12, None), (4, 16, None), (1, 4, 128),
+                                          (2, 8, 64), (4, 12, 128)])
+def test_quantized_mm_default_dispatch_at_decode_sizes(bits, m, group):
+    # from config.WGMMA_MIN_M tokens (WGMMA_MIN_M_GROUPED with group scales) the default dispatch takes the WGMMA path
     torch.manual_seed(bits + m)
-    n, k = 1032, 2112
+    n, k = 1032, 2176
     x = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
-    w, scale, _ = quantize_weights(torch.randn(n, k, device="cuda"), bits)
-    ref = quantized_mm_ref(x.cpu(), w.cpu(), scale, bits)
+    w, scale, gs = quantize_weights(torch.randn(n, k, device="cuda"), bits, group)
+    ref = quantized_mm_ref(x.cpu(), w.cpu(), scale, bits, None if gs is None else gs.cpu())
     for _ in range(2):
         out = poisoned((m, n), torch.bfloat16)
-        quantized_mm(x, w, scale, bits, out=out)
+        quantized_mm(x, w, scale, bits, gs, out=out)
         assert _err(out, ref) < TOL[torch.bfloat16]
+
+
+@pytest.mark.parametrize("m", [12, 16])
+def test_awq_gemm_default_dispatch_at_decode_sizes(m):
+    # AWQ takes the WGMMA path from config.WGMMA_MIN_M_GROUPED[4] tokens
+    torch.manual_seed(m)
+    x = torch.randn(m, 2048, dtype=torch.float16, device="cuda")
+    qweight, qzeros, scales = awq_quantize(torch.randn(2048, 1032, device="cuda") * 0.05, 128, torch.float16)
+    ref = awq_gemm_ref(x.cpu(), qweight.cpu(), scales.cpu(), qzeros.cpu())
+    for _ in range(2):
+        out = poisoned((m, 1032), torch.float16)
+        awq_gemm(x, qweight, scales, qzeros, out=out)
+        assert _err(out, ref) < TOL[torch.float16]
 
 
 @pytest.mark.parametrize("tokens", [16, 17, 300, 4096, 4097])

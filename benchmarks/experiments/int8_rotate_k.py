@@ -6,7 +6,8 @@ L2 at the same moment, so one L2 slice serves ~one request per CTA per line and 
 tiles read 16-KB weight K-tiles next to a 2-4 KB activation K-tile, so less is expected than for 1-bit weights.
 Per problem: both variants checked against float64 (NaN-poisoned output), then CUDA-graph medians over weight copies
 rotated past L2, interleaved over ROUNDS rounds. Writes int8_rotate_k.json to $OUT; one JSON line per problem.
-Run from the project root: python benchmarks/experiments/int8_rotate_k.py
+Run from the project root at commit 57604e7 (rotate_k was measured there and then removed again):
+git checkout 57604e7 && python benchmarks/experiments/int8_rotate_k.py
 """
 import json
 import os

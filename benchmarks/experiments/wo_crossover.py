@@ -6,6 +6,8 @@ is what the dispatch would run: decode vs wgmma for int1 / int2 / int4 (per-tens
 group scales g128 (int4g) and AWQ g128 (fp16 x), M in {1, 2, 4, 8, 12, 16}, on the four layers of the issues; plus
 the dispatch as shipped (``path=None``) and torch.matmul on the dense weight. Every (family, path) is checked against
 float64 first (ragged problem, NaN-poisoned output). CUDA-graph medians, weight copies rotated past L2.
+Session 16 reran it for the grouped formats (int4g, int2g, int1g, awq; WO_FAMS) after the WGMMA path's group
+parameters moved into its TMA stages (data/session16_h100/wo_crossover.json).
 ``python benchmarks/experiments/wo_crossover.py`` prints a table; writes $OUT/wo_crossover.json.
 """
 import json
@@ -29,7 +31,7 @@ L2_MARGIN = 150 << 20
 
 def family(fam):
     dtype = torch.float16 if fam == "awq" else torch.bfloat16
-    group = 128 if fam in ("awq", "int4g") else None
+    group = 128 if fam == "awq" or fam.endswith("g") else None  # int4g, int2g, int1g: bf16 group scales g128
     bits = 4 if fam == "awq" else int(fam[3])
     return dtype, group, bits
 

@@ -9,10 +9,12 @@ independent of the token count (at M = 16 there are 16 lines on 16 slices) and o
   * ship: the shipped defaults; rot (``rotate_k``): each work tile starts its K loop at its own K-tile and wraps;
   * probes (wrong results, timing only): "nodecode" skips the decode; "pipeline" only waits for and releases the
     stages (the producer's TMA stream with no consumer work: the floor of the per-stage cost), with and without rot.
-Run 1 (data/session16_h100/wo_wgmma_small_run1.json) rejected the hypothesis: rot is no faster anywhere. It showed
-that the group parameters are what the AWQ / grouped decode costs (nodecode also drops their loads, which become
-dead code); run 2 separates them: p4 (``param_depth=4``) and the probe "noparams" (constant scales and zero points
-instead of the loads, the decode unchanged).
+Runs 1-3 (data/session16_h100/wo_wgmma_small_run{1,2,3}.json) ran this script at commit 57604e7, whose kernel had
+``rotate_k`` and ``param_depth`` options (removed since): rot is no faster anywhere, so the hypothesis is rejected;
+the group parameters are what the AWQ / grouped decode costs (nodecode also drops their loads, which become dead
+code) - run 2's probe "noparams" (constant scales and zero points instead of the loads, the decode unchanged) and
+p4 (loads four K-tiles ahead) separate them, run 3 repeats it with the parameters as one word per (group, row).
+Since then the parameters come with each stage by TMA; "ship" is that kernel.
 Per problem: these variants, the current dispatch of the op (``quantized_mm`` / ``awq_gemm`` with no path), torch.matmul
 on the dense weight in x's dtype, and a bare read (copy_bandwidth's Triton read) of the weight's bytes.
 
@@ -47,11 +49,8 @@ MS = tuple(int(m) for m in os.environ.get("WO_MS", "1,16,32,64").split(","))
 L2_MARGIN = 150 << 20
 
 
-ROT, P4 = dict(rotate_k=True), dict(param_depth=4)
-VARIANTS = {fam: {"ship": {}, "rot": ROT} for fam in ("int4", "int2", "int1")}  # {} = the defaults
-VARIANTS.update({fam: {"ship": {}, "p4": P4} for fam in ("awq", "int4g")})
-PROBES = {"int4": {"nodecode": {}, "pipeline": {}, "pipeline rot": ROT},
-          "int1": {"nodecode": {}, "nodecode rot": ROT, "pipeline": {}, "pipeline rot": ROT},
+VARIANTS = {fam: {"ship": {}} for fam in ("awq", "int4g", "int4", "int2", "int1")}  # {} = the defaults
+PROBES = {"int4": {"nodecode": {}, "pipeline": {}}, "int1": {"nodecode": {}, "pipeline": {}},
           "awq": {"nodecode": {}, "noparams": {}}, "int4g": {"noparams": {}}}
 FAMILIES = tuple(os.environ.get("WO_FAMS", "awq,int4g,int4,int2,int1").split(","))
 if os.environ.get("WO_VARIANTS"):  # only these variants (names of VARIANTS), no probes
@@ -71,13 +70,12 @@ class NoDecode(wok.WeightOnlyWgmmaSm90):
 
 
 class NoParams(wok.WeightOnlyWgmmaSm90):
-    """Timing probe: group scales / zero points are constants (1.0, 8) instead of loads from global memory; the
-    decode and its group contexts run as shipped (wrong results)."""
+    """Timing probe: constant group-parameter words (scale 1.0 in fp16 bits, zero point 8) instead of the staged ones;
+    the decode and its group contexts run as shipped (wrong results)."""
 
     @wok.cute.jit
-    def load_params(self, tensors, rows, kk, dst):
-        for slot in wok.cutlass.range_constexpr(2 * self.groups_per_tile):
-            dst[slot] = wok.Uint32(0x3C000008)  # scale 1.0 (fp16 bits; a tiny value in bf16), zero point 8
+    def param_words(self, s_params, rows, j, stage):
+        return [wok.Uint32(0x3C000008) for _ in range(2 * self.groups_per_tile)]
 
 
 class PipelineOnly(wok.WeightOnlyWgmmaSm90):

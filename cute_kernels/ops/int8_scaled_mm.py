@@ -90,8 +90,6 @@ def _validate(a, b, a_scale, b_scale, bias, out_dtype, out):
 
 # K-tiles of each CTA's first tile prefetched into L2 before the PDL wait (Sm90GemmKernel.l2_warmup); 0 = off.
 L2_WARMUP_KTILES = 2
-# Each work tile starts its K loop at its own K-tile (Sm90GemmKernel.rotate_k); an experiment switch, off.
-ROTATE_K = False
 
 
 def build_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm_count=132, extra_options="",
@@ -123,7 +121,7 @@ def build_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm
     f_bias = fake_vector(bias_cute, n, align=bias_cute.width // 8) if kind else None
     tree = scaled_mm_tree(a_kind, b_kind, kind, swap_ab=config.swap_ab, source=c_dtype is not None)
     kernel = Sm90GemmKernel(config, tree, cutlass.Int32, sm_count=sm_count, l2_warmup=L2_WARMUP_KTILES,
-                            raster=raster, rotate_k=ROTATE_K)
+                            raster=raster)
     swap = config.swap_ab
     options = f"--enable-tvm-ffi --gpu-arch sm_90a {extra_options}".strip()
 
@@ -178,8 +176,6 @@ def _compile_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig,
     key = ("sm_90a", rank, a_kind, b_kind, has_bias, str(out_dtype), config.key, sm_count)
     if L2_WARMUP_KTILES:
         key += ("l2_warmup", L2_WARMUP_KTILES)
-    if ROTATE_K:
-        key += ("rotate_k",)
     if c_dtype is not None:
         key += ("c", str(c_dtype))
     if raster != (1, True):

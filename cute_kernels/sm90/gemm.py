@@ -62,15 +62,11 @@ class Sm90GemmKernel:
     mainloop_operand_names: tuple[str, ...] = ()  # subclasses that read extra operands in ``mainloop`` name them
 
     def __init__(self, config: TileConfig, epilogue: EpilogueTree, acc_dtype, sm_count: int = 132,
-                 use_pdl: bool = True, l2_warmup: int = 0, raster: tuple[int, bool] = (1, True),
-                 rotate_k: bool = False):
+                 use_pdl: bool = True, l2_warmup: int = 0, raster: tuple[int, bool] = (1, True)):
         """l2_warmup: K-tiles of the CTA's first work tile whose A and B the producer asks L2 for (TMA prefetch)
         before ``griddepcontrol.wait``, i.e. while the previous kernel on the stream may still run (PDL); 0 = off.
-        raster: (swizzle, raster_along_m) of the persistent schedule (``configs.raster_for``).
-        rotate_k: each work tile walks its K-tiles starting at its own offset (``k_rotation``) and wraps around, so
-        that CTAs which share B (all tiles of one column) do not ask L2 for the same B lines at the same moment."""
+        raster: (swizzle, raster_along_m) of the persistent schedule (``configs.raster_for``)."""
         self.config = config
-        self.rotate_k = rotate_k
         self.raster = raster
         self.use_pdl = use_pdl
         self.l2_warmup = l2_warmup if use_pdl else 0
@@ -260,16 +256,14 @@ class Sm90GemmKernel:
                     tAgA_t = tAgA[(None, tile[0], None, l_idx)]
                     tBgB_t = tBgB[(None, tile[1], None, l_idx)]
                     state.reset_count()
-                    rot = self.k_rotation(tile, k_count)
                     for _k in range(k_count):
                         ab_pipe.producer_acquire(state)
                         bar = ab_pipe.producer_get_barrier(state)
-                        kk = k_begin + self.rotated(state.count, rot, k_count)
-                        cute.copy(tma_a, tAgA_t[(None, kk)], tAsA[(None, state.index)], tma_bar_ptr=bar,
-                                  mcast_mask=a_mask)
-                        cute.copy(tma_b, tBgB_t[(None, kk)], tBsB[(None, state.index)], tma_bar_ptr=bar,
-                                  mcast_mask=b_mask)
-                        self.issue_mainloop_loads(ml_loads, state.index, bar, tile, l_idx, kk)
+                        cute.copy(tma_a, tAgA_t[(None, k_begin + state.count)], tAsA[(None, state.index)],
+                                  tma_bar_ptr=bar, mcast_mask=a_mask)
+                        cute.copy(tma_b, tBgB_t[(None, k_begin + state.count)], tBsB[(None, state.index)],
+                                  tma_bar_ptr=bar, mcast_mask=b_mask)
+                        self.issue_mainloop_loads(ml_loads, state.index, bar, tile, l_idx, k_begin + state.count)
                         ab_pipe.producer_commit(state)
                         state.advance()
                     sched.advance_to_next_work()
@@ -358,31 +352,9 @@ class Sm90GemmKernel:
         if work.is_valid_tile:
             tile = work.tile_idx
             l_idx, _s, k_begin, k_count = self.split_range(tile[2], k_tiles, split)
-            rot = self.k_rotation(tile, k_count)
             for k in range(cutlass.min(k_count, self.l2_warmup)):
-                kk = k_begin + self.rotated(k, rot, k_count)
-                cute.prefetch(tma_b, tBgB[(None, tile[1], kk, l_idx)])
-                cute.prefetch(tma_a, tAgA[(None, tile[0], kk, l_idx)])
-
-    @cute.jit
-    def k_rotation(self, tile, k_count):
-        """Where a work tile's K loop starts (K-tiles after its first): the tile's row index modulo its K-tile
-        count with ``rotate_k``, else 0. Neighbouring rows of tiles then read different K-tiles of B at any moment.
-        Why it matters: with a few tokens every CTA streams the same B (the activations) from L2 next to its own A
-        (weights); in lock step they all hit the one L2 slice that holds a B line (a 128-byte K-tile row), about
-        128 requests per line per K-tile (session 16, docs/weight_only.md)."""
-        rot = cutlass.Int32(0)
-        if cutlass.const_expr(self.rotate_k):
-            rot = tile[0] % k_count
-        return rot
-
-    @cute.jit
-    def rotated(self, i, rot, count):
-        """The i-th K-tile (0 <= i < count) of a loop rotated by ``rot`` (0 <= rot < count)."""
-        j = i + rot
-        if cutlass.const_expr(self.rotate_k):
-            j = cutlass.select_(j >= count, j - count, j)
-        return j
+                cute.prefetch(tma_b, tBgB[(None, tile[1], k_begin + k, l_idx)])
+                cute.prefetch(tma_a, tAgA[(None, tile[0], k_begin + k, l_idx)])
 
     @cute.jit
     def split_range(self, work_l, k_tiles, split):

@@ -16,8 +16,8 @@ Layouts (host: ``weight_only/wgmma.py``)
   x     [M, K] fp16/bf16, K contiguous: WGMMA's B operand (shared memory, 128B-swizzled, TMA).
   out   [M, N] row-major, x's dtype (the host routes other output dtypes elsewhere).
   params int32 [K / G, N] (with group scales and / or zero points; host: ``param_words``): one word per (row,
-        group), the scale already rounded to x's dtype in the high half, the zero point in the low half; N is the
-        contiguous axis, so the 16 rows a warp needs per group are 64 consecutive bytes.
+        group), the scale already rounded to x's dtype in the high half, the zero point in the low half. N is the
+        contiguous axis: the producer's TMA stages a (tile_m rows x the stage's groups) box of it with each stage.
 
 Pipeline (``Sm90GemmKernel``: producer warp, two consumer warpgroups of 64 weight rows, persistent schedule,
 epilogue tree -> stmatrix -> TMA store, in-kernel split-K): the producer's TMA stages k_tiles_per_stage K-tiles of the
@@ -26,11 +26,10 @@ Per K-tile a consumer thread loads its 4 * bits bytes of packed codes from share
 register A fragment and issues the K-tile's four register-sourced WGMMAs with x from shared memory. Four A fragments
 rotate over the K-tiles and wait_group(3) keeps three K-tiles of WGMMAs in flight while the next one is decoded (the
 fragment being written is never one a WGMMA still reads); a stage is released once the WGMMAs of its last K-tile are
-done. Group parameters are read from global memory two K-tiles before their use, into registers the loop carries (the
-FP8 kernel's scheme: a load where it is used would stall every K-tile on L2), one 32-bit word per row and group. Their
-layout matters more than their latency: session 16 measured the [N, K / G] scale and zero tensors read per K-tile
-(every warp load touching 8 rows = 8 cache lines, four loads per thread) at 3-4 µs of an 8192^2 AWQ GEMM at 1-64
-tokens. Sessions 15-16 measured these choices (benchmarks/experiments/wo_wgmma_small.py; docs/weight_only.md).
+done. The group parameters of a stage arrive with it (one more TMA box on the stage's barrier) and are read from
+shared memory at the K-tile that uses them. Session 16 measured why: read from global memory by the consumers, even
+two or four K-tiles ahead, they cost 3-5 µs of an 8192^2 AWQ GEMM at 1-64 tokens, in either layout. Sessions 15-16
+measured these choices (benchmarks/experiments/wo_wgmma_small.py; docs/weight_only.md).
 """
 
 from __future__ import annotations
@@ -39,8 +38,9 @@ import cutlass
 import cutlass.cute as cute
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass import Float32, Int32, Uint32
-from cutlass.cute.nvgpu import OperandMajorMode, warpgroup
+from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
 
+from ..compile_utils import kernel_view
 from ..configs import TileConfig
 from ..epilogues import EpilogueTree
 from ..weight_only import ptx
@@ -69,12 +69,10 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
     """One compiled variant = (weight format, activation dtype, D dtype, group size, scales / zeros, TileConfig)."""
 
     def __init__(self, config: TileConfig, epilogue: EpilogueTree, fmt: WeightFormat, group: int, has_scales: bool,
-                 sm_count: int = 132, l2_warmup: int = 0, a_buffers: int = 4, param_depth: int = 2,
-                 k_tiles_per_stage: int | None = None, rotate_k: bool = False):
-        """a_buffers: A fragments = K-tiles whose WGMMAs may be in flight (2, 4); param_depth: K-tiles ahead that
-        group parameters are loaded (2, 4, 8); k_tiles_per_stage: 64-value K-tiles per pipeline stage (1, 2, 4; one
-        TMA box of codes per stage, so k_tiles_per_stage * bits <= 4; None: 2 for 1/2-bit, else 1). The defaults
-        are what session 15 measured fastest (benchmarks/experiments/wo_wgmma_small.py)."""
+                 sm_count: int = 132, l2_warmup: int = 0, a_buffers: int = 4, k_tiles_per_stage: int | None = None):
+        """a_buffers: A fragments = K-tiles whose WGMMAs may be in flight (2, 4); k_tiles_per_stage: 64-value K-tiles
+        per pipeline stage (1, 2, 4; one TMA box of codes per stage, so k_tiles_per_stage * bits <= 4; None: 2 for
+        1/2-bit, else 1). The defaults are what session 15 measured fastest (benchmarks/experiments/wo_wgmma_small.py)."""
         if k_tiles_per_stage is None:
             k_tiles_per_stage = 2 if fmt.bits <= 2 else 1
         if fmt.bits not in (1, 2, 4):
@@ -84,9 +82,7 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
         has_zeros = fmt.has_zeros
         if (has_scales or has_zeros) and not (group % K_TILE == 0 or K_TILE % group == 0):
             raise ValueError(f"group = {group} must divide or be a multiple of the K-tile ({K_TILE})")
-        for name, value, allowed in (("a_buffers", a_buffers, (2, 4)),
-                                     ("param_depth", param_depth, (2, 4, 8)),
-                                     ("k_tiles_per_stage", k_tiles_per_stage, (1, 2, 4))):
+        for name, value, allowed in (("a_buffers", a_buffers, (2, 4)), ("k_tiles_per_stage", k_tiles_per_stage, (1, 2, 4))):
             if value not in allowed:
                 raise ValueError(f"{name} = {value}: must be one of {allowed}")
         if k_tiles_per_stage * fmt.bits > 4:
@@ -94,14 +90,15 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
                              f"exceed 256 int64 words")
         self.mainloop_operand_names = ("params",) if (has_scales or has_zeros) else ()
         self.kps = k_tiles_per_stage
-        super().__init__(config, epilogue, Float32, sm_count=sm_count, l2_warmup=l2_warmup, rotate_k=rotate_k)
+        super().__init__(config, epilogue, Float32, sm_count=sm_count, l2_warmup=l2_warmup)
         self.fmt, self.group, self.has_scales, self.has_zeros = fmt, group, has_scales, has_zeros
         self.a_buffers = a_buffers  # wait_group(a_buffers - 1) after each K-tile
-        self.param_depth = param_depth
         self.words = fmt.bits  # 32-bit words of codes per thread and K-tile (32 values)
         self.tile_bytes = BLOCK_ROWS * K_TILE * fmt.bits // 8  # codes of one 64-row block's K-tile
         # decode contexts per row and K-tile: one per group the K-tile touches
         self.groups_per_tile = max(1, K_TILE // group) if (has_scales or has_zeros) else 0
+        # groups of one stage's parameter box (a stage's K-tiles lie in one group, or span whole groups)
+        self.groups_per_stage = max(1, K_TILE * self.kps // group) if self.groups_per_tile else 0
 
     # ------------------------------------------------------------------ the A operand: packed codes, registers
     def make_tiled_mma(self) -> cute.TiledMma:
@@ -127,6 +124,46 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
     def make_fragment_a(self, tiled_mma: cute.TiledMma, thr_mma, sA: cute.Tensor) -> cute.Tensor:
         return tiled_mma.make_fragment_A(thr_mma.partition_shape_A((self.tile_mnk[0], K_TILE)))  # one K-tile
 
+    # ------------------------------------------------------------------ the group parameters: TMA with the stage
+    def choose_stage_extra_bytes(self, ab_bytes: int, epi_bytes: int) -> int:
+        return self.config.tile_m * self.groups_per_stage * 4
+
+    def make_mainloop_tma(self, tensors: dict) -> tuple:
+        if not self.groups_per_tile:
+            return ()
+        box = (self.config.tile_m, self.groups_per_stage)
+        params = kernel_view(tensors["params"], 1, 0)  # (N, groups, 1)
+        atom, m_params = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), params, cute.make_layout(box),
+                                                     box)
+        return atom, m_params
+
+    def param_stages(self, sML: cute.Tensor) -> cute.Tensor:
+        """The staged parameter words: (tile_m rows, groups_per_stage, stage)."""
+        rows, groups = self.config.tile_m, self.groups_per_stage
+        return cute.make_tensor(cute.recast_ptr(sML.iterator, dtype=Int32),
+                                cute.make_layout((rows, groups, self.ab_stages), stride=(1, rows, rows * groups)))
+
+    @cute.jit
+    def prepare_mainloop_loads(self, mainloop_tma: tuple, sML: cute.Tensor):
+        if cutlass.const_expr(not self.groups_per_tile):
+            return None
+        atom, m_params = mainloop_tma
+        box = (self.config.tile_m, self.groups_per_stage)
+        g_params = cute.local_tile(m_params, box, (None, None, None))  # (rows, groups, row tiles, group tiles, 1)
+        s_part, g_part = cpasync.tma_partition(atom, 0, cute.make_layout(1),
+                                               cute.group_modes(self.param_stages(sML), 0, 2),
+                                               cute.group_modes(g_params, 0, 2))
+        return atom, s_part, g_part
+
+    @cute.jit
+    def issue_mainloop_loads(self, prepared, stage, bar, tile, l_idx, k):
+        if cutlass.const_expr(self.groups_per_tile > 0):
+            atom, s_part, g_part = prepared
+            # the box of stage k: groups [k * K_TILE * kps / G, ...), in units of groups_per_stage (rows and
+            # groups past the tensor are zero-filled: their codes and x are zero too, or their rows are not stored)
+            box = k * (K_TILE * self.kps) // (self.group * self.groups_per_stage)
+            cute.copy(atom, g_part[(None, tile[0], box, l_idx)], s_part[(None, stage)], tma_bar_ptr=bar)
+
     # ------------------------------------------------------------------ mainloop
     @cute.jit
     def mainloop(self, tiled_mma: cute.TiledMma, ab_pipe, tCrA: cute.Tensor, tCrB: cute.Tensor, acc: cute.Tensor,
@@ -134,49 +171,35 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
         ct = F16 if cutlass.const_expr(self.b_dtype == cutlass.Float16) else BF16
         tidx, _, _ = cute.arch.thread_idx()
         wg = tidx // self.threads_per_wg - 1
-        kps, nf, depth = self.kps, self.a_buffers, self.param_depth
+        kps, nf = self.kps, self.a_buffers
         # This thread's words of K-tile 0 of stage 0: its warpgroup's block, then 4 * bits bytes per thread.
         a_base = (Int32(tensors["sA"].iterator.toint()) + wg * kps * self.tile_bytes
                   + (tidx % self.threads_per_wg) * (4 * self.words))
         stage_bytes = self.a_stage_bytes()
         # A fragments rotate over K-tiles: the one being decoded is never one an in-flight WGMMA reads.
         frags = [tCrA] + [cute.make_rmem_tensor(tCrA.shape, self.b_dtype) for _ in range(nf - 1)]
+        # The two weight rows (within the tile) this thread's A fragment and accumulator cover: WGMMA's fragment
+        # sub-mode 1 steps 8 rows.
+        rows = [tCcD[((0, j, 0), 0, 0)][0] - tile[0] * self.config.tile_m for j in range(2)]
+        s_params = self.param_stages(tensors["smem"]) if cutlass.const_expr(self.groups_per_tile > 0) else None
 
-        # The two weight rows this thread's A fragment (and accumulator) covers: WGMMA's fragment sub-mode 1 steps
-        # 8 rows. Rows past N (a ragged last tile) read the last row's parameters; the store drops their results.
-        rows = [tCcD[((0, j, 0), 0, 0)][0] for j in range(2)]
-        params = None
-        # K-tiles of this work tile: whole stages (a stage past K is zero-filled by TMA and adds nothing), walked
-        # from ``rot`` on (the producer's order, ``k_rotation``): the loop's t-th K-tile is ``k_tile_at(t)``.
-        kt_begin, kt_count = k_begin * kps, k_tiles * kps
-        rot = self.k_rotation(tile, k_tiles) * kps
-        if cutlass.const_expr(self.groups_per_tile > 0):
-            last = cute.size(tensors["params"], mode=[1]) - 1
-            rows = [cutlass.min(r, last) for r in rows]
-            # parameter words of K-tile t in buffer t % depth, loaded ``depth`` K-tiles ahead
-            params = [cute.make_rmem_tensor((2 * self.groups_per_tile,), Uint32) for _ in range(depth)]
-            for d in cutlass.range_constexpr(depth):
-                self.load_params(tensors, rows, self.k_tile_at(d, kt_begin, kt_count, rot), params[d])
-
-        pbufs = [None] * depth if params is None else params
         read.reset_count()
         release.reset_count()
         acc.fill(0)
         tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
-        unroll = max(nf, depth, kps)  # powers of two: every rotation is static within one unrolled round
+        kt_count = k_tiles * kps  # whole stages (a stage past K is zero-filled by TMA and adds nothing)
+        unroll = max(nf, kps)  # powers of two: every rotation is static within one unrolled round
         for q in range(kt_count // unroll):
             for h in cutlass.range_constexpr(unroll):
                 t = q * unroll + h
                 read, release = self.k_tile(tiled_mma, ab_pipe, frags[h % nf], tCrB, acc, read, release, a_base,
-                                            stage_bytes, ct, tensors, rows, pbufs[h % depth],
-                                            self.k_tile_at(t + depth, kt_begin, kt_count, rot), h, t >= nf - 1)
+                                            stage_bytes, ct, s_params, rows, h, t >= nf - 1)
         rest = kt_count % unroll  # a multiple of kps
         for h in cutlass.range_constexpr(unroll - 1):  # the last ``rest`` K-tiles (h < rest)
             for _ in range((rest - h + unroll - 1) // unroll):
                 t = kt_count - rest + h
                 read, release = self.k_tile(tiled_mma, ab_pipe, frags[h % nf], tCrB, acc, read, release, a_base,
-                                            stage_bytes, ct, tensors, rows, pbufs[h % depth],
-                                            self.k_tile_at(t + depth, kt_begin, kt_count, rot), h, t >= nf - 1)
+                                            stage_bytes, ct, s_params, rows, h, t >= nf - 1)
         warpgroup.wait_group(0)
         # the stages whose last WGMMAs only the final wait covered
         for _ in range(cutlass.min(k_tiles, stages_left_at_end(nf, kps))):
@@ -185,17 +208,8 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
         return read, release
 
     @cute.jit
-    def k_tile_at(self, t, kt_begin, kt_count, rot):
-        """K-tile index of the work tile's t-th K-tile (t < kt_count + param_depth). The group-parameter loads run
-        up to param_depth K-tiles past the end; those are never used and ``load_params`` clamps them in bounds."""
-        kt = cutlass.min(kt_begin + t, kt_begin + kt_count - 1)
-        if cutlass.const_expr(self.rotate_k):
-            kt = kt_begin + self.rotated(t, rot, kt_count)
-        return kt
-
-    @cute.jit
     def k_tile(self, tiled_mma: cute.TiledMma, ab_pipe, frag: cute.Tensor, tCrB: cute.Tensor, acc: cute.Tensor,
-               read, release, a_base, stage_bytes, ct, tensors: dict, rows, params, reload_k, h, may_release):
+               read, release, a_base, stage_bytes, ct, s_params, rows, h, may_release):
         """One K-tile (number ``h`` of an unrolled round; K-tile h % kps of its stage): wait for the stage on its
         first K-tile, decode this thread's codes into ``frag`` (whose WGMMAs, a_buffers K-tiles ago, completed at
         an earlier wait), issue the four WGMMAs and keep a_buffers - 1 K-tiles of them in flight; a stage is
@@ -205,10 +219,7 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
         if cutlass.const_expr(j == 0):
             ab_pipe.consumer_wait(read)
         words = ptx.ld_shared_words(a_base + read.index * stage_bytes + j * self.tile_bytes, self.words)
-        ctxs = self.decode_contexts(ct, params)
-        if cutlass.const_expr(params is not None):
-            self.load_params(tensors, rows, reload_k, params)  # the contexts are taken: reload in place
-        self.decode(words, frag, ct, ctxs)
+        self.decode(words, frag, ct, self.decode_contexts(ct, s_params, rows, j, read.index))
         warpgroup.fence()
         for kb in cutlass.range_constexpr(cute.size(frag, mode=[2])):
             cute.gemm(tiled_mma, acc, frag[(None, None, kb)], tCrB[(None, None, 4 * j + kb, read.index)], acc)
@@ -223,24 +234,19 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
         return read, release
 
     @cute.jit
-    def load_params(self, tensors: dict, rows, kk, dst):
-        """dst <- K-tile ``kk``'s parameter words of the thread's two rows: slot j * G + g for row j and the g-th
-        group the K-tile touches."""
-        src = tensors["params"]
-        # a stage may reach past K (zero-filled codes and x), and the loads ahead past the tile: the last group
-        last_group = cute.size(src, mode=[0]) - 1
-        first_group = kk * K_TILE // self.group
-        for j in cutlass.range_constexpr(2):
-            for g in cutlass.range_constexpr(self.groups_per_tile):
-                dst[j * self.groups_per_tile + g] = src[(cutlass.min(first_group + g, last_group), rows[j])].to(
-                    Uint32)
+    def param_words(self, s_params: cute.Tensor, rows, j, stage):
+        """The parameter words of K-tile ``j`` of a stage (from shared memory), slot r * G + g for the thread's row r
+        and the g-th group the K-tile touches."""
+        first = j * K_TILE // self.group  # static: the K-tile's first group within the stage's box
+        return [s_params[(rows[r], first + g, stage)].to(Uint32)
+                for r in range(2) for g in range(self.groups_per_tile)]
 
     @cute.jit
-    def decode_contexts(self, ct, params):
+    def decode_contexts(self, ct, s_params, rows, j, stage):
         """The format's decode context of each (row, group) slot; [None] without group parameters."""
-        if cutlass.const_expr(params is None):
+        if cutlass.const_expr(s_params is None):
             return [None, None]
-        return [self.fmt.group_ctx_word(ct, params[s], self.has_scales) for s in range(2 * self.groups_per_tile)]
+        return [self.fmt.group_ctx_word(ct, w, self.has_scales) for w in self.param_words(s_params, rows, j, stage)]
 
     @cute.jit
     def decode(self, words, frag: cute.Tensor, ct, ctxs):

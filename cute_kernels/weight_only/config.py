@@ -148,17 +148,20 @@ WGMMA_MAX_M = 4096
 # issues; docs/weight_only.md): with 16-token tiles, four K-tiles of WGMMAs in flight and two K-tiles per stage at
 # 1/2 bits, the WGMMA path beats the decode path from 8 tokens on for 1/2-bit weights (M = 16, 8192^2: 1-bit 16.6 ->
 # 11.7 us, 2-bit 17.8 -> 14.2; at 8 tokens 2-bit 8192^2 is the one layer 4% slower) and from 12 for 4-bit (M = 16
-# 4096 x 14336: 19.6 -> 16.2; at 12 tokens 8192^2 3% slower, the other three layers faster or equal). With group
-# scales (4-bit measured; 1/2-bit not) or AWQ zero points the decode path stays ahead or even up to 16 tokens on 3
-# of 4 layers (unchanged).
+# 4096 x 14336: 19.6 -> 16.2; at 12 tokens 8192^2 3% slower, the other three layers faster or equal).
 WGMMA_MIN_M = {1: 8, 2: 8, 4: 12}  # bits -> fewest tokens on the WGMMA path (formats without group parameters)
+# Session 16 (same script and machine): once the WGMMA path's group parameters came with its TMA stages (they had
+# been loaded from global memory by the consumers), weights with group scales and AWQ took it earlier. g128, bf16
+# scales (AWQ: fp16), decode / wgmma µs: 1-bit at 4 tokens faster on 4 of 4 layers (8192^2 14.9 / 14.0); 2-bit at
+# 8 on 4 of 4 (8192^2 18.7 / 16.4; at 4: 2 of 4); 4-bit at 12 on 2 of 4, one even, 8192^2 2% slower (4096 x 14336
+# 22.4 / 17.8; 8192^2 20.1 / 20.5); AWQ at 12 on 4 of 4 (4096 x 14336 24.3 / 20.3; at 8: 1 of 4).
+WGMMA_MIN_M_GROUPED = {1: 4, 2: 8, 4: 12}  # the same with group scales (AWQ: its 4-bit entry)
 
 
 def wgmma_min_m(bits: int, scaled: bool = False, awq: bool = False) -> int:
     """Fewest tokens that take the WGMMA path (when eligible) instead of the decode path."""
-    if scaled or awq:
-        return DECODE_MAX_M + 1
-    return WGMMA_MIN_M.get(bits, DECODE_MAX_M + 1)
+    table = WGMMA_MIN_M_GROUPED if (scaled or awq) else WGMMA_MIN_M
+    return table.get(bits, DECODE_MAX_M + 1)
 
 
 def awq_dense_min_tokens(oc: int, wgmma: bool = False) -> int:
