@@ -54,22 +54,24 @@ def test_blob_cache_follows_the_weight():
 
 @pytest.mark.parametrize("scale_dtype", [torch.float16, torch.bfloat16, torch.float32])
 @pytest.mark.parametrize("x_dtype", [torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("with_zeros", [False, True])
-def test_param_words_layout(scale_dtype, x_dtype, with_zeros):
-    """Word (g, n) of the kernel's group parameters: the scale of (n, g) rounded once to x's dtype in the high half
-    (exactly what ``.to(x_dtype)`` gives: the kernel multiplies by that), AWQ's zero point in the low half."""
+@pytest.mark.parametrize("fmt_key", ["int4", "int2", "int1", "awq"])
+def test_param_words_layout(scale_dtype, x_dtype, fmt_key):
+    """Rows g * W + i of the kernel's group parameters = context word i of group g, per weight row: word 0 the scale
+    of (n, g) rounded once to x's dtype (what ``.to(x_dtype)`` gives) in both halves; AWQ's word 1 -(MAGIC + zero
+    point) in both halves, MAGIC = 1024 (fp16) / 128 (bf16): the decode's (MAGIC + u) + word 1 = u - z exactly."""
     n, groups = 72, 5
     scales = (torch.rand(n, groups, dtype=torch.float64) * 2 - 1).to(scale_dtype)  # negative scales too
-    zeros = torch.randint(0, 16, (n, groups), dtype=torch.uint8) if with_zeros else None
-    words = wgmma.param_words(scales, zeros, x_dtype)
-    assert words.dtype == torch.int32 and words.shape == (groups, n) and words.is_contiguous()
-    u = words.to(torch.int64) & 0xFFFFFFFF
-    hi = (u >> 16).to(torch.int32).to(torch.int16)  # back to 16-bit patterns (wrapping)
-    assert torch.equal(hi.view(x_dtype).t(), scales.to(x_dtype))
-    assert torch.equal((u & 0xFFFF).t(), zeros.to(torch.int64) if with_zeros else torch.zeros(n, groups, dtype=torch.int64))
-    only_zeros = wgmma.param_words(None, zeros, x_dtype) if with_zeros else None
-    if with_zeros:
-        assert torch.equal(only_zeros.t(), zeros.to(torch.int32))
+    zeros = torch.randint(0, 16, (n, groups), dtype=torch.uint8) if fmt_key == "awq" else None
+    words = wgmma.param_words(fmt_key, scales, zeros, x_dtype)
+    w = 2 if fmt_key == "awq" else 1
+    assert words.dtype == torch.int32 and words.shape == (groups * w, n) and words.is_contiguous()
+    halves = words.view(torch.int16).view(groups, w, n, 2).view(x_dtype)  # little endian: [..., 0] = low half
+    assert torch.equal(halves[:, 0, :, 0], halves[:, 0, :, 1])
+    assert torch.equal(halves[:, 0, :, 0].t(), scales.to(x_dtype))
+    if fmt_key == "awq":
+        magic = 1024.0 if x_dtype == torch.float16 else 128.0
+        assert torch.equal(halves[:, 1, :, 0], halves[:, 1, :, 1])
+        assert torch.equal(halves[:, 1, :, 0].t().double(), -(magic + zeros.double()))
 
 
 def test_param_cache_follows_its_tensors():
@@ -78,12 +80,12 @@ def test_param_cache_follows_its_tensors():
     wgmma.clear_cache()
     scales = torch.rand(64, 4, dtype=torch.float16)
     zeros = torch.randint(0, 16, (64, 4), dtype=torch.uint8)
-    a = wgmma.cached_params(scales, zeros, torch.float16)
-    assert wgmma.cached_params(scales, zeros, torch.float16) is a
+    a = wgmma.cached_params("awq", scales, zeros, torch.float16)
+    assert wgmma.cached_params("awq", scales, zeros, torch.float16) is a
     zeros.add_(1)  # an update of either tensor misses
-    b = wgmma.cached_params(scales, zeros, torch.float16)
-    assert b is not a and torch.equal(b, wgmma.param_words(scales, zeros, torch.float16))
-    assert wgmma.cached_params(scales, zeros, torch.bfloat16) is not b  # the rounding target is in the key
+    b = wgmma.cached_params("awq", scales, zeros, torch.float16)
+    assert b is not a and torch.equal(b, wgmma.param_words("awq", scales, zeros, torch.float16))
+    assert wgmma.cached_params("awq", scales, zeros, torch.bfloat16) is not b  # the rounding target is in the key
     del scales, a, b
     gc.collect()
     assert not wgmma._params

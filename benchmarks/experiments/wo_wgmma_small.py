@@ -70,12 +70,13 @@ class NoDecode(wok.WeightOnlyWgmmaSm90):
 
 
 class NoParams(wok.WeightOnlyWgmmaSm90):
-    """Timing probe: constant group-parameter words (scale 1.0 in fp16 bits, zero point 8) instead of the staged ones;
-    the decode and its group contexts run as shipped (wrong results)."""
+    """Timing probe: constant decode-context words (scale 1.0 in fp16 bits, zero point 8) instead of the staged ones;
+    the decode runs as shipped (wrong results)."""
 
     @wok.cute.jit
     def param_words(self, s_params, rows, j, stage):
-        return [wok.Uint32(0x3C000008) for _ in range(2 * self.groups_per_tile)]
+        words = [wok.Uint32(0x3C003C00), wok.Uint32(0xE408E408)]  # scale 1.0 (fp16), AWQ's -(1024 + 8)
+        return [words[:self.words_per_group] for _ in range(2 * self.groups_per_tile)]
 
 
 class PipelineOnly(wok.WeightOnlyWgmmaSm90):
@@ -136,7 +137,7 @@ def launcher(fam, variant, m, n, k, sms, x_dtype, sd, group):
 
     def call(x, w, out, scale, gs, zeros):
         blob = wgmma.cached_blob(w, bits, fmt_key, k)
-        params = None if gs is None and zeros is None else wgmma.cached_params(gs, zeros, x.dtype)
+        params = None if gs is None and zeros is None else wgmma.cached_params(fmt_key, gs, zeros, x.dtype)
         launch_planned(fn, (blob, x, out, float(scale), params), split, x.device, torch.float32)
 
     call.split = s

@@ -15,9 +15,10 @@ Layouts (host: ``weight_only/wgmma.py``)
         512 * bits * k_tiles_per_stage bytes.
   x     [M, K] fp16/bf16, K contiguous: WGMMA's B operand (shared memory, 128B-swizzled, TMA).
   out   [M, N] row-major, x's dtype (the host routes other output dtypes elsewhere).
-  params int32 [K / G, N] (with group scales and / or zero points; host: ``param_words``): one word per (row,
-        group), the scale already rounded to x's dtype in the high half, the zero point in the low half. N is the
-        contiguous axis: the producer's TMA stages a (tile_m rows x the stage's groups) box of it with each stage.
+  params int32 [K / G * W, N] (with group scales / zero points; host: ``param_words``): the format's W decode-context
+        words per (row, group) (``WeightFormat.context_words``: the scale already rounded to x's dtype in both halves;
+        AWQ's -(MAGIC + zero point) too), precomputed once per weight. N is the contiguous axis: the producer's TMA
+        stages a (tile_m rows x the stage's groups' words) box of it with each stage.
 
 Pipeline (``Sm90GemmKernel``: producer warp, two consumer warpgroups of 64 weight rows, persistent schedule,
 epilogue tree -> stmatrix -> TMA store, in-kernel split-K): the producer's TMA stages k_tiles_per_stage K-tiles of the
@@ -97,8 +98,10 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
         self.tile_bytes = BLOCK_ROWS * K_TILE * fmt.bits // 8  # codes of one 64-row block's K-tile
         # decode contexts per row and K-tile: one per group the K-tile touches
         self.groups_per_tile = max(1, K_TILE // group) if (has_scales or has_zeros) else 0
-        # groups of one stage's parameter box (a stage's K-tiles lie in one group, or span whole groups)
+        # groups of one stage's parameter box (a stage's K-tiles lie in one group, or span whole groups), and the
+        # words of each
         self.groups_per_stage = max(1, K_TILE * self.kps // group) if self.groups_per_tile else 0
+        self.words_per_group = fmt.context_word_count(has_scales) if self.groups_per_tile else 0
 
     # ------------------------------------------------------------------ the A operand: packed codes, registers
     def make_tiled_mma(self) -> cute.TiledMma:
@@ -126,20 +129,20 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
 
     # ------------------------------------------------------------------ the group parameters: TMA with the stage
     def choose_stage_extra_bytes(self, ab_bytes: int, epi_bytes: int) -> int:
-        return self.config.tile_m * self.groups_per_stage * 4
+        return self.config.tile_m * self.groups_per_stage * self.words_per_group * 4
 
     def make_mainloop_tma(self, tensors: dict) -> tuple:
         if not self.groups_per_tile:
             return ()
-        box = (self.config.tile_m, self.groups_per_stage)
-        params = kernel_view(tensors["params"], 1, 0)  # (N, groups, 1)
+        box = (self.config.tile_m, self.groups_per_stage * self.words_per_group)
+        params = kernel_view(tensors["params"], 1, 0)  # (N, groups * W, 1)
         atom, m_params = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), params, cute.make_layout(box),
                                                      box)
         return atom, m_params
 
     def param_stages(self, sML: cute.Tensor) -> cute.Tensor:
-        """The staged parameter words: (tile_m rows, groups_per_stage, stage)."""
-        rows, groups = self.config.tile_m, self.groups_per_stage
+        """The staged parameter words: (tile_m rows, groups_per_stage * words_per_group, stage)."""
+        rows, groups = self.config.tile_m, self.groups_per_stage * self.words_per_group
         return cute.make_tensor(cute.recast_ptr(sML.iterator, dtype=Int32),
                                 cute.make_layout((rows, groups, self.ab_stages), stride=(1, rows, rows * groups)))
 
@@ -148,8 +151,8 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
         if cutlass.const_expr(not self.groups_per_tile):
             return None
         atom, m_params = mainloop_tma
-        box = (self.config.tile_m, self.groups_per_stage)
-        g_params = cute.local_tile(m_params, box, (None, None, None))  # (rows, groups, row tiles, group tiles, 1)
+        box = (self.config.tile_m, self.groups_per_stage * self.words_per_group)
+        g_params = cute.local_tile(m_params, box, (None, None, None))  # (rows, words, row tiles, word tiles, 1)
         s_part, g_part = cpasync.tma_partition(atom, 0, cute.make_layout(1),
                                                cute.group_modes(self.param_stages(sML), 0, 2),
                                                cute.group_modes(g_params, 0, 2))
@@ -235,10 +238,11 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
 
     @cute.jit
     def param_words(self, s_params: cute.Tensor, rows, j, stage):
-        """The parameter words of K-tile ``j`` of a stage (from shared memory), slot r * G + g for the thread's row r
-        and the g-th group the K-tile touches."""
+        """The decode-context words of K-tile ``j`` of a stage (from shared memory): for the thread's row r and the
+        g-th group the K-tile touches, the list at slot r * G + g."""
         first = j * K_TILE // self.group  # static: the K-tile's first group within the stage's box
-        return [s_params[(rows[r], first + g, stage)].to(Uint32)
+        wpg = self.words_per_group
+        return [[s_params[(rows[r], (first + g) * wpg + i, stage)].to(Uint32) for i in range(wpg)]
                 for r in range(2) for g in range(self.groups_per_tile)]
 
     @cute.jit
@@ -246,7 +250,7 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
         """The format's decode context of each (row, group) slot; [None] without group parameters."""
         if cutlass.const_expr(s_params is None):
             return [None, None]
-        return [self.fmt.group_ctx_word(ct, w, self.has_scales) for w in self.param_words(s_params, rows, j, stage)]
+        return [self.fmt.group_ctx_words(ct, w) for w in self.param_words(s_params, rows, j, stage)]
 
     @cute.jit
     def decode(self, words, frag: cute.Tensor, ct, ctxs):

@@ -150,16 +150,21 @@ class WeightFormat:
 
     def group_ctx(self, ct: ComputeType, scale, zero, in_place: bool = False):
         """Per (row, block) decode context from a Float32 scale (or None) and a u8 zero point (or None)."""
-        return self.context(ct, None if scale is None else ptx.cvt_pair_f32(ct.x2, scale, scale), zero, in_place)
+        return None if scale is None else ptx.cvt_pair_f32(ct.x2, scale, scale)
 
-    def group_ctx_word(self, ct: ComputeType, word, has_scale: bool, in_place: bool = False):
-        """The same context from one parameter word (``weight_only.wgmma.param_words``): the scale already in the
-        compute type in the high half, the zero point in the low half."""
-        return self.context(ct, ptx.prmt(word, word, 0x3232) if has_scale else None, word & 0xFFFF, in_place)
+    # The same context precomputed on the host, as 32-bit words per (row, group) (the WGMMA path stages them with
+    # its TMA stages and reads them from shared memory: no per-K-tile conversion). Fields not in place only.
+    def context_word_count(self, has_scale: bool) -> int:
+        return 1 if has_scale else 0
 
-    def context(self, ct: ComputeType, scale2, zero, in_place: bool):
-        """The context from the scale as a packed pair (or None) and the zero point (u32, or None)."""
-        return scale2
+    def context_words(self, ct: ComputeType, scale16, zeros) -> list:
+        """Host side: the words (int64 tensors holding 32-bit patterns) from the scales' 16-bit patterns in the
+        compute type (int64 tensor, or None) and the zero points (int64 tensor, or None)."""
+        return [] if scale16 is None else [scale16 * 0x00010001]  # the scale in both halves
+
+    def group_ctx_words(self, ct: ComputeType, words: list):
+        """Kernel side: ``group_ctx`` from the loaded ``context_words``."""
+        return words[0] if words else None
 
     def decode_pair(self, w, q: int, ct: ComputeType, ctx, in_place: bool = False):
         """One packed fp16x2 / bf16x2 register: the values of pair q of word ``w`` (after ``prepare_word``)."""
@@ -244,11 +249,22 @@ class AwqInt4(WeightFormat):
 
     bits, name, has_zeros = 4, "awq", True
 
-    def context(self, ct, scale2, zero, in_place):
+    def group_ctx(self, ct, scale, zero, in_place=False):
         # -(MAGIC 2^-j + z) in both halves for each field position j: z in units of 2^-j, the ULP of MAGIC 2^-j.
         neg_offsets = {j: ptx.splat_or(ptx.shl(zero, j), ct.pair(ct.neg(ct.encode(2.0 ** (ct.mantissa - j)))))
                        for j in self.field_bits(ct, in_place)}
-        return neg_offsets, scale2
+        return neg_offsets, None if scale is None else ptx.cvt_pair_f32(ct.x2, scale, scale)
+
+    def context_word_count(self, has_scale):
+        return 2
+
+    def context_words(self, ct, scale16, zeros):
+        # -(MAGIC + z) in both halves (the fields-not-in-place offset, j = 0 in ``group_ctx``): z sits in the
+        # mantissa of MAGIC, whose ULP is 1
+        return [scale16 * 0x00010001, (zeros | ct.neg(ct.magic)) * 0x00010001]
+
+    def group_ctx_words(self, ct, words):
+        return {0: words[1]}, words[0]
 
     def decode_pair(self, w, q, ct, ctx, in_place=False):
         neg_offsets, scale2 = ctx

@@ -117,31 +117,32 @@ def cached_blob(packed: torch.Tensor, bits: int, fmt_key: str, k: int) -> torch.
     return cached_for_tensor(_blobs, key, packed, lambda: blob_from_packed(packed, bits, fmt_key, k))
 
 
-def param_words(group_scales, zeros, dtype: torch.dtype) -> torch.Tensor:
-    """The kernel's group parameters: int32 [groups, N], word (g, n) = the 16-bit pattern of group_scales[n, g]
-    rounded to ``dtype`` (x's: what the kernel's decode multiplies in; round to nearest, as the kernel's own
-    conversion of a loaded scale did) in the high half, zeros[n, g] (AWQ's u8 zero point) or 0 in the low half.
-    Either tensor may be None (not both). N is the contiguous axis: a warp's 16 rows of one group are 64 bytes."""
-    src = group_scales if group_scales is not None else zeros
-    words = torch.zeros(src.shape, dtype=torch.int64, device=src.device)
-    if group_scales is not None:
-        words |= (group_scales.to(dtype).view(torch.int16).to(torch.int64) & 0xFFFF) << 16
-    if zeros is not None:
-        words |= zeros.to(torch.int64)
+def param_words(fmt_key: str, group_scales, zeros, dtype: torch.dtype) -> torch.Tensor:
+    """The kernel's group parameters: int32 [groups * W, N], rows g * W .. g * W + W - 1 = the W decode-context
+    words of group g (``WeightFormat.context_words``: the scale rounded to ``dtype``, x's, in both halves - round
+    to nearest, as the decode path's conversion of a loaded scale; AWQ adds -(MAGIC + zero point) in both halves).
+    N is the contiguous axis; the kernel's TMA takes a (rows of a tile x the groups of a stage) box of it."""
+    from .formats import BF16, F16
+
+    fmt = format_by_key(fmt_key)
+    ct = F16 if dtype == torch.float16 else BF16
+    scale16 = None if group_scales is None else group_scales.to(dtype).view(torch.int16).to(torch.int64) & 0xFFFF
+    z = None if zeros is None else zeros.to(torch.int64)
+    words = torch.stack(fmt.context_words(ct, scale16, z), dim=-1)  # [N, groups, W]
     words = torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
-    return words.t().contiguous()
+    return words.flatten(1).t().contiguous()
 
 
 _params: dict[tuple, torch.Tensor] = {}
 
 
-def cached_params(group_scales, zeros, dtype: torch.dtype) -> torch.Tensor:
+def cached_params(fmt_key: str, group_scales, zeros, dtype: torch.dtype) -> torch.Tensor:
     """``param_words`` of these tensors, built on first use and kept while the first of them lives (rebuilt after
     an in-place update of either: their versions are in the key)."""
     key = tuple((t.data_ptr(), t._version, tuple(t.shape), t.dtype) if t is not None else None
-                for t in (group_scales, zeros)) + (dtype,)
+                for t in (group_scales, zeros)) + (fmt_key, dtype)
     source = group_scales if group_scales is not None else zeros
-    return cached_for_tensor(_params, key, source, lambda: param_words(group_scales, zeros, dtype))
+    return cached_for_tensor(_params, key, source, lambda: param_words(fmt_key, group_scales, zeros, dtype))
 
 
 def clear_cache() -> None:
@@ -171,7 +172,7 @@ def build(fmt_key: str, x_dtype: torch.dtype, out_dtype: torch.dtype, scaled: bo
           sm_count: int = 132, extra_options: str = "", kernel_options: dict | None = None):
     """Compile one variant from fake tensors; ``scaled``: the weights have group scales (AWQ always has). Call
     signature of the result: ``fn(blob, x, out, scale, params[, workspace, semaphores, num_splits])`` with torch
-    tensors (``params``: ``param_words``, None for a format without group parameters), scale a float (signed
+    tensors (``params``: ``param_words``, None without group parameters), scale a float (signed
     formats; ignored by AWQ's tree)."""
     import cutlass
     import cutlass.cute as cute
@@ -266,7 +267,7 @@ class WgmmaPlan:
         if group_scales is None and zeros is None:
             group = NO_GROUP
         else:
-            params = cached_params(group_scales, zeros, x.dtype)
+            params = cached_params(self.fmt_key, group_scales, zeros, x.dtype)
         key = (x.dtype, out.dtype, group_scales is not None, group, x.shape[0], out.shape[1])
         if key != self._key:
             self._launch = prepare(self.fmt_key, x.dtype, out.dtype, key[2], group, self.cfg, self.sm_count,
