@@ -14,7 +14,11 @@ Runs 1-3 (data/session16_h100/wo_wgmma_small_run{1,2,3}.json) ran this script at
 the group parameters are what the AWQ / grouped decode costs (nodecode also drops their loads, which become dead
 code) - run 2's probe "noparams" (constant scales and zero points instead of the loads, the decode unchanged) and
 p4 (loads four K-tiles ahead) separate them, run 3 repeats it with the parameters as one word per (group, row).
-Since then the parameters come with each stage by TMA; "ship" is that kernel.
+Since then the parameters come with each stage by TMA; "ship" is that kernel (run "tma_params" and, with the decode
+contexts precomputed on the host, "context_words"). Last, w2 / w4 / w8 (``l2_warmup``): the producer asks L2 for the
+first 2 / 4 / 8 K-tiles of its first work tile before the PDL wait, as the int8 and FP8 ops do (2 K-tiles there);
+run "l2_warmup" (all five variants' first run) and "l2_warmup_ab" (ship / w4, two runs) - 4 K-tiles became the 4-bit
+default, so since then "ship" has it for 4-bit weights and w2 / w4 / w8 override it.
 Per problem: these variants, the current dispatch of the op (``quantized_mm`` / ``awq_gemm`` with no path), torch.matmul
 on the dense weight in x's dtype, and a bare read (copy_bandwidth's Triton read) of the weight's bytes.
 
@@ -49,9 +53,12 @@ MS = tuple(int(m) for m in os.environ.get("WO_MS", "1,16,32,64").split(","))
 L2_MARGIN = 150 << 20
 
 
-VARIANTS = {fam: {"ship": {}} for fam in ("awq", "int4g", "int4", "int2", "int1")}  # {} = the defaults
+VARIANTS = {fam: {"ship": {}, "w2": {"l2_warmup": 2}, "w4": {"l2_warmup": 4}, "w8": {"l2_warmup": 8}}
+            for fam in ("awq", "int4g", "int4", "int2", "int1")}  # {} = the defaults
 PROBES = {"int4": {"nodecode": {}, "pipeline": {}}, "int1": {"nodecode": {}, "pipeline": {}},
           "awq": {"nodecode": {}, "noparams": {}}, "int4g": {"noparams": {}}}
+if os.environ.get("WO_NO_PROBES"):
+    PROBES = {}
 FAMILIES = tuple(os.environ.get("WO_FAMS", "awq,int4g,int4,int2,int1").split(","))
 if os.environ.get("WO_VARIANTS"):  # only these variants (names of VARIANTS), no probes
     _keep = os.environ["WO_VARIANTS"].split(",")

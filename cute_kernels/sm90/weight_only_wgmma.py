@@ -70,12 +70,18 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
     """One compiled variant = (weight format, activation dtype, D dtype, group size, scales / zeros, TileConfig)."""
 
     def __init__(self, config: TileConfig, epilogue: EpilogueTree, fmt: WeightFormat, group: int, has_scales: bool,
-                 sm_count: int = 132, l2_warmup: int = 0, a_buffers: int = 4, k_tiles_per_stage: int | None = None):
+                 sm_count: int = 132, l2_warmup: int | None = None, a_buffers: int = 4,
+                 k_tiles_per_stage: int | None = None):
         """a_buffers: A fragments = K-tiles whose WGMMAs may be in flight (2, 4); k_tiles_per_stage: 64-value K-tiles
         per pipeline stage (1, 2, 4; one TMA box of codes per stage, so k_tiles_per_stage * bits <= 4; None: 2 for
-        1/2-bit, else 1). The defaults are what session 15 measured fastest (benchmarks/experiments/wo_wgmma_small.py)."""
+        1/2-bit, else 1); l2_warmup: ``Sm90GemmKernel``'s (None: 4 K-tiles for 4-bit weights, else off). The
+        defaults are what sessions 15-16 measured fastest (benchmarks/experiments/wo_wgmma_small.py: l2_warmup 4 made
+        4-bit weights 1-12% faster at 1-16 tokens on 3 of 4 layers, AWQ's 14336 x 4096 1-2% slower; it was mixed for
+        1/2-bit)."""
         if k_tiles_per_stage is None:
             k_tiles_per_stage = 2 if fmt.bits <= 2 else 1
+        if l2_warmup is None:
+            l2_warmup = 4 if fmt.bits == 4 else 0
         if fmt.bits not in (1, 2, 4):
             raise ValueError(f"the WGMMA weight-only kernel decodes 1/2/4-bit formats; got {fmt.bits}-bit {fmt.name}")
         if config.swap_ab or config.cluster_m * config.cluster_n != 1:
