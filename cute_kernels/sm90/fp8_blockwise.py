@@ -47,7 +47,7 @@ import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 from cutlass import Float32
-from cutlass.cute.nvgpu import cpasync, warpgroup
+from cutlass.cute.nvgpu import warpgroup
 
 from ..configs import TileConfig
 from ..epilogues import EpilogueTree
@@ -134,10 +134,7 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
     def make_mainloop_tma(self, tensors: dict) -> tuple:
         if not self.sfa_tma:
             return ()
-        tile_m = self.config.tile_m
-        atom, m_sfa = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), tensors["sfa"],
-                                                  cute.make_layout((tile_m, 1)), (tile_m, 1))
-        return atom, m_sfa
+        return self.row_box_tma(tensors["sfa"], (self.config.tile_m, 1))
 
     def sfa_stages(self, sML: cute.Tensor) -> cute.Tensor:
         """The staged a_scale columns: (tile_m, 1, stage)."""
@@ -148,18 +145,12 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
     def prepare_mainloop_loads(self, mainloop_tma: tuple, sML: cute.Tensor):
         if cutlass.const_expr(not self.sfa_tma):
             return None
-        atom, m_sfa = mainloop_tma
-        g_sfa = cute.local_tile(m_sfa, (self.config.tile_m, 1), (None, None, None))  # (bM, 1, tiles_m, KB, L)
-        s_part, g_part = cpasync.tma_partition(atom, 0, cute.make_layout(1),
-                                               cute.group_modes(self.sfa_stages(sML), 0, 2),
-                                               cute.group_modes(g_sfa, 0, 2))
-        return atom, s_part, g_part
+        return self.partition_row_boxes(mainloop_tma, self.sfa_stages(sML), (self.config.tile_m, 1))
 
     @cute.jit
     def issue_mainloop_loads(self, prepared, stage, bar, tile, l_idx, k):
         if cutlass.const_expr(self.sfa_tma):
-            atom, s_part, g_part = prepared
-            cute.copy(atom, g_part[(None, tile[0], k, l_idx)], s_part[(None, stage)], tma_bar_ptr=bar)
+            self.issue_row_box(prepared, stage, bar, tile[0], k, l_idx)
 
     @cute.jit
     def mainloop(self, tiled_mma: cute.TiledMma, ab_pipe, tCrA: cute.Tensor, tCrB: cute.Tensor, acc: cute.Tensor,

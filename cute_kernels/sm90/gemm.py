@@ -502,6 +502,31 @@ class Sm90GemmKernel:
         """Producer, per stage: issue the mainloop's loads of K-tile ``k`` of output tile ``tile``."""
         pass
 
+    # The per-stage operands of the mainloops so far (FP8's a_scale columns, the weight-only path's group parameters)
+    # are one box per stage of a (rows, columns, L) tensor: the tile's rows x a few columns for the stage's K range.
+    @staticmethod
+    def row_box_tma(tensor: cute.Tensor, box: tuple) -> tuple:
+        """``make_mainloop_tma`` of such an operand: its TMA atom and tensor for (tile rows, columns) boxes."""
+        atom, tma_tensor = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), tensor, cute.make_layout(box),
+                                                       box)
+        return atom, tma_tensor
+
+    @cute.jit
+    def partition_row_boxes(self, mainloop_tma: tuple, staged: cute.Tensor, box: tuple):
+        """``prepare_mainloop_loads`` of a ``row_box_tma`` operand; ``staged``: its (box rows, box columns, stage)
+        shared-memory view."""
+        atom, tma_tensor = mainloop_tma
+        boxes = cute.local_tile(tma_tensor, box, (None, None, None))  # (rows, columns, row tiles, column tiles, L)
+        s_part, g_part = cpasync.tma_partition(atom, 0, cute.make_layout(1), cute.group_modes(staged, 0, 2),
+                                               cute.group_modes(boxes, 0, 2))
+        return atom, s_part, g_part
+
+    @cute.jit
+    def issue_row_box(self, prepared, stage, bar, row_tile, column_tile, l_idx):
+        """Producer: the box (row_tile, column_tile) into stage ``stage``, on the stage's barrier ``bar``."""
+        atom, s_part, g_part = prepared
+        cute.copy(atom, g_part[(None, row_tile, column_tile, l_idx)], s_part[(None, stage)], tma_bar_ptr=bar)
+
     @cute.jit
     def mainloop(self, tiled_mma: cute.TiledMma, ab_pipe, tCrA: cute.Tensor, tCrB: cute.Tensor, acc: cute.Tensor,
                  read, release, k_begin, k_tiles, tile, tCcD: cute.Tensor, tensors: dict):

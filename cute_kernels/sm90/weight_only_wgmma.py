@@ -39,7 +39,7 @@ import cutlass
 import cutlass.cute as cute
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass import Float32, Int32, Uint32
-from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
+from cutlass.cute.nvgpu import OperandMajorMode, warpgroup
 
 from ..compile_utils import kernel_view
 from ..configs import TileConfig
@@ -89,7 +89,8 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
         has_zeros = fmt.has_zeros
         if (has_scales or has_zeros) and not (group % K_TILE == 0 or K_TILE % group == 0):
             raise ValueError(f"group = {group} must divide or be a multiple of the K-tile ({K_TILE})")
-        for name, value, allowed in (("a_buffers", a_buffers, (2, 4)), ("k_tiles_per_stage", k_tiles_per_stage, (1, 2, 4))):
+        for name, value, allowed in (("a_buffers", a_buffers, (2, 4)),
+                                     ("k_tiles_per_stage", k_tiles_per_stage, (1, 2, 4))):
             if value not in allowed:
                 raise ValueError(f"{name} = {value}: must be one of {allowed}")
         if k_tiles_per_stage * fmt.bits > 4:
@@ -137,41 +138,34 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
     def choose_stage_extra_bytes(self, ab_bytes: int, epi_bytes: int) -> int:
         return self.config.tile_m * self.groups_per_stage * self.words_per_group * 4
 
+    def param_box(self) -> tuple:
+        """One stage's box of the parameter words: (tile_m rows, the words of the stage's groups)."""
+        return self.config.tile_m, self.groups_per_stage * self.words_per_group
+
     def make_mainloop_tma(self, tensors: dict) -> tuple:
         if not self.groups_per_tile:
             return ()
-        box = (self.config.tile_m, self.groups_per_stage * self.words_per_group)
-        params = kernel_view(tensors["params"], 1, 0)  # (N, groups * W, 1)
-        atom, m_params = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), params, cute.make_layout(box),
-                                                     box)
-        return atom, m_params
+        return self.row_box_tma(kernel_view(tensors["params"], 1, 0), self.param_box())  # (N, groups * W, 1)
 
     def param_stages(self, sML: cute.Tensor) -> cute.Tensor:
         """The staged parameter words: (tile_m rows, groups_per_stage * words_per_group, stage)."""
-        rows, groups = self.config.tile_m, self.groups_per_stage * self.words_per_group
+        rows, words = self.param_box()
         return cute.make_tensor(cute.recast_ptr(sML.iterator, dtype=Int32),
-                                cute.make_layout((rows, groups, self.ab_stages), stride=(1, rows, rows * groups)))
+                                cute.make_layout((rows, words, self.ab_stages), stride=(1, rows, rows * words)))
 
     @cute.jit
     def prepare_mainloop_loads(self, mainloop_tma: tuple, sML: cute.Tensor):
         if cutlass.const_expr(not self.groups_per_tile):
             return None
-        atom, m_params = mainloop_tma
-        box = (self.config.tile_m, self.groups_per_stage * self.words_per_group)
-        g_params = cute.local_tile(m_params, box, (None, None, None))  # (rows, words, row tiles, word tiles, 1)
-        s_part, g_part = cpasync.tma_partition(atom, 0, cute.make_layout(1),
-                                               cute.group_modes(self.param_stages(sML), 0, 2),
-                                               cute.group_modes(g_params, 0, 2))
-        return atom, s_part, g_part
+        return self.partition_row_boxes(mainloop_tma, self.param_stages(sML), self.param_box())
 
     @cute.jit
     def issue_mainloop_loads(self, prepared, stage, bar, tile, l_idx, k):
         if cutlass.const_expr(self.groups_per_tile > 0):
-            atom, s_part, g_part = prepared
-            # the box of stage k: groups [k * K_TILE * kps / G, ...), in units of groups_per_stage (rows and
-            # groups past the tensor are zero-filled: their codes and x are zero too, or their rows are not stored)
-            box = k * (K_TILE * self.kps) // (self.group * self.groups_per_stage)
-            cute.copy(atom, g_part[(None, tile[0], box, l_idx)], s_part[(None, stage)], tma_bar_ptr=bar)
+            # stage k's groups start at k * K_TILE * kps / G, in units of groups_per_stage (rows and groups past the
+            # tensor are zero-filled: their codes and x are zero too, or their rows are not stored)
+            column_tile = k * (K_TILE * self.kps) // (self.group * self.groups_per_stage)
+            self.issue_row_box(prepared, stage, bar, tile[0], column_tile, l_idx)
 
     # ------------------------------------------------------------------ mainloop
     @cute.jit
