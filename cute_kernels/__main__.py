@@ -117,9 +117,18 @@ def cmd_export(args) -> int:
     return 0
 
 
+LAYOUT_KERNELS = ("int8_scaled_mm", "fp8_blockwise_scaled_mm", "quantized_mm", "awq_gemm")
+
+
 def cmd_layout(args) -> int:
     from .configs import select_sm90_int8
     from .layouts import sm90_gemm_layouts
+
+    if args.kernel not in LAYOUT_KERNELS:
+        print(f"layout: unknown kernel {args.kernel!r}; available: {', '.join(LAYOUT_KERNELS)}", file=sys.stderr)
+        return 2
+    if args.kernel in ("quantized_mm", "awq_gemm"):
+        return _layout_weight_only(args)
 
     if args.kernel == "fp8_blockwise_scaled_mm" or args.granularity:
         from .formats.scale_layouts import describe_scale_layouts
@@ -137,6 +146,51 @@ def cmd_layout(args) -> int:
     cfg = _parse_config(args.config) or select(args.m, args.n, args.k)
     print(sm90_gemm_layouts(cfg, a_dtype=dtype), end="")
     print(f"schedule          : {_describe_schedule(cfg, args.m, args.n, args.k)}")
+    return 0
+
+
+def _layout_weight_only(args) -> int:
+    """quantized_mm / awq_gemm: the path the dispatcher takes for the problem on an SM90 GPU, and the WGMMA kernel's
+    layouts when it is that path (or when --config forces a WGMMA config)."""
+    import torch
+
+    from .weight_only import config as wo_config, wgmma
+
+    awq = args.kernel == "awq_gemm"
+    bits = 4 if awq else args.bits
+    group = args.group if args.group is not None else (128 if awq else None)
+    if bits not in (1, 2, 4, 8):
+        print(f"layout: --bits must be 1, 2, 4 or 8; got {bits}", file=sys.stderr)
+        return 2
+    x_dtype = torch.float16 if args.x_dtype == "fp16" else torch.bfloat16
+    eligible = wgmma.eligible(torch.empty((0, args.k), dtype=x_dtype, device="meta"), bits, args.n, args.k, group,
+                              x_dtype, "sm_90a")
+    path, tile = wo_config.select_tile(bits, args.m, args.n, 132, scaled=group is not None, awq=awq, dense=not awq,
+                                       k=args.k, wgmma=eligible)
+    what = f"{'AWQ' if awq else f'{bits}-bit'}{f' g{group}' if group else ''}, x {args.x_dtype}"
+    print(f"dispatch          : M={args.m} N={args.n} K={args.k} ({what}) on SM90 -> {path} path"
+          + (f", tile {tile}" if tile is not None else ""))
+    cfg = _parse_config(args.config)
+    if path != "wgmma" and cfg is None:
+        print("(the decode and tensor-core tiles stage their weights per thread and the dense path is dequantize + "
+              "cuBLAS: no CuTe shared-memory layouts to print; --config shows a WGMMA config's)")
+        return 0
+    if not eligible:
+        print("layout: the WGMMA path cannot run this problem (wgmma.eligible: 1/2/4-bit, N and K multiples of 8, "
+              "a group of 32 or a multiple of 64)", file=sys.stderr)
+        return 2
+    os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
+    from .layouts import weight_only_wgmma_layouts
+
+    cfg = cfg or wgmma.select_config(args.m, args.n, args.k)
+    fmt_key = "awq" if awq else f"int{bits}"
+    try:
+        text = weight_only_wgmma_layouts(fmt_key, group is not None, group or wgmma.NO_GROUP, cfg,
+                                         "Float16" if args.x_dtype == "fp16" else "BFloat16")
+    except ValueError as e:  # a --config the kernel cannot run (clusters, a swap): its own message
+        print(f"layout: {e}", file=sys.stderr)
+        return 2
+    print(text, end="")
     return 0
 
 
@@ -200,6 +254,9 @@ def main(argv=None) -> int:
     s.add_argument("--config", help="tile config, e.g. 128x256x2x1 (default: the table's pick for M, N, K)")
     _add_problem_size(s)
     s.add_argument("--granularity", help="FP8 scale granularity gM,gN,gK (prints the scale-factor layouts)")
+    s.add_argument("--bits", type=int, default=4, help="quantized_mm: weight bits (1, 2, 4, 8)")
+    s.add_argument("--group", type=int, help="quantized_mm / awq_gemm: group size of the group scales (awq: 128)")
+    s.add_argument("--x-dtype", default="bf16", choices=["bf16", "fp16"], help="quantized_mm / awq_gemm activations")
     s.set_defaults(fn=cmd_layout)
 
     s = sub.add_parser("bench", help="benchmark a kernel family against torch baselines (needs a GPU)")

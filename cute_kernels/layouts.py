@@ -53,3 +53,57 @@ def sm90_gemm_layouts(config: TileConfig, a_dtype="Int8", out_dtype="BFloat16", 
     # its import-time default, sm_100a on a machine without a GPU, and refuses the SM90 MMA atoms).
     cute.compile(trace, options="--gpu-arch sm_90a")
     return buf.getvalue()
+
+
+def weight_only_wgmma_layouts(fmt_key: str, scaled: bool, group: int, config: TileConfig,
+                              x_dtype: str = "BFloat16") -> str:
+    """The layouts of the weight-only WGMMA kernel (``sm90/weight_only_wgmma.py``) for one format and config: the
+    staged blob of packed codes (A: read by the threads into registers, so unswizzled), x (B), the group parameters'
+    decode-context words and the epilogue; ``group`` is only read when ``scaled`` or for AWQ."""
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass.tensor_utils import LayoutEnum
+
+    from .epilogues import Accumulator, EpilogueTree
+    from .sm90.weight_only_wgmma import WeightOnlyWgmmaSm90
+    from .weight_only.formats import format_by_key
+
+    fmt = format_by_key(fmt_key)
+    xt = getattr(cutlass, x_dtype)
+    kernel = WeightOnlyWgmmaSm90(config, EpilogueTree(Accumulator()), fmt, group, scaled or fmt.has_zeros)
+    buf = io.StringIO()
+
+    def view(dtype, shape, stride):  # the host's kernel views (weight_only/wgmma.py build), on a stand-in problem
+        return cute.make_tensor(cute.make_ptr(dtype, 0, cute.AddressSpace.gmem, assumed_align=16),
+                                cute.make_layout(shape, stride=stride))
+
+    @cute.jit
+    def trace():
+        blob = view(cutlass.Int64, (64, 4096, 1), (4096, 1, 0))  # (row blocks, int64 words, L)
+        x = view(xt, (4096, 4096, 1), (4096, 1, 0))  # (M, K, L)
+        out_t = view(xt, (4096, 4096, 1), (1, 4096, 0))  # out^T: (N, M, L), N contiguous
+        kernel._setup(cutlass.Int64, xt, xt, LayoutEnum.from_tensor(blob), LayoutEnum.from_tensor(x),
+                      LayoutEnum.from_tensor(out_t))
+        bm, bn, bk = kernel.tile_mnk
+        print(f"kernel            : WeightOnlyWgmmaSm90, format {fmt.name} ({fmt.bits}-bit), x {x_dtype}", file=buf)
+        print(f"config            : {config.describe()}", file=buf)
+        print(f"CTA tile          : {bm} weight rows x {bn} tokens x {bk} K per stage ({kernel.kps} K-tile(s) of 64)",
+              file=buf)
+        print(f"tiled MMA         : {kernel.tiled_mma.shape_mnk} over {kernel.num_mma_wg} consumer warpgroup(s), A "
+              f"from registers (decoded), {kernel.a_buffers} A fragments", file=buf)
+        print(f"pipeline stages   : {kernel.ab_stages} (per stage: codes {kernel.a_stage_bytes()} B, x "
+              f"{bn * bk * xt.width // 8} B, group parameters {kernel.stage_extra_bytes} B), epilogue stages "
+              f"{kernel.epi_stages}", file=buf)
+        print(f"smem A (codes)    : {kernel.sA_layout}", file=buf)
+        print(f"TMA box A         : {kernel.a_tile} (64-row blocks, int64 words of one block's K-tiles)", file=buf)
+        print(f"smem B (x)        : {kernel.sB_layout}", file=buf)
+        print(f"TMA box B         : ({bn}, {bk}) elements", file=buf)
+        if kernel.groups_per_tile:
+            print(f"group parameters  : {kernel.words_per_group} int32 decode-context word(s) per (row, group of "
+                  f"{group}); TMA box {kernel.param_box()} of the [groups * W, N] words", file=buf)
+            print(f"smem parameters   : {kernel.param_stage_layout()}", file=buf)
+        print(f"epilogue tile     : {kernel.epi_tile}", file=buf)
+        print(f"smem D (staged)   : {kernel.sD_layout}", file=buf)
+
+    cute.compile(trace, options="--gpu-arch sm_90a")
+    return buf.getvalue()

@@ -63,6 +63,29 @@ def test_layout_of_a_swapped_fp8_config_without_forced_arch():
         assert needle in out, out
 
 
+def test_layout_of_the_weight_only_wgmma_kernel():
+    out = _cli("layout", "awq_gemm", "--m", "16", "--n", "8192", "--k", "8192", "--x-dtype", "fp16")
+    for needle in ("-> wgmma path", "format awq (4-bit)", "config            : 128x16 cluster 1x1 split_k=2",
+                   "group parameters  : 2 int32 decode-context word(s) per (row, group of 128); TMA box (128, 2)",
+                   "TMA box B         : (16, 64)", "smem parameters   : (128,2,"):
+        assert needle in out, out
+    out = _cli("layout", "quantized_mm", "--bits", "1", "--group", "32", "--m", "64", "--n", "4096", "--k", "4096")
+    assert "128 weight rows x 64 tokens x 128 K per stage (2 K-tile(s) of 64)" in out, out
+    assert "TMA box (128, 4)" in out, out  # 2 K-tiles of 64 per stage = 4 groups of 32
+    out = _cli("layout", "quantized_mm", "--m", "1", "--n", "8192", "--k", "8192")
+    assert "-> decode path" in out and "smem A" not in out, out
+
+
+def test_layout_refuses_what_it_does_not_know():
+    env = dict(os.environ, PYTHONPATH=str(ROOT), CUTE_DSL_ARCH="sm_90a")
+    for args, msg in ((("layout", "int4_gemm"), "unknown kernel 'int4_gemm'; available: int8_scaled_mm"),
+                      (("layout", "quantized_mm", "--bits", "3"), "--bits must be 1, 2, 4 or 8"),
+                      (("layout", "quantized_mm", "--config", "128x64x2x1"), "without clusters")):
+        p = subprocess.run([sys.executable, "-m", "cute_kernels", *args], cwd=ROOT, env=env, capture_output=True,
+                           text=True, timeout=300)
+        assert p.returncode == 2 and msg in p.stderr, (args, p.returncode, p.stderr[-2000:])
+
+
 def test_layout_names_the_schedule_of_a_large_problem():
     out = _cli("layout", "int8_scaled_mm", "--m", "8192", "--n", "8192", "--k", "8192")
     assert "schedule          : swizzled: 4 N clusters at a time, rastering along M" in out, out

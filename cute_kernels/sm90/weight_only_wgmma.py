@@ -147,11 +147,14 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
             return ()
         return self.row_box_tma(kernel_view(tensors["params"], 1, 0), self.param_box())  # (N, groups * W, 1)
 
-    def param_stages(self, sML: cute.Tensor) -> cute.Tensor:
-        """The staged parameter words: (tile_m rows, groups_per_stage * words_per_group, stage)."""
+    def param_stage_layout(self) -> cute.Layout:
+        """(tile_m rows, groups_per_stage * words_per_group, stage) over the mainloop's shared memory (int32)."""
         rows, words = self.param_box()
-        return cute.make_tensor(cute.recast_ptr(sML.iterator, dtype=Int32),
-                                cute.make_layout((rows, words, self.ab_stages), stride=(1, rows, rows * words)))
+        return cute.make_layout((rows, words, self.ab_stages), stride=(1, rows, rows * words))
+
+    def param_stages(self, sML: cute.Tensor) -> cute.Tensor:
+        """The staged parameter words (``param_stage_layout``)."""
+        return cute.make_tensor(cute.recast_ptr(sML.iterator, dtype=Int32), self.param_stage_layout())
 
     @cute.jit
     def prepare_mainloop_loads(self, mainloop_tma: tuple, sML: cute.Tensor):
