@@ -11,6 +11,30 @@ import io
 from .configs import TileConfig
 
 
+def _traced_for_sm90(body) -> str:
+    """The lines ``body(line)`` prints (``line(label, text)``) while it runs inside a throw-away ``@cute.jit``."""
+    import cutlass.cute as cute
+
+    buf = io.StringIO()
+
+    def line(label: str, text) -> None:
+        print(f"{label:<18}: {text}", file=buf)
+
+    @cute.jit
+    def trace():
+        body(line)
+
+    # The layouts are SM90's: trace for sm_90a whatever this machine has (without the option the DSL traces for
+    # its import-time default, sm_100a on a machine without a GPU, and refuses the SM90 MMA atoms).
+    cute.compile(trace, options="--gpu-arch sm_90a")
+    return buf.getvalue()
+
+
+def _epilogue_lines(kernel, line) -> None:
+    line("epilogue tile", kernel.epi_tile)
+    line("smem D (staged)", kernel.sD_layout)
+
+
 def sm90_gemm_layouts(config: TileConfig, a_dtype="Int8", out_dtype="BFloat16", swap_ab: bool | None = None) -> str:
     import cutlass
     import cutlass.cute as cute
@@ -24,10 +48,8 @@ def sm90_gemm_layouts(config: TileConfig, a_dtype="Int8", out_dtype="BFloat16", 
     acc_t = cutlass.Int32 if ab_t.is_integer else cutlass.Float32
     kernel = Sm90GemmKernel(config, scaled_mm_tree("vector", "vector", True), acc_t)
     d_layout = LayoutEnum.COL_MAJOR if config.swap_ab else LayoutEnum.ROW_MAJOR
-    buf = io.StringIO()
 
-    @cute.jit
-    def trace():
+    def body(line):
         kernel._setup(ab_t, ab_t, d_t, LayoutEnum.ROW_MAJOR, LayoutEnum.ROW_MAJOR, d_layout)
         bm, bn, bk = kernel.tile_mnk
         # A 4096^3 problem stands in for the real (dynamic) one: the TMA box does not depend on it.
@@ -35,24 +57,20 @@ def sm90_gemm_layouts(config: TileConfig, a_dtype="Int8", out_dtype="BFloat16", 
                               cute.make_layout((4096, 4096, 1), stride=(4096, 1, 0)))
         _, tA = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), mA,
                                             cute.slice_(kernel.sA_layout, (None, None, 0)), (bm, bk))
-        print(f"config            : {config.describe()}", file=buf)
-        print(f"CTA tile (M,N,K)  : {kernel.tile_mnk}   (K-tile = 4 WGMMA k-blocks)", file=buf)
-        print(f"tiled MMA         : {kernel.tiled_mma.shape_mnk} over {kernel.num_mma_wg} consumer warpgroup(s); "
-              f"atom layout {kernel.atom_layout_mnk}", file=buf)
-        print(f"pipeline stages   : {kernel.ab_stages} (A+B per stage: "
-              f"{(bm + bn) * bk * ab_t.width // 8} B), epilogue stages {kernel.epi_stages}", file=buf)
-        print(f"smem A (staged)   : {kernel.sA_layout}", file=buf)
-        print(f"smem B (staged)   : {kernel.sB_layout}", file=buf)
-        print(f"TMA box A / B     : ({bm}, {bk}) / ({bn}, {bk}) elements; multicast A x{kernel.mcast_a}, "
-              f"B x{kernel.mcast_b}", file=buf)
-        print(f"TMA A coord view  : {tA.layout}", file=buf)
-        print(f"epilogue tile     : {kernel.epi_tile}", file=buf)
-        print(f"smem D (staged)   : {kernel.sD_layout}", file=buf)
+        line("config", config.describe())
+        line("CTA tile (M,N,K)", f"{kernel.tile_mnk}   (K-tile = 4 WGMMA k-blocks)")
+        line("tiled MMA", f"{kernel.tiled_mma.shape_mnk} over {kernel.num_mma_wg} consumer warpgroup(s); atom layout "
+                          f"{kernel.atom_layout_mnk}")
+        line("pipeline stages", f"{kernel.ab_stages} (A+B per stage: {(bm + bn) * bk * ab_t.width // 8} B), epilogue "
+                                f"stages {kernel.epi_stages}")
+        line("smem A (staged)", kernel.sA_layout)
+        line("smem B (staged)", kernel.sB_layout)
+        line("TMA box A / B", f"({bm}, {bk}) / ({bn}, {bk}) elements; multicast A x{kernel.mcast_a}, "
+                              f"B x{kernel.mcast_b}")
+        line("TMA A coord view", tA.layout)
+        _epilogue_lines(kernel, line)
 
-    # The layouts are SM90's: trace for sm_90a whatever this machine has (without the option the DSL traces for
-    # its import-time default, sm_100a on a machine without a GPU, and refuses the SM90 MMA atoms).
-    cute.compile(trace, options="--gpu-arch sm_90a")
-    return buf.getvalue()
+    return _traced_for_sm90(body)
 
 
 def weight_only_wgmma_layouts(fmt_key: str, scaled: bool, group: int, config: TileConfig,
@@ -71,39 +89,34 @@ def weight_only_wgmma_layouts(fmt_key: str, scaled: bool, group: int, config: Ti
     fmt = format_by_key(fmt_key)
     xt = getattr(cutlass, x_dtype)
     kernel = WeightOnlyWgmmaSm90(config, EpilogueTree(Accumulator()), fmt, group, scaled or fmt.has_zeros)
-    buf = io.StringIO()
 
     def view(dtype, shape, stride):  # the host's kernel views (weight_only/wgmma.py build), on a stand-in problem
         return cute.make_tensor(cute.make_ptr(dtype, 0, cute.AddressSpace.gmem, assumed_align=16),
                                 cute.make_layout(shape, stride=stride))
 
-    @cute.jit
-    def trace():
+    def body(line):
         blob = view(cutlass.Int64, (64, 4096, 1), (4096, 1, 0))  # (row blocks, int64 words, L)
         x = view(xt, (4096, 4096, 1), (4096, 1, 0))  # (M, K, L)
         out_t = view(xt, (4096, 4096, 1), (1, 4096, 0))  # out^T: (N, M, L), N contiguous
         kernel._setup(cutlass.Int64, xt, xt, LayoutEnum.from_tensor(blob), LayoutEnum.from_tensor(x),
                       LayoutEnum.from_tensor(out_t))
         bm, bn, bk = kernel.tile_mnk
-        print(f"kernel            : WeightOnlyWgmmaSm90, format {fmt.name} ({fmt.bits}-bit), x {x_dtype}", file=buf)
-        print(f"config            : {config.describe()}", file=buf)
-        print(f"CTA tile          : {bm} weight rows x {bn} tokens x {bk} K per stage ({kernel.kps} K-tile(s) of 64)",
-              file=buf)
-        print(f"tiled MMA         : {kernel.tiled_mma.shape_mnk} over {kernel.num_mma_wg} consumer warpgroup(s), A "
-              f"from registers (decoded), {kernel.a_buffers} A fragments", file=buf)
-        print(f"pipeline stages   : {kernel.ab_stages} (per stage: codes {kernel.a_stage_bytes()} B, x "
-              f"{bn * bk * xt.width // 8} B, group parameters {kernel.stage_extra_bytes} B), epilogue stages "
-              f"{kernel.epi_stages}", file=buf)
-        print(f"smem A (codes)    : {kernel.sA_layout}", file=buf)
-        print(f"TMA box A         : {kernel.a_tile} (64-row blocks, int64 words of one block's K-tiles)", file=buf)
-        print(f"smem B (x)        : {kernel.sB_layout}", file=buf)
-        print(f"TMA box B         : ({bn}, {bk}) elements", file=buf)
+        line("kernel", f"WeightOnlyWgmmaSm90, format {fmt.name} ({fmt.bits}-bit), x {x_dtype}")
+        line("config", config.describe())
+        line("CTA tile", f"{bm} weight rows x {bn} tokens x {bk} K per stage ({kernel.kps} K-tile(s) of 64)")
+        line("tiled MMA", f"{kernel.tiled_mma.shape_mnk} over {kernel.num_mma_wg} consumer warpgroup(s), A from "
+                          f"registers (decoded), {kernel.a_buffers} A fragments")
+        line("pipeline stages", f"{kernel.ab_stages} (per stage: codes {kernel.a_stage_bytes()} B, x "
+                                f"{bn * bk * xt.width // 8} B, group parameters {kernel.stage_extra_bytes} B), "
+                                f"epilogue stages {kernel.epi_stages}")
+        line("smem A (codes)", kernel.sA_layout)
+        line("TMA box A", f"{kernel.a_tile} (64-row blocks, int64 words of one block's K-tiles)")
+        line("smem B (x)", kernel.sB_layout)
+        line("TMA box B", f"({bn}, {bk}) elements")
         if kernel.groups_per_tile:
-            print(f"group parameters  : {kernel.words_per_group} int32 decode-context word(s) per (row, group of "
-                  f"{group}); TMA box {kernel.param_box()} of the [groups * W, N] words", file=buf)
-            print(f"smem parameters   : {kernel.param_stage_layout()}", file=buf)
-        print(f"epilogue tile     : {kernel.epi_tile}", file=buf)
-        print(f"smem D (staged)   : {kernel.sD_layout}", file=buf)
+            line("group parameters", f"{kernel.words_per_group} int32 decode-context word(s) per (row, group of "
+                                     f"{group}); TMA box {kernel.param_box()} of the [groups * W, N] words")
+            line("smem parameters", kernel.param_stage_layout())
+        _epilogue_lines(kernel, line)
 
-    cute.compile(trace, options="--gpu-arch sm_90a")
-    return buf.getvalue()
+    return _traced_for_sm90(body)
