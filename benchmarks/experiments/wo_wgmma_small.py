@@ -31,7 +31,6 @@ variant (ncu target).
 import json
 import os
 import sys
-from dataclasses import replace
 
 sys.path[:0] = ["benchmarks"]
 import torch
