@@ -110,9 +110,13 @@ def weight_only_wgmma_layouts(fmt_key: str, scaled: bool, group: int, config: Ti
                                 f"{bn * bk * xt.width // 8} B, group parameters {kernel.stage_extra_bytes} B), "
                                 f"epilogue stages {kernel.epi_stages}")
         line("smem A (codes)", kernel.sA_layout)
-        line("TMA box A", f"{kernel.a_tile} (64-row blocks, int64 words of one block's K-tiles)")
+        words = kernel.a_tile[1]
+        split_a = f"; issued as {kernel.a_tile[0] * -(-words // 256)} boxes of (1, 256)" if words > 256 else ""
+        line("TMA tile A", f"{kernel.a_tile} (64-row blocks, int64 words of one block's K-tiles{split_a})")
         line("smem B (x)", kernel.sB_layout)
-        line("TMA box B", f"({bn}, {bk}) elements")
+        boxes_b = bk * xt.width // 8 // 128  # 128-byte swizzled rows: one TMA box per 128 bytes of K
+        line("TMA tile B", f"({bn}, {bk}) elements" + (f" as {boxes_b} boxes of ({bn}, {bk // boxes_b})"
+                                                        if boxes_b > 1 else ""))
         if kernel.groups_per_tile:
             line("group parameters", f"{kernel.words_per_group} int32 decode-context word(s) per (row, group of "
                                      f"{group}); TMA box {kernel.param_box()} of the [groups * W, N] words")

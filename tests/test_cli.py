@@ -67,7 +67,9 @@ def test_layout_of_the_weight_only_wgmma_kernel():
     out = _cli("layout", "awq_gemm", "--m", "16", "--n", "8192", "--k", "8192", "--x-dtype", "fp16")
     for needle in ("-> wgmma path", "format awq (4-bit)", "config            : 128x16 cluster 1x1 split_k=2",
                    "group parameters  : 2 int32 decode-context word(s) per (row, group of 128); TMA box (128, 2)",
-                   "TMA box B         : (16, 64)", "smem parameters   : (128,2,"):
+                   "TMA tile B        : (16, 128) elements as 2 boxes of (16, 64)",
+                   "TMA tile A        : (2, 512) (64-row blocks, int64 words of one block's K-tiles; issued as 4 boxes",
+                   "128 K per stage (2 K-tile(s) of 64)", "smem parameters   : (128,2,"):
         assert needle in out, out
     out = _cli("layout", "quantized_mm", "--bits", "1", "--group", "32", "--m", "64", "--n", "4096", "--k", "4096")
     assert "128 weight rows x 64 tokens x 128 K per stage (2 K-tile(s) of 64)" in out, out

@@ -217,9 +217,12 @@ def test_kernel_options_are_checked():
     cfg = TileConfig(tile_m=128, tile_n=16, cluster_m=1, cluster_n=1)
     tree = EpilogueTree(Accumulator())
     assert WeightOnlyWgmmaSm90(cfg, tree, format_by_key("int1"), 64, False).kps == 2  # default: 2 K-tiles at 1/2 bits
-    assert WeightOnlyWgmmaSm90(cfg, tree, format_by_key("int4"), 64, False).kps == 1
-    with pytest.raises(ValueError, match="k_tiles_per_stage = 2 at 4 bits"):
-        WeightOnlyWgmmaSm90(cfg, tree, format_by_key("int4"), 64, False, k_tiles_per_stage=2)
+    assert WeightOnlyWgmmaSm90(cfg, tree, format_by_key("int4"), 64, False).kps == 2  # 4-bit: 2 on 16-token tiles
+    cfg64 = TileConfig(tile_m=128, tile_n=64, cluster_m=1, cluster_n=1)
+    assert WeightOnlyWgmmaSm90(cfg64, tree, format_by_key("int4"), 64, False).kps == 1  # and 1 on wider ones
+    assert WeightOnlyWgmmaSm90(cfg, tree, format_by_key("int4"), 64, False, k_tiles_per_stage=4).kps == 4
+    with pytest.raises(ValueError, match="k_tiles_per_stage = 3"):
+        WeightOnlyWgmmaSm90(cfg, tree, format_by_key("int4"), 64, False, k_tiles_per_stage=3)
     with pytest.raises(ValueError, match="a_buffers = 3"):
         WeightOnlyWgmmaSm90(cfg, tree, format_by_key("int2"), 64, False, a_buffers=3)
 

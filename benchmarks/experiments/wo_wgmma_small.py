@@ -52,7 +52,9 @@ MS = tuple(int(m) for m in os.environ.get("WO_MS", "1,16,32,64").split(","))
 L2_MARGIN = 150 << 20
 
 
-VARIANTS = {fam: {"ship": {}, "w2": {"l2_warmup": 2}, "w4": {"l2_warmup": 4}, "w8": {"l2_warmup": 8}}
+VARIANTS = {fam: {"ship": {}, "w2": {"l2_warmup": 2}, "w4": {"l2_warmup": 4}, "w8": {"l2_warmup": 8},
+                  "k1": {"k_tiles_per_stage": 1}, "k2": {"k_tiles_per_stage": 2}, "k4": {"k_tiles_per_stage": 4},
+                  "k2w2": {"k_tiles_per_stage": 2, "l2_warmup": 2}}
             for fam in ("awq", "int4g", "int4", "int2", "int1")}  # {} = the defaults
 PROBES = {"int4": {"nodecode": {}, "pipeline": {}}, "int1": {"nodecode": {}, "pipeline": {}},
           "awq": {"nodecode": {}, "noparams": {}}, "int4g": {"noparams": {}}}

@@ -22,7 +22,8 @@ Layouts (host: ``weight_only/wgmma.py``)
 
 Pipeline (``Sm90GemmKernel``: producer warp, two consumer warpgroups of 64 weight rows, persistent schedule,
 epilogue tree -> stmatrix -> TMA store, in-kernel split-K): the producer's TMA stages k_tiles_per_stage K-tiles of the
-blob and of x together (2 for 1/2-bit weights, whose K-tiles are only 0.5-1 KB of codes per 64 rows; 1 for 4-bit).
+blob and of x together (2 for 1/2-bit weights, whose K-tiles are only 0.5-1 KB of codes per 64 rows, and for 4-bit
+weights on 16-token tiles, where the per-stage round trip is a large part of each K-tile's time; else 1).
 Per K-tile a consumer thread loads its 4 * bits bytes of packed codes from shared memory, decodes them into a
 register A fragment and issues the K-tile's four register-sourced WGMMAs with x from shared memory. Four A fragments
 rotate over the K-tiles and wait_group(3) keeps three K-tiles of WGMMAs in flight while the next one is decoded (the
@@ -72,14 +73,16 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
     def __init__(self, config: TileConfig, epilogue: EpilogueTree, fmt: WeightFormat, group: int, has_scales: bool,
                  sm_count: int = 132, l2_warmup: int | None = None, a_buffers: int = 4,
                  k_tiles_per_stage: int | None = None):
-        """a_buffers: A fragments = K-tiles whose WGMMAs may be in flight (2, 4); k_tiles_per_stage: 64-value K-tiles
-        per pipeline stage (1, 2, 4; one TMA box of codes per stage, so k_tiles_per_stage * bits <= 4; None: 2 for
-        1/2-bit, else 1); l2_warmup: ``Sm90GemmKernel``'s (None: 4 K-tiles for 4-bit weights, else off). The
-        defaults are what sessions 15-16 measured fastest (benchmarks/experiments/wo_wgmma_small.py: l2_warmup 4 made
-        4-bit weights 1-12% faster at 1-16 tokens on 3 of 4 layers, AWQ's 14336 x 4096 1-2% slower; it was mixed for
-        1/2-bit)."""
+        """a_buffers: A fragments = K-tiles whose WGMMAs may be in flight (2, 4). k_tiles_per_stage: 64-value K-tiles
+        per pipeline stage (1, 2, 4; None: 2 for 1/2-bit weights and for 4-bit 16-token tiles, else 1). Where a row
+        block's codes of one stage are wider than TMA's 256-element box limit (4-bit with 2 or 4) the DSL issues the
+        stage's A copy as several boxes. l2_warmup: ``Sm90GemmKernel``'s, in stages (None: 4 for 4-bit weights, else
+        off). The defaults are what sessions 15-17 measured fastest (benchmarks/experiments/wo_wgmma_small.py):
+        l2_warmup 4 made 4-bit weights 1-12% faster at 1-16 tokens on 3 of 4 layers (AWQ's 14336 x 4096 1-2% slower;
+        mixed for 1/2-bit); two 4-bit K-tiles per stage made AWQ and grouped int4 3-9% faster at 12-16 tokens on
+        every layer (four: 7-20% slower), but were mixed at 64 tokens."""
         if k_tiles_per_stage is None:
-            k_tiles_per_stage = 2 if fmt.bits <= 2 else 1
+            k_tiles_per_stage = 2 if fmt.bits <= 2 or config.tile_n <= 16 else 1
         if l2_warmup is None:
             l2_warmup = 4 if fmt.bits == 4 else 0
         if fmt.bits not in (1, 2, 4):
@@ -93,9 +96,6 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
                                      ("k_tiles_per_stage", k_tiles_per_stage, (1, 2, 4))):
             if value not in allowed:
                 raise ValueError(f"{name} = {value}: must be one of {allowed}")
-        if k_tiles_per_stage * fmt.bits > 4:
-            raise ValueError(f"k_tiles_per_stage = {k_tiles_per_stage} at {fmt.bits} bits: a stage's TMA box row would "
-                             f"exceed 256 int64 words")
         self.mainloop_operand_names = ("params",) if (has_scales or has_zeros) else ()
         self.kps = k_tiles_per_stage
         super().__init__(config, epilogue, Float32, sm_count=sm_count, l2_warmup=l2_warmup)
