@@ -154,9 +154,19 @@ def test_dispatch_rule():
                       ({4: config.WGMMA_MIN_M_GROUPED[4]}, {"scaled": True, "awq": True})):
         for bits, first in table.items():
             assert 2 <= first <= config.DECODE_MAX_M
-            assert config.select_tile(bits, first - 1, 8192, 132, dense=True, wgmma=True, k=8192, **kw)[0] == "decode"
-            assert config.select_tile(bits, first, 8192, 132, dense=True, wgmma=True, k=8192, **kw)[0] == "wgmma"
-            assert config.select_tile(bits, first, 8192, 132, dense=True, wgmma=False, k=8192, **kw)[0] == "decode"
+            assert config.select_tile(bits, first - 1, 4096, 132, dense=True, wgmma=True, k=4096, **kw)[0] == "decode"
+            assert config.select_tile(bits, first, 4096, 132, dense=True, wgmma=True, k=4096, **kw)[0] == "wgmma"
+            assert config.select_tile(bits, first, 4096, 132, dense=True, wgmma=False, k=4096, **kw)[0] == "decode"
+    # large layers (>= WGMMA_LARGE_LAYER weights) with group parameters switch at WGMMA_MIN_M_GROUPED_LARGE
+    n, k = 8192, config.WGMMA_LARGE_LAYER // 8192
+    for bits, first in config.WGMMA_MIN_M_GROUPED_LARGE.items():
+        assert first < config.WGMMA_MIN_M_GROUPED[bits]
+        for kw in ({"scaled": True}, {"scaled": True, "awq": True}):
+            assert config.select_tile(bits, first - 1, n, 132, dense=True, wgmma=True, k=k, **kw)[0] == "decode"
+            assert config.select_tile(bits, first, n, 132, dense=True, wgmma=True, k=k, **kw)[0] == "wgmma"
+            assert config.select_tile(bits, first, n, 132, dense=True, wgmma=True, k=k - 64, **kw)[0] == "decode"
+        # without group parameters the layer size does not matter
+        assert config.select_tile(bits, first, n, 132, dense=True, wgmma=True, k=k)[0] == "decode"
     assert config.select_tile(8, 16, 8192, 132, dense=True, k=8192)[0] == "decode"  # 8-bit: never eligible
     # a caller's decode_max_m keeps the decode path up to it
     assert config.select_tile(4, 16, 8192, 132, decode_max_m=16, dense=True, wgmma=True, k=8192)[0] == "decode"

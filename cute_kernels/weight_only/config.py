@@ -156,11 +156,22 @@ WGMMA_MIN_M = {1: 8, 2: 8, 4: 12}  # bits -> fewest tokens on the WGMMA path (fo
 # 8 on 4 of 4 (8192^2 18.7 / 16.4; at 4: 2 of 4); 4-bit at 12 on 2 of 4, one even, 8192^2 2% slower (4096 x 14336
 # 22.4 / 17.8; 8192^2 20.1 / 20.5); AWQ at 12 on 4 of 4 (4096 x 14336 24.3 / 20.3; at 8: 1 of 4).
 WGMMA_MIN_M_GROUPED = {1: 4, 2: 8, 4: 12}  # the same with group scales (AWQ: its 4-bit entry)
+# Session 17 (same script and machine): with two 4-bit K-tiles per stage on 16-token tiles, grouped 4-bit weights and
+# AWQ at 8 tokens are faster on the WGMMA path on the three layers of >= 58.7M weights (AWQ 14336 x 4096 18.7 /
+# 15.9 us, 4096 x 14336 17.3 / 16.7, 8192^2 20.0 / 18.4; int4 g128 16.7 / 15.7, 18.5 / 16.0, 18.8 / 17.6) and slower
+# on 4096^2 (16.8M weights; AWQ 7.3 / 8.2, int4 g128 7.5 / 8.0), where the WGMMA path's fixed cost is a larger share.
+# Layers from WGMMA_LARGE_LAYER weights take these entries instead (the cut between the two measured sizes is a choice).
+WGMMA_LARGE_LAYER = 1 << 25
+WGMMA_MIN_M_GROUPED_LARGE = {4: 8}
 
 
-def wgmma_min_m(bits: int, scaled: bool = False, awq: bool = False) -> int:
-    """Fewest tokens that take the WGMMA path (when eligible) instead of the decode path."""
-    table = WGMMA_MIN_M_GROUPED if (scaled or awq) else WGMMA_MIN_M
+def wgmma_min_m(bits: int, scaled: bool = False, awq: bool = False, weights: int | None = None) -> int:
+    """Fewest tokens that take the WGMMA path (when eligible) instead of the decode path; ``weights``: N * K of the
+    layer, if known (large grouped layers switch earlier: ``WGMMA_MIN_M_GROUPED_LARGE``)."""
+    grouped = scaled or awq
+    if grouped and weights is not None and weights >= WGMMA_LARGE_LAYER and bits in WGMMA_MIN_M_GROUPED_LARGE:
+        return WGMMA_MIN_M_GROUPED_LARGE[bits]
+    table = WGMMA_MIN_M_GROUPED if grouped else WGMMA_MIN_M
     return table.get(bits, DECODE_MAX_M + 1)
 
 
@@ -331,7 +342,7 @@ def select_tile(bits: int, m: int, n: int, sm_count: int, path: str | None = Non
     picks its TileConfig itself). ``awq``: the AWQ format (its own decode plans)."""
     if path is None:
         decode = m <= (DECODE_MAX_M if decode_max_m is None else decode_max_m)
-        early = decode_max_m is None and m >= wgmma_min_m(bits, scaled, awq)  # WGMMA_MIN_M
+        early = decode_max_m is None and m >= wgmma_min_m(bits, scaled, awq, None if k is None else n * k)
         if (not decode or early) and wgmma and (m <= WGMMA_MAX_M or not dense):
             path = "wgmma"
         elif dense and m >= (DENSE_MIN_M if dense_min_m is None else dense_min_m):
