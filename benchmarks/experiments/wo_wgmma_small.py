@@ -19,6 +19,9 @@ contexts precomputed on the host, "context_words"). Last, w2 / w4 / w8 (``l2_war
 first 2 / 4 / 8 K-tiles of its first work tile before the PDL wait, as the int8 and FP8 ops do (2 K-tiles there);
 run "l2_warmup" (all five variants' first run) and "l2_warmup_ab" (ship / w4, two runs) - 4 K-tiles became the 4-bit
 default, so since then "ship" has it for 4-bit weights and w2 / w4 / w8 override it.
+Session 17 added k1 / k2 / k4 (``k_tiles_per_stage``; k2w2 also halves the L2 warm-up, which counts stages) - two
+4-bit K-tiles per stage became the default on 16-token tiles (data/session17_h100/wo_wgmma_small_kps.json) - and
+s1 / s2 / s4 / s8: the shipped kernel with the K split forced instead of the wave model's choice.
 Per problem: these variants, the current dispatch of the op (``quantized_mm`` / ``awq_gemm`` with no path), torch.matmul
 on the dense weight in x's dtype, and a bare read (copy_bandwidth's Triton read) of the weight's bytes.
 
@@ -54,7 +57,9 @@ L2_MARGIN = 150 << 20
 
 VARIANTS = {fam: {"ship": {}, "w2": {"l2_warmup": 2}, "w4": {"l2_warmup": 4}, "w8": {"l2_warmup": 8},
                   "k1": {"k_tiles_per_stage": 1}, "k2": {"k_tiles_per_stage": 2}, "k4": {"k_tiles_per_stage": 4},
-                  "k2w2": {"k_tiles_per_stage": 2, "l2_warmup": 2}}
+                  "k2w2": {"k_tiles_per_stage": 2, "l2_warmup": 2},
+                  # the op's kernel with the K split forced to 1 / 2 / 4 / 8 slices instead of the wave model's
+                  "s1": {"split": 1}, "s2": {"split": 2}, "s4": {"split": 4}, "s8": {"split": 8}}
             for fam in ("awq", "int4g", "int4", "int2", "int1")}  # {} = the defaults
 PROBES = {"int4": {"nodecode": {}, "pipeline": {}}, "int1": {"nodecode": {}, "pipeline": {}},
           "awq": {"nodecode": {}, "noparams": {}}, "int4g": {"noparams": {}}}
@@ -113,6 +118,7 @@ def compiled(fam, x_dtype, sd, group, tile_n, variant, split=True):
         probe = variant in PROBES.get(fam, {})
         opts = dict(PROBES[fam][variant] if probe else VARIANTS[fam][variant])
         stages = opts.pop("stages", 0)
+        opts.pop("split", None)  # a launch option (``launcher``), not a kernel option
         cfg = TileConfig(tile_m=128, tile_n=tile_n, cluster_m=1, cluster_n=1,
                          split_k=wgmma.MAX_SPLIT_K if split else 1, stages=stages)
         orig = wok.WeightOnlyWgmmaSm90
@@ -137,7 +143,8 @@ def launcher(fam, variant, m, n, k, sms, x_dtype, sd, group):
     the op does."""
     tile_n = tile_n_for(m)
     tiles = -(-n // 128) * -(-m // tile_n)
-    s = best_split(tiles, 128, wgmma.MAX_SPLIT_K, -(-k // wgmma.K_TILE), sms)
+    s = VARIANTS.get(fam, {}).get(variant, {}).get("split") or best_split(tiles, 128, wgmma.MAX_SPLIT_K,
+                                                                          -(-k // wgmma.K_TILE), sms)
     fn = compiled(fam, x_dtype, sd, group, tile_n, variant, split=s > 1)
     split = (s, tiles * s * 128 * tile_n, tiles) if s > 1 else None
     bits = {"awq": 4, "int4g": 4, "int4": 4, "int2": 2, "int1": 1}[fam]
