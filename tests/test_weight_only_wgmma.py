@@ -270,3 +270,36 @@ def test_stage_release_schedule(kps, a_buffers):
         released += list(range(len(released), len(released) + min(stages, stages_left_at_end(a_buffers, kps))))
         assert waited == list(range(stages))
         assert released == list(range(stages)), (stages, released)
+
+
+def test_plan_memo_of_derived_operands():
+    """``WgmmaPlan.derived_operands`` reuses the last call's blob / parameter words for the same tensors, rebuilds
+    them after an in-place update, and keeps nothing alive (weak references only)."""
+    import gc
+
+    from cute_kernels.formats.awq import awq_quantize
+    from cute_kernels.weight_only import awq_repack
+
+    wgmma.clear_cache()
+    q, z, s = awq_quantize(torch.randn(256, 512) * 0.05, 128, torch.float16)
+    kw = awq_repack.kernel_weights(q, s, z, 128)
+    plan = wgmma.WgmmaPlan("awq", 4, TileConfig(128, 16, 1, 1), 132)
+    blob, params = plan.derived_operands(kw.w, kw.scales, kw.zeros, torch.float16, 256)
+    again = plan.derived_operands(kw.w, kw.scales, kw.zeros, torch.float16, 256)
+    assert again[0] is blob and again[1] is params
+    kw.scales.mul_(2.0)  # in place: the parameter words are rebuilt, the blob is not
+    blob2, params2 = plan.derived_operands(kw.w, kw.scales, kw.zeros, torch.float16, 256)
+    assert blob2 is blob and params2 is not params
+    assert torch.equal(params2, wgmma.param_words("awq", kw.scales, kw.zeros, torch.float16))
+    other = kw.w.clone()  # another weight object with equal contents: its own blob
+    assert plan.derived_operands(other, kw.scales, kw.zeros, torch.float16, 256)[0] is not blob
+    del blob, params, again, blob2, params2
+    gc.collect()
+    blobs = len(wgmma._blobs)
+    del other
+    gc.collect()
+    assert len(wgmma._blobs) == blobs - 1  # the plan's memo did not keep the clone's blob alive
+    unscaled = torch.randint(0, 256, (128, 256), dtype=torch.uint8)
+    plan4 = wgmma.WgmmaPlan("int4", 4, TileConfig(128, 16, 1, 1), 132)
+    first = plan4.derived_operands(unscaled, None, None, torch.bfloat16, 512)
+    assert first[1] is None and plan4.derived_operands(unscaled, None, None, torch.bfloat16, 512)[0] is first[0]
