@@ -186,7 +186,8 @@ def _layout_weight_only(args) -> int:
     fmt_key = "awq" if awq else f"int{bits}"
     try:
         text = weight_only_wgmma_layouts(fmt_key, group is not None, group or wgmma.NO_GROUP, cfg,
-                                         "Float16" if args.x_dtype == "fp16" else "BFloat16")
+                                         "Float16" if args.x_dtype == "fp16" else "BFloat16",
+                                         wgmma.stage_options(bits, cfg, args.n, args.k))
     except ValueError as e:  # a --config the kernel cannot run (clusters, a swap): its own message
         print(f"layout: {e}", file=sys.stderr)
         return 2

@@ -114,8 +114,11 @@ def _build_weight_only(fmt_key: str, bits: int, scaled: bool):
         if path == "wgmma":
             cfg = spec.config or wgmma.select_config(spec.m, spec.n, spec.k)
             group = 128 if scaled else wgmma.NO_GROUP
-            fn = wgmma.build(fmt_key, x_dtype, x_dtype, scaled, group, cfg, extra_options=extra_options)
+            options = dict(wgmma.stage_options(bits, cfg, spec.n, spec.k))
+            fn = wgmma.build(fmt_key, x_dtype, x_dtype, scaled, group, cfg, extra_options=extra_options,
+                             kernel_options=options)
             return fn, {"format": fmt_key, "bits": bits, "path": path, "config": cfg.describe(),
+                        "kernel_options": options,
                         "x_dtype": spec.x_dtype, "group_scales": scaled, "group": group}
         # compile_with_cubin keeps the artifacts itself, so extra_options is not needed here
         fn = compile_with_cubin(fmt_key, x_dtype, x_dtype, x_dtype if scaled else None, tile, spec.arch)

@@ -74,7 +74,7 @@ def sm90_gemm_layouts(config: TileConfig, a_dtype="Int8", out_dtype="BFloat16", 
 
 
 def weight_only_wgmma_layouts(fmt_key: str, scaled: bool, group: int, config: TileConfig,
-                              x_dtype: str = "BFloat16") -> str:
+                              x_dtype: str = "BFloat16", options: tuple = ()) -> str:
     """The layouts of the weight-only WGMMA kernel (``sm90/weight_only_wgmma.py``) for one format and config: the
     staged blob of packed codes (A: read by the threads into registers, so unswizzled), x (B), the group parameters'
     decode-context words and the epilogue; ``group`` is only read when ``scaled`` or for AWQ."""
@@ -88,7 +88,8 @@ def weight_only_wgmma_layouts(fmt_key: str, scaled: bool, group: int, config: Ti
 
     fmt = format_by_key(fmt_key)
     xt = getattr(cutlass, x_dtype)
-    kernel = WeightOnlyWgmmaSm90(config, EpilogueTree(Accumulator()), fmt, group, scaled or fmt.has_zeros)
+    kernel = WeightOnlyWgmmaSm90(config, EpilogueTree(Accumulator()), fmt, group, scaled or fmt.has_zeros,
+                                 **dict(options))  # options: the host's ``wgmma.stage_options`` for the problem
 
     def view(dtype, shape, stride):  # the host's kernel views (weight_only/wgmma.py build), on a stand-in problem
         return cute.make_tensor(cute.make_ptr(dtype, 0, cute.AddressSpace.gmem, assumed_align=16),

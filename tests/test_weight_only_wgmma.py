@@ -303,3 +303,16 @@ def test_plan_memo_of_derived_operands():
     plan4 = wgmma.WgmmaPlan("int4", 4, TileConfig(128, 16, 1, 1), 132)
     first = plan4.derived_operands(unscaled, None, None, torch.bfloat16, 512)
     assert first[1] is None and plan4.derived_operands(unscaled, None, None, torch.bfloat16, 512)[0] is first[0]
+
+
+def test_stage_options_of_large_4bit_layers():
+    """Two K-tiles per stage for 4-bit weights on 32/64-token tiles of large layers only (``wgmma.stage_options``),
+    with the L2 warm-up in stages; the kernel's defaults elsewhere."""
+    large_k = config.WGMMA_LARGE_LAYER // 8192
+    cfg = {t: TileConfig(128, t, 1, 1) for t in (16, 32, 64, 128)}
+    assert wgmma.stage_options(4, cfg[32], 8192, large_k) == (("k_tiles_per_stage", 2), ("l2_warmup", 4))
+    assert wgmma.stage_options(4, cfg[64], 8192, large_k) == (("k_tiles_per_stage", 2), ("l2_warmup", 2))
+    assert wgmma.stage_options(4, cfg[64], 8192, large_k - 64) == ()  # below the size
+    assert wgmma.stage_options(4, cfg[16], 8192, large_k) == ()  # 16-token tiles: already the kernel's default
+    assert wgmma.stage_options(4, cfg[128], 8192, large_k) == ()
+    assert wgmma.stage_options(2, cfg[64], 8192, large_k) == ()  # 1/2-bit: 2 per stage by default anyway

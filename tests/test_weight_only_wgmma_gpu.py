@@ -179,3 +179,29 @@ def test_group_parameters_follow_in_place_updates():
     del gs
     gc.collect()
     assert len(wgmma._params) == 0
+
+
+@pytest.mark.parametrize("fam,m", [("awq", 8), ("awq", 32), ("int4g", 64), ("int4", 48)])
+def test_large_layers_through_the_default_dispatch(fam, m):
+    # layers of >= config.WGMMA_LARGE_LAYER weights get their own dispatch (grouped 4-bit from 8 tokens) and stage
+    # options (two K-tiles per stage on 32/64-token tiles: wgmma.stage_options); ragged last K stage (K = 4160)
+    from cute_kernels.weight_only import config
+
+    torch.manual_seed(m)
+    n, k = 8072, 4160
+    assert n * k >= config.WGMMA_LARGE_LAYER
+    if fam == "awq":
+        x = torch.randn(m, k, dtype=torch.float16, device="cuda")
+        qweight, qzeros, scales = awq_quantize(torch.randn(k, n, device="cuda") * 0.05, 64, torch.float16)
+        ref = awq_gemm_ref(x.cpu(), qweight.cpu(), scales.cpu(), qzeros.cpu())
+        out = poisoned((m, n), torch.float16)
+        awq_gemm(x, qweight, scales, qzeros, out=out)
+        assert _err(out, ref) < TOL[torch.float16]
+        return
+    x = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
+    w, scale, gs = quantize_weights(torch.randn(n, k, device="cuda"), 4, 64 if fam == "int4g" else None)
+    gs = None if gs is None else gs.to(torch.bfloat16)
+    ref = quantized_mm_ref(x.cpu(), w.cpu(), scale, 4, None if gs is None else gs.float().cpu())
+    out = poisoned((m, n), torch.bfloat16)
+    quantized_mm(x, w, scale, 4, gs, out=out)
+    assert _err(out, ref) < TOL[torch.bfloat16]

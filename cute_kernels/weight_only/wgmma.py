@@ -163,6 +163,21 @@ def select_config(m: int, n: int, k: int, sm_count: int = 132) -> TileConfig:
     slices = best_split(tiles, cfg.tile_m, MAX_SPLIT_K, -(-k // K_TILE), sm_count)
     return replace(cfg, split_k=slices)
 
+def stage_options(bits: int, cfg: TileConfig, n: int, k: int) -> tuple:
+    """Kernel options of one problem beyond the kernel's defaults (``WeightOnlyWgmmaSm90``; a sorted tuple of
+    (name, value), part of the compile key): 4-bit weights on 32- and 64-token tiles of layers with
+    >= ``config.WGMMA_LARGE_LAYER`` weights stage two K-tiles per stage (the default does so on 16-token tiles
+    only), with the L2 warm-up at 4 stages on 32-token tiles and 2 on 64-token ones. Session 17 (H100,
+    ``wo_wgmma_small.py`` k2 / k2w2 at 24-64 tokens): on the three layers of >= 58.7M weights 2-7% faster for AWQ and
+    int4 g128 and up to 10% for int4 (8192^2 M = 64: 21.7 -> 19.8 us; one row, int4 14336 x 4096 at 48 tokens, 3%
+    slower), while on 4096^2 the same options were 0-7% slower."""
+    from .config import WGMMA_LARGE_LAYER
+
+    if bits == 4 and cfg.tile_n in (32, 64) and n * k >= WGMMA_LARGE_LAYER:
+        return (("k_tiles_per_stage", 2), ("l2_warmup", 4 if cfg.tile_n == 32 else 2))
+    return ()
+
+
 def shipped_configs() -> list[TileConfig]:
     """Every config ``select_config`` returns (split rows compile one variant for any slice count > 1)."""
     return [TileConfig(tile_m=128, tile_n=t, cluster_m=1, cluster_n=1, split_k=s)
@@ -220,16 +235,21 @@ def build(fmt_key: str, x_dtype: torch.dtype, out_dtype: torch.dtype, scaled: bo
     return cute.compile(launch_split, f_blob, fx, fo, cutlass.Float32(1.0), f_params, f_ws, f_sem, cutlass.Int32(1),
                         fake_stream(), options=options)
 
-def compile_wgmma(fmt_key: str, x_dtype, out_dtype, scaled: bool, group: int, cfg: TileConfig, sm_count: int):
+def compile_wgmma(fmt_key: str, x_dtype, out_dtype, scaled: bool, group: int, cfg: TileConfig, sm_count: int,
+                  options: tuple = ()):
+    """``build`` through the compile cache; ``options``: ``stage_options``."""
     split_cfg = cfg if cfg.split_k == 1 else replace(cfg, split_k=MAX_SPLIT_K)  # one variant for any slice count
-    key = ("sm_90a", fmt_key, str(x_dtype), str(out_dtype), "params", bool(scaled), group, split_cfg.key, sm_count)
+    key = ("sm_90a", fmt_key, str(x_dtype), str(out_dtype), "params", bool(scaled), group, split_cfg.key, sm_count,
+           options)
     return cached_compile("weight_only_wgmma", key,
-                          lambda: build(fmt_key, x_dtype, out_dtype, scaled, group, split_cfg, sm_count))
+                          lambda: build(fmt_key, x_dtype, out_dtype, scaled, group, split_cfg, sm_count,
+                                        kernel_options=dict(options)))
 
 def prepare(fmt_key: str, x_dtype, out_dtype, scaled: bool, group: int, cfg: TileConfig, sm_count: int, m: int,
-            n: int):
+            n: int, k: int):
     """(compiled fn, split plan or None) of one problem: what a launch needs besides its tensors."""
-    fn = compile_wgmma(fmt_key, x_dtype, out_dtype, scaled, group, cfg, sm_count)
+    options = stage_options(format_by_key(fmt_key).bits, cfg, n, k)
+    fn = compile_wgmma(fmt_key, x_dtype, out_dtype, scaled, group, cfg, sm_count, options)
     split = None
     if cfg.split_k > 1:
         tiles = -(-n // cfg.tile_m) * -(-m // cfg.tile_n)
@@ -293,10 +313,10 @@ class WgmmaPlan:
         blob, params = self.derived_operands(w, group_scales, zeros, x.dtype, k)
         if params is None:
             group = NO_GROUP
-        key = (x.dtype, out.dtype, group_scales is not None, group, x.shape[0], out.shape[1])
+        key = (x.dtype, out.dtype, group_scales is not None, group, x.shape[0], out.shape[1], k)
         if key != self._key:
             self._launch = prepare(self.fmt_key, x.dtype, out.dtype, key[2], group, self.cfg, self.sm_count,
-                                   x.shape[0], out.shape[1])
+                                   x.shape[0], out.shape[1], k)
             self._key = key
         fn, split = self._launch
         launch_planned(fn, (blob, x, out, float(scale), params), split, x.device, torch.float32)
