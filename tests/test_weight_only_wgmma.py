@@ -195,20 +195,28 @@ def test_eligible():
     assert not wgmma.eligible(x, 4, 4096, 4096, 96, torch.bfloat16, "sm_90a")  # group straddles K-tiles
 
 
-COMPILED = [("int4", 4, torch.bfloat16, torch.bfloat16, 128, t, s) for t in wgmma.TILE_N_CHOICES for s in (1, 8)] + [
-    ("int4", 4, torch.float16, None, 64, 64, 8), ("int4", 4, torch.bfloat16, torch.float32, 32, 64, 1),
-    ("awq", 4, torch.float16, torch.float16, 128, 64, 8), ("awq", 4, torch.bfloat16, torch.bfloat16, 64, 256, 1),
-    ("int2", 2, torch.bfloat16, None, 64, 128, 8), ("int1", 1, torch.float16, torch.float16, 128, 32, 1)]
+_LARGE = (8192, 8192)  # a layer that gets ``wgmma.stage_options`` on 32/64-token tiles
+COMPILED = [("int4", 4, torch.bfloat16, torch.bfloat16, 128, t, s, None) for t in wgmma.TILE_N_CHOICES
+            for s in (1, 8)] + [
+    ("int4", 4, torch.float16, None, 64, 64, 8, None), ("int4", 4, torch.bfloat16, torch.float32, 32, 64, 1, None),
+    ("awq", 4, torch.float16, torch.float16, 128, 64, 8, None),
+    ("awq", 4, torch.bfloat16, torch.bfloat16, 64, 256, 1, None),
+    ("int2", 2, torch.bfloat16, None, 64, 128, 8, None), ("int1", 1, torch.float16, torch.float16, 128, 32, 1, None),
+    ("awq", 4, torch.float16, torch.float16, 128, 32, 8, _LARGE), ("int4", 4, torch.bfloat16, None, 64, 64, 1, _LARGE),
+    ("int4", 4, torch.bfloat16, torch.bfloat16, 64, 64, 8, _LARGE)]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fmt_key,bits,x_dtype,scale_dtype,group,tile_n,split", COMPILED)
-def test_compiles_with_register_sourced_hgmma(fmt_key, bits, x_dtype, scale_dtype, group, tile_n, split):
+@pytest.mark.parametrize("fmt_key,bits,x_dtype,scale_dtype,group,tile_n,split,layer", COMPILED)
+def test_compiles_with_register_sourced_hgmma(fmt_key, bits, x_dtype, scale_dtype, group, tile_n, split, layer):
     from cute_kernels.sass import compile_with_artifacts, summarize_cubin
 
     cfg = TileConfig(tile_m=128, tile_n=tile_n, cluster_m=1, cluster_n=1, split_k=split)
+    options = dict(wgmma.stage_options(bits, cfg, *layer)) if layer else {}
+    assert bool(options) == bool(layer)  # the large-layer rows do run with two K-tiles per stage
     compiled = compile_with_artifacts(
-        lambda o: wgmma.build(fmt_key, x_dtype, x_dtype, scale_dtype is not None, group, cfg, extra_options=o))
+        lambda o: wgmma.build(fmt_key, x_dtype, x_dtype, scale_dtype is not None, group, cfg, extra_options=o,
+                              kernel_options=options))
     s = summarize_cubin(compiled.artifacts.CUBIN)
     suffix = "BF16" if x_dtype == torch.bfloat16 else ""
     hgmma = [op for op in s.mma if op.startswith(f"HGMMA.64x{tile_n}x16.F32") and op.endswith(suffix)]
