@@ -273,7 +273,8 @@ def eligible(x: torch.Tensor, bits: int, n: int, k: int, group: int | None, out_
 class WgmmaPlan:
     """One problem shape's launch on this path, callable with the weight-only ops' warm-path signature
     ``plan(x, w, out, scale, group_scales, zeros, group)``: ``w`` is the format's packed weight (quantized_mm's
-    ``w_packed``, or AWQ's repacked ``AwqKernelWeights.w``), whose blob is looked up (or built) per call."""
+    ``w_packed``, or AWQ's repacked ``AwqKernelWeights.w``), whose blob and parameter words come from the last call's
+    memo or the caches (``derived_operands``)."""
 
     def __init__(self, fmt_key: str, bits: int, cfg: TileConfig, sm_count: int):
         self.fmt_key, self.bits, self.cfg, self.sm_count = fmt_key, bits, cfg, sm_count
