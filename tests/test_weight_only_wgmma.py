@@ -324,3 +324,21 @@ def test_stage_options_of_large_4bit_layers():
     assert wgmma.stage_options(4, cfg[16], 8192, large_k) == ()  # 16-token tiles: already the kernel's default
     assert wgmma.stage_options(4, cfg[128], 8192, large_k) == ()
     assert wgmma.stage_options(2, cfg[64], 8192, large_k) == ()  # 1/2-bit: 2 per stage by default anyway
+
+
+def test_stages_fit_the_real_shared_storage():
+    """The stage count's arithmetic leaves 1 KB for the barriers and alignment, but the shared storage also pads each
+    region to its alignment and its whole size to 1 KB. For 1-bit codes with group scales (g128) on 32-token tiles
+    with four K-tiles per stage (a kernel option, not a shipped default) it gave 10 stages = 233472 B > 232448 B,
+    which a device refuses at launch; the kernel now drops to the stage count whose real size fits
+    (``Sm90GemmKernel._setup``). Session 18 hit the same with 16-bit group parameters on a shipped config."""
+    import re
+
+    from cute_kernels.layouts import weight_only_wgmma_layouts
+    from cute_kernels.sm90.gemm import SM90_SMEM_BYTES
+
+    cfg = TileConfig(tile_m=128, tile_n=32, cluster_m=1, cluster_n=1)
+    out = weight_only_wgmma_layouts("int1", True, 128, cfg, "BFloat16", (("k_tiles_per_stage", 4),))
+    stages = int(re.search(r"pipeline stages\s+: (\d+)", out).group(1))
+    size = int(re.search(r"shared memory\s+: (\d+) B", out).group(1))
+    assert stages == 9 and size <= SM90_SMEM_BYTES, out

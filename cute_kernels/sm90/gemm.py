@@ -114,11 +114,40 @@ class Sm90GemmKernel:
         self.ab_stages = cfg.stages if cfg.stages else min(fit, _MAX_STAGES)
         if self.ab_stages < 2 or self.ab_stages > fit:
             raise ValueError(f"TileConfig.stages={cfg.stages}: {fit} stages of {ab_bytes} B fit in shared memory")
+        self.make_smem_layouts()
+        # The count above leaves 1 KB for the barriers and the regions' alignment, but the struct also pads each
+        # region to its alignment and its whole size to 1 KB: 4-bit weights with group scales on 64-token tiles
+        # (two K-tiles per stage) came to 233472 B and failed at launch. Fewer stages until the real size fits.
+        while self.make_shared_storage().size_in_bytes() > SM90_SMEM_BYTES:
+            if cfg.stages or self.ab_stages <= 2:
+                raise ValueError(f"TileConfig.stages={self.ab_stages}: the shared storage takes "
+                                 f"{self.make_shared_storage().size_in_bytes()} B > {SM90_SMEM_BYTES} B")
+            self.ab_stages -= 1
+            self.make_smem_layouts()
+
+    def make_smem_layouts(self):
+        """The shared-memory layouts of ``self.ab_stages`` A/B stages, the epilogue and the mainloop's operands."""
         self.mainloop_smem_words = self.stage_extra_bytes // 4 * self.ab_stages
         self.sA_layout = self.make_smem_layout_a(self.ab_stages)
         self.a_tile = self.a_tma_tile()
-        self.sB_layout = sm90_utils.make_smem_layout_b(b_layout, self.tile_mnk, b_dtype, self.ab_stages)
-        self.sD_layout = sm90_utils.make_smem_layout_epi(d_dtype, d_layout, self.epi_tile, self.epi_stages)
+        self.sB_layout = sm90_utils.make_smem_layout_b(self.b_layout, self.tile_mnk, self.b_dtype, self.ab_stages)
+        self.sD_layout = sm90_utils.make_smem_layout_epi(self.d_dtype, self.d_layout, self.epi_tile, self.epi_stages)
+
+    def make_shared_storage(self):
+        """The kernel's shared-memory struct for the current layouts (its ``size_in_bytes`` is what a launch
+        allocates)."""
+
+        # (fields built as values: this module's annotations are strings, which cute.struct does not evaluate)
+        fields = {
+            "ab_mbar": cute.struct.MemRange[cutlass.Int64, self.ab_stages * 2],
+            "sA": cute.struct.Align[cute.struct.MemRange[self.a_dtype, cute.cosize(self.sA_layout)], 1024],
+            "sB": cute.struct.Align[cute.struct.MemRange[self.b_dtype, cute.cosize(self.sB_layout)], 1024],
+            "sD": cute.struct.Align[cute.struct.MemRange[self.d_dtype, cute.cosize(self.sD_layout)], 1024],
+            # per-stage operands of a subclass's mainloop (e.g. FP8 a_scale columns), loaded with the stage
+            "sML": cute.struct.Align[cute.struct.MemRange[cutlass.Float32, max(1, self.mainloop_smem_words)], 128],
+            "split_flag": cute.struct.MemRange[cutlass.Int32, 1],  # split-K: the semaphore value, broadcast
+        }
+        return cute.struct(type("SharedStorage", (), {"__annotations__": fields}))
 
     def stage_k(self, mma_k: int) -> int:
         """K of one pipeline stage: four WGMMA k-blocks (a subclass may stage more)."""
@@ -159,17 +188,7 @@ class Sm90GemmKernel:
 
         mainloop_tma = self.make_mainloop_tma(dict(zip(self.operand_names, epi_tensors)))
 
-        @cute.struct
-        class SharedStorage:
-            ab_mbar: cute.struct.MemRange[cutlass.Int64, self.ab_stages * 2]
-            sA: cute.struct.Align[cute.struct.MemRange[self.a_dtype, cute.cosize(self.sA_layout)], 1024]
-            sB: cute.struct.Align[cute.struct.MemRange[self.b_dtype, cute.cosize(self.sB_layout)], 1024]
-            sD: cute.struct.Align[cute.struct.MemRange[self.d_dtype, cute.cosize(self.sD_layout)], 1024]
-            # per-stage operands of a subclass's mainloop (e.g. FP8 a_scale columns), loaded with the stage
-            sML: cute.struct.Align[cute.struct.MemRange[cutlass.Float32, max(1, self.mainloop_smem_words)], 128]
-            split_flag: cute.struct.MemRange[cutlass.Int32, 1]  # split-K: the semaphore value, broadcast
-
-        self.shared_storage = SharedStorage
+        self.shared_storage = self.make_shared_storage()
         self.kernel(
             tma_a, tA, tma_b, tB, tma_d, tD, mD.shape, epi_tensors, self.tiled_mma, self.cta_layout_mnk,
             self.sA_layout, self.sB_layout, self.sD_layout, sched_params, split, mainloop_tma,
