@@ -17,6 +17,12 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU (run `pytest -m gpu` on the device machine)"))
 
 
+def under_compute_sanitizer() -> bool:
+    """Whether this process runs under compute-sanitizer (it injects itself through these variables)."""
+    return ("sanitizer" in os.environ.get("NVTX_INJECTION64_PATH", "")
+            or "NV_SANITIZER_INJECTION_PORT_BASE" in os.environ)
+
+
 def poisoned(shape, dtype, device="cuda"):
     """An output buffer full of NaN, so a kernel that skips an element cannot pass by accident."""
     return torch.full(shape, float("nan"), dtype=dtype, device=device)

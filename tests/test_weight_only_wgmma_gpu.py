@@ -4,6 +4,8 @@ token tiles; float64 references, fresh random inputs, NaN-poisoned outputs; the 
 updates.
 """
 
+import weakref
+
 import pytest
 import torch
 
@@ -13,7 +15,7 @@ from cute_kernels.formats.bitpack import quantize_weights
 from cute_kernels.reference import awq_gemm_ref, quantized_mm_ref
 from cute_kernels.weight_only import quantized_mm, wgmma
 
-from .conftest import poisoned
+from .conftest import poisoned, under_compute_sanitizer
 
 pytestmark = pytest.mark.gpu
 
@@ -176,30 +178,39 @@ def test_group_parameters_follow_in_place_updates():
     ref = quantized_mm_ref(x.cpu(), w.cpu(), scale, 4, gs.float().cpu())
     assert _err(out, ref) < TOL[torch.bfloat16]
     assert len(wgmma._params) == 2
+    scales = weakref.ref(gs)
     del gs
     gc.collect()
-    assert len(wgmma._params) == 0
+    alive = scales() is not None
+    assert len(wgmma._params) == (2 if alive else 0)  # the entries live exactly as long as the scales
+    if not under_compute_sanitizer():
+        # Under compute-sanitizer the Python frames on the stack at each CUDA allocation stay referenced from C
+        # (frames of this call chain, which hold the scales, outlive the calls; session 18's
+        # benchmarks/experiments/params_cache_probe.py), so there the scales, and with them the entries, live on.
+        assert not alive
 
 
-@pytest.mark.parametrize("fam,m", [("awq", 8), ("awq", 32), ("int4g", 64), ("int4", 48)])
-def test_large_layers_through_the_default_dispatch(fam, m):
+@pytest.mark.parametrize("fam,m,group", [("awq", 8, 64), ("awq", 32, 64), ("int4g", 64, 64), ("int4g", 64, 128),
+                                         ("int4", 48, None)])
+def test_large_layers_through_the_default_dispatch(fam, m, group):
     # layers of >= config.WGMMA_LARGE_LAYER weights get their own dispatch (grouped 4-bit from 8 tokens) and stage
-    # options (two K-tiles per stage on 32/64-token tiles: wgmma.stage_options); ragged last K stage (K = 4160)
+    # options (two K-tiles per stage on 32/64-token tiles: wgmma.stage_options); ragged last K stage (K = 4160). int4
+    # g128 (K = 4224, a multiple of its group) covers the two-K-tile stages with one group per stage
     from cute_kernels.weight_only import config
 
     torch.manual_seed(m)
-    n, k = 8072, 4160
+    n, k = 8072, 4160 if group != 128 else 4224
     assert n * k >= config.WGMMA_LARGE_LAYER
     if fam == "awq":
         x = torch.randn(m, k, dtype=torch.float16, device="cuda")
-        qweight, qzeros, scales = awq_quantize(torch.randn(k, n, device="cuda") * 0.05, 64, torch.float16)
+        qweight, qzeros, scales = awq_quantize(torch.randn(k, n, device="cuda") * 0.05, group, torch.float16)
         ref = awq_gemm_ref(x.cpu(), qweight.cpu(), scales.cpu(), qzeros.cpu())
         out = poisoned((m, n), torch.float16)
         awq_gemm(x, qweight, scales, qzeros, out=out)
         assert _err(out, ref) < TOL[torch.float16]
         return
     x = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
-    w, scale, gs = quantize_weights(torch.randn(n, k, device="cuda"), 4, 64 if fam == "int4g" else None)
+    w, scale, gs = quantize_weights(torch.randn(n, k, device="cuda"), 4, group)
     gs = None if gs is None else gs.to(torch.bfloat16)
     ref = quantized_mm_ref(x.cpu(), w.cpu(), scale, 4, None if gs is None else gs.float().cpu())
     out = poisoned((m, n), torch.bfloat16)
