@@ -116,12 +116,13 @@ class Sm90GemmKernel:
             raise ValueError(f"TileConfig.stages={cfg.stages}: {fit} stages of {ab_bytes} B fit in shared memory")
         self.make_smem_layouts()
         # The count above leaves 1 KB for the barriers and the regions' alignment, but the struct also pads each
-        # region to its alignment and its whole size to 1 KB: 4-bit weights with group scales on 64-token tiles
-        # (two K-tiles per stage) came to 233472 B and failed at launch. Fewer stages until the real size fits.
+        # region to its alignment and its whole size to 1 KB (weight-only 1-bit g128 with four K-tiles per stage on
+        # 32-token tiles: 10 stages = 233472 B, which a launch refuses). Fewer stages until the real size fits.
         while self.make_shared_storage().size_in_bytes() > SM90_SMEM_BYTES:
             if cfg.stages or self.ab_stages <= 2:
-                raise ValueError(f"TileConfig.stages={self.ab_stages}: the shared storage takes "
-                                 f"{self.make_shared_storage().size_in_bytes()} B > {SM90_SMEM_BYTES} B")
+                size = self.make_shared_storage().size_in_bytes()
+                raise ValueError(f"{self.ab_stages} pipeline stages (TileConfig.stages={cfg.stages}): the shared "
+                                 f"storage takes {size} B > {SM90_SMEM_BYTES} B")
             self.ab_stages -= 1
             self.make_smem_layouts()
 
