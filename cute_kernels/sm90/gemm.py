@@ -118,13 +118,14 @@ class Sm90GemmKernel:
         # The count above leaves 1 KB for the barriers and the regions' alignment, but the struct also pads each
         # region to its alignment and its whole size to 1 KB (weight-only 1-bit g128 with four K-tiles per stage on
         # 32-token tiles: 10 stages = 233472 B, which a launch refuses). Fewer stages until the real size fits.
-        while self.make_shared_storage().size_in_bytes() > SM90_SMEM_BYTES:
+        self.shared_storage = self.make_shared_storage()
+        while self.shared_storage.size_in_bytes() > SM90_SMEM_BYTES:
             if cfg.stages or self.ab_stages <= 2:
-                size = self.make_shared_storage().size_in_bytes()
                 raise ValueError(f"{self.ab_stages} pipeline stages (TileConfig.stages={cfg.stages}): the shared "
-                                 f"storage takes {size} B > {SM90_SMEM_BYTES} B")
+                                 f"storage takes {self.shared_storage.size_in_bytes()} B > {SM90_SMEM_BYTES} B")
             self.ab_stages -= 1
             self.make_smem_layouts()
+            self.shared_storage = self.make_shared_storage()
 
     def make_smem_layouts(self):
         """The shared-memory layouts of ``self.ab_stages`` A/B stages, the epilogue and the mainloop's operands."""
@@ -189,7 +190,6 @@ class Sm90GemmKernel:
 
         mainloop_tma = self.make_mainloop_tma(dict(zip(self.operand_names, epi_tensors)))
 
-        self.shared_storage = self.make_shared_storage()
         self.kernel(
             tma_a, tA, tma_b, tB, tma_d, tD, mD.shape, epi_tensors, self.tiled_mma, self.cta_layout_mnk,
             self.sA_layout, self.sB_layout, self.sD_layout, sched_params, split, mainloop_tma,
