@@ -112,6 +112,19 @@ def test_awq_and_fp32_variants_compile():
     assert s.mma.get("HMMA.16816.F32.BF16", 0) > 0 and not s.spills
 
 
+def test_awq_promoted_side_by_side_tile_compiles():
+    """AWQ's multi-wave decode tiles (warps side by side) promote the group scales (quantized_mm.use_promoted_scales):
+    the shipped tile compiles promoted, without spills, and its decode drops the per-pair scale multiply."""
+    tile = config.decode_tile("awq", 1, 14336, 132, scaled=True, k=4096)
+    assert tile.warps_n > 1
+    folded = summarize_cubin(compile_with_cubin("awq", torch.float16, torch.float16, torch.float16, tile)
+                             .artifacts.CUBIN)
+    promoted = summarize_cubin(compile_with_cubin("awq", torch.float16, torch.float16, torch.float16, tile,
+                                                  promote_scales=True).artifacts.CUBIN)
+    assert promoted.mma.get("HMMA.16816.F32", 0) > 0 and not promoted.spills
+    assert promoted.instructions.get("HMUL2", 0) < folded.instructions.get("HMUL2", 0)
+
+
 def test_tensor_core_path_sass():
     s = _sass("int4", torch.bfloat16, None, config.TENSOR_CORE_TILE)
     tile = config.TENSOR_CORE_TILE

@@ -168,7 +168,7 @@ def test_scale_promotion_rule():
     assert [promotes_scales(formats.signed_format(b), True, g) for b, g in ((4, 128), (4, 64), (8, 64), (2, 128),
                                                                              (2, 256), (1, 512), (4, 4096))] == \
         [True, False, True, False, True, True, True]
-    # AWQ could promote at G = 128 but measured slower, so it does not by default (use_promoted_scales)
+    # AWQ can promote at G = 128; it does only on the side-by-side decode tiles (use_promoted_scales: measured)
     assert promotes_scales(formats.AWQ, True, 128) and not promotes_scales(formats.AWQ, True, 32)
     assert not promotes_scales(formats.signed_format(4), False, 128)
     # Where it is used (measured): decode tiles always, the 32-token tensor-core tiles only for fp32 x.
@@ -177,6 +177,10 @@ def test_scale_promotion_rule():
     assert use("int4", True, 128, torch.bfloat16, decode) and use("int4", True, 128, torch.float32, tc)
     assert not use("int4", True, 128, torch.bfloat16, tc) and not use("int4", True, 64, torch.float32, decode)
     assert not use("awq", True, 128, torch.float16, decode)
+    wide = config.decode_tile("awq", 1, 14336, 132, scaled=True, k=4096)
+    assert wide.warps_n > 1 and use("awq", True, 128, torch.float16, wide)
+    assert not use("awq", True, 64, torch.float16, wide)
+    assert not use("awq", True, 128, torch.float16, config.tensor_core_tile(64, scaled=True, fmt="awq"))
 
 
 @pytest.mark.parametrize("bits,dtype,M,N,K,group", [CASES[0], CASES[3], CASES[6], CASES[8], CASES[10]])
