@@ -106,6 +106,19 @@ def main():
     oa64 = torch.empty(64, 4096, device=dev, dtype=torch.float16)
     res["awq_gemm M=64 OC=IC=4096 (wgmma), out="] = host_us(lambda: awq_gemm(xa64, qweight, scales, qzeros, out=oa64))
 
+    # the torch.library custom ops (torch_ops.py) called eagerly: the plain function plus the dispatcher's path
+    ops = torch.ops.cute_kernels
+    a1 = torch.randint(-128, 128, (1, 4096), dtype=torch.int8, device=dev)
+    w1 = torch.randint(-128, 128, (4096, 4096), dtype=torch.int8, device=dev).t()
+    sa1, sb1 = torch.rand(1, device=dev), torch.rand(4096, device=dev)
+    for label in ("plain", "torch.ops", "torch.ops", "plain"):  # ABBA: this host drifts between loops
+        f8 = int8_scaled_mm if label == "plain" else ops.int8_scaled_mm
+        fa = awq_gemm if label == "plain" else ops.awq_gemm
+        res.setdefault(f"int8_scaled_mm M=1 N=K=4096, allocating, {label}", []).append(
+            round(host_us(lambda: f8(a1, w1, sa1, sb1)), 2))
+        res.setdefault(f"awq_gemm M=1 OC=IC=4096, {label}", []).append(
+            round(host_us(lambda: fa(xa, qweight, scales, qzeros)), 2))
+
     res["device"] = torch.cuda.get_device_name()
     for k, v in res.items():
         print(f"{k:62s} {v:6.1f} us" if isinstance(v, float) else f"{k:62s} {v}")

@@ -1,13 +1,15 @@
 """cute_kernels: quantized GEMM kernels written in CUTLASS's CuTe DSL, JIT-compiled and cached per shape class.
 
 Public functions only; each lives in its own module under ``cute_kernels.ops`` (host side) with its kernels under
-``sm90/``, ``sm80/``, ``weight_only/`` and ``distributed/``.
+``sm90/``, ``sm80/``, ``weight_only/`` and ``distributed/``. The same ops are registered as torch custom ops
+(``torch.ops.cute_kernels.*``, ``torch_ops.py``) for code that runs under torch.compile or torch.export.
 """
 
 from .configs import TileConfig
 from .ops.fp8_blockwise_scaled_mm import fp8_blockwise_scaled_mm
 from .ops.int8_scaled_mm import int8_scaled_mm
 from .weight_only import awq_dequantize, awq_gemm, awq_linear, dequantize_weights, quantized_mm
+from . import torch_ops  # noqa: E402,F401 - registers torch.ops.cute_kernels.* (torch.compile / torch.export)
 
 __version__ = "0.1.0"
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import weakref
 
+from .streams import build_outside_graph_pools
+
 
 class PlanCache(dict):
     def __init__(self, capacity: int = 4096):
@@ -24,9 +26,10 @@ class PlanCache(dict):
 def cached_for_tensor(store: dict, key, source, build):
     """``store[key]``, made by ``build()`` on a miss and dropped from ``store`` when ``source`` (the tensor it was
     derived from) is garbage collected: the derived weight layouts (AWQ repack, WGMMA blob) live as long as their
-    source. ``key`` should hold the source's storage and version, so an in-place update misses."""
+    source. ``key`` should hold the source's storage and version, so an in-place update misses. Built outside any
+    CUDA-graph memory pool (``streams.build_outside_graph_pools``)."""
     hit = store.get(key)
     if hit is None:
-        hit = store[key] = build()
+        hit = store[key] = build_outside_graph_pools(build, source.device)
         weakref.finalize(source, store.pop, key, None)
     return hit

@@ -8,6 +8,8 @@ concurrently, so they can share it; calls on different streams may, so they must
 
 from __future__ import annotations
 
+import threading
+
 import torch
 
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # CUDA builds: ~20x cheaper than current_stream()
@@ -20,6 +22,37 @@ def current_stream_id(device: torch.device) -> int:
     if _raw_stream is not None:
         return _raw_stream(device.index)
     return torch.cuda.current_stream(device).cuda_stream
+
+
+def build_outside_graph_pools(build, device: torch.device):
+    """``build()``, for tensors that outlive the call (per-stream scratch, layouts derived from a weight), made so
+    that their memory comes from torch's regular pool.
+
+    torch.compile's CUDA graphs (``mode="reduce-overhead"``) route every allocation of the calling *thread* into the
+    graph's private pool while they warm up a graph, and then refuse to run when a tensor in that pool outlives the
+    graph without being one of its outputs. A helper thread is not routed. It issues its work to the caller's
+    current stream, so that work stays ordered after what the caller issued before and before what it issues next,
+    and the join only waits for the host side. While the stream is being captured the build runs inline as before
+    (a capture that did not warm up first owns what it allocates)."""
+    if device.type != "cuda" or torch.cuda.is_current_stream_capturing():
+        return build()
+    stream = torch.cuda.current_stream(device)
+    result: list = []
+
+    def run():
+        try:
+            with torch.cuda.device(device), torch.cuda.stream(stream):
+                result.append((True, build()))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            result.append((False, exc))
+
+    helper = threading.Thread(target=run, name="cute_kernels-alloc")
+    helper.start()
+    helper.join()
+    ok, value = result[0]
+    if not ok:
+        raise value
+    return value
 
 
 class StreamScratch:
@@ -53,7 +86,9 @@ class StreamScratch:
                     self._retired.append(buf)
                 else:
                     torch.cuda.current_stream(device).synchronize()
-            buf = self._buffers[key] = (torch.zeros if zeroed else torch.empty)(size, dtype=dtype, device=device)
+            make = torch.zeros if zeroed else torch.empty
+            buf = self._buffers[key] = build_outside_graph_pools(lambda: make(size, dtype=dtype, device=device),
+                                                                 device)
             self.generation += 1
         return buf
 

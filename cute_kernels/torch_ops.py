@@ -1,0 +1,164 @@
+"""The public ops as torch.library custom ops: ``torch.ops.cute_kernels.<name>``, for torch.compile and torch.export.
+
+Dynamo cannot look inside a TVM-FFI call, so a model that calls ``cute_kernels.int8_scaled_mm`` directly gets a graph
+break there (and ``fullgraph=True`` fails). The same ops registered here trace as one opaque node each: the real
+implementation is the public function, and a fake implementation computes the output's shape and dtype from the
+inputs' metadata alone, so tracing works on FakeTensors (torch.compile, torch.export) and meta tensors.
+
+Registered (the plain functions' arguments, without their tuning knobs ``out=``, ``config=``, ``path=``, ``tile=``):
+
+====================================  ===========================================================================
+``int8_scaled_mm``                    (a, b, a_scale, b_scale, bias=None, out_dtype=bfloat16) -> [.., M, N]
+``fp8_blockwise_scaled_mm``           (a, b, a_scale, b_scale, out_dtype=bfloat16, scale_granularity=None: 1x128x128)
+``quantized_mm``                      (x, w_packed, scale: float, bits, group_scales=None, out_dtype=None) -> [M, N]
+``awq_gemm`` / ``awq_linear``         (x, qweight, scales, qzeros[, bias]) -> [M, OC] / [..., OC]
+``awq_dequantize``                    (qweight, scales, qzeros) -> [IC, OC]
+====================================  ===========================================================================
+
+In eager code call the plain functions: the dispatcher's custom-op path adds host time per call (measured in
+docs/torch_compile.md). Inside a compiled graph that cost is paid once per node, like any other custom op.
+The fake implementations check what the output's shape depends on (ranks, the shared inner dimension, dtypes) and
+raise the plain functions' errors for those; everything else (devices, alignment, scale shapes) is checked when the
+real op runs.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from . import checks
+
+_NS = "cute_kernels"
+# Defined through torch.library.Library, not the @custom_op decorator: the decorator's Python wrapper (autograd and
+# mutation bookkeeping) cost ~26 us per eager call on the H100 host (benchmarks/host_overhead.py), the dispatcher's
+# direct route to a Python kernel much less (docs/torch_compile.md).
+_LIB = torch.library.Library(_NS, "DEF")
+
+
+def _register(schema: str, impl, fake) -> None:
+    """Define ``cute_kernels::<schema>``: ``impl`` for real tensors of any device (the plain function, whose checks
+    name the argument at fault, e.g. a CPU tensor), ``fake`` for FakeTensors and meta tensors."""
+    name = schema.split("(", 1)[0]
+    _LIB.define(schema)
+    _LIB.impl(name, impl, "CompositeExplicitAutograd")
+    torch.library.register_fake(f"{_NS}::{name}", fake, lib=_LIB)
+
+
+def _inner_dims(a_name: str, a: Tensor, b_name: str, b: Tensor, b_k_axis: int) -> int:
+    """Checks the ranks and the shared K of a GEMM pair; returns b's N (the output's last dimension)."""
+    checks.check_gemm_pair(a, b)
+    k, k_b = a.shape[-1], b.shape[b_k_axis]
+    if k != k_b:
+        raise ValueError(f"{a_name} has K = {k} in its last dimension but {b_name} has K = {k_b}: the inner "
+                         f"dimensions must match")
+    return b.shape[-1] if b_k_axis == -2 else b.shape[-2]
+
+
+# ----------------------------------------------------------------------------------------------------- int8 / FP8
+def _int8_scaled_mm(a, b, a_scale, b_scale, bias=None, out_dtype=torch.bfloat16):
+    from .ops.int8_scaled_mm import int8_scaled_mm
+
+    return int8_scaled_mm(a, b, a_scale, b_scale, bias, out_dtype)
+
+
+def _int8_scaled_mm_fake(a, b, a_scale, b_scale, bias=None, out_dtype=torch.bfloat16):
+    checks.check_dtype("a", a, (torch.int8,))
+    checks.check_dtype("b", b, (torch.int8,))
+    n = _inner_dims("a", a, "b", b, -2)
+    return a.new_empty((*a.shape[:-1], n), dtype=out_dtype)
+
+
+def _fp8_blockwise_scaled_mm(a, b, a_scale, b_scale, out_dtype=torch.bfloat16, scale_granularity=None):
+    from .ops.fp8_blockwise_scaled_mm import fp8_blockwise_scaled_mm
+
+    gran = (1, 128, 128) if scale_granularity is None else tuple(scale_granularity)
+    return fp8_blockwise_scaled_mm(a, b, a_scale, b_scale, out_dtype, gran)
+
+
+def _fp8_blockwise_scaled_mm_fake(a, b, a_scale, b_scale, out_dtype=torch.bfloat16, scale_granularity=None):
+    fp8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+    checks.check_dtype("a", a, fp8)
+    checks.check_dtype("b", b, fp8)
+    n = _inner_dims("a", a, "b", b, -1)  # b is [.., N, K]
+    return a.new_empty((*a.shape[:-1], n), dtype=out_dtype)
+
+
+# ---------------------------------------------------------------------------------------------- weight-only / AWQ
+def _quantized_mm(x, w_packed, scale, bits, group_scales=None, out_dtype=None):
+    from .weight_only import quantized_mm
+
+    return quantized_mm(x, w_packed, scale, bits, group_scales, out_dtype)
+
+
+def _quantized_mm_fake(x, w_packed, scale, bits, group_scales=None, out_dtype=None):
+    if bits not in (1, 2, 4, 8):
+        raise ValueError(f"bits must be 1, 2, 4 or 8; got {bits}")
+    checks.check_ndim("x", x, (2,))
+    checks.check_ndim("w_packed", w_packed, (2,))
+    if w_packed.shape[1] * 8 != x.shape[1] * bits:
+        raise ValueError(f"w_packed must have shape [N, K * bits / 8] = [N, {x.shape[1] * bits // 8}] for "
+                         f"K = {x.shape[1]}, bits = {bits}; got {tuple(w_packed.shape)}")
+    return x.new_empty((x.shape[0], w_packed.shape[0]), dtype=out_dtype or x.dtype)
+
+
+def _awq_fake_out(x: Tensor, qweight: Tensor, lead: tuple) -> Tensor:
+    checks.check_ndim("qweight", qweight, (2,))
+    if x.shape[-1] != qweight.shape[0]:
+        raise ValueError(f"x must be [..., IC] with IC = qweight.shape[0] = {qweight.shape[0]}; got "
+                         f"{tuple(x.shape)}")
+    return x.new_empty((*lead, qweight.shape[1] * 8))
+
+
+def _awq_gemm(x, qweight, scales, qzeros):
+    from .weight_only import awq_gemm
+
+    return awq_gemm(x, qweight, scales, qzeros)
+
+
+def _awq_gemm_fake(x, qweight, scales, qzeros):
+    checks.check_ndim("x", x, (2,))
+    return _awq_fake_out(x, qweight, (x.shape[0],))
+
+
+def _awq_linear(x, qweight, scales, qzeros, bias=None):
+    from .weight_only import awq_linear
+
+    return awq_linear(x, qweight, scales, qzeros, bias)
+
+
+def _awq_linear_fake(x, qweight, scales, qzeros, bias=None):
+    if x.dim() < 1:
+        raise ValueError("x must have at least one dimension (the IC features)")
+    return _awq_fake_out(x, qweight, tuple(x.shape[:-1]))
+
+
+def _awq_dequantize(qweight, scales, qzeros):
+    from .weight_only import awq_dequantize
+
+    return awq_dequantize(qweight, scales, qzeros)
+
+
+def _awq_dequantize_fake(qweight, scales, qzeros):
+    checks.check_ndim("qweight", qweight, (2,))
+    return scales.new_empty((qweight.shape[0], qweight.shape[1] * 8))
+
+
+SCHEMAS = {
+    "int8_scaled_mm": ("int8_scaled_mm(Tensor a, Tensor b, Tensor a_scale, Tensor b_scale, Tensor? bias=None, "
+                       "ScalarType out_dtype=bfloat16) -> Tensor", _int8_scaled_mm, _int8_scaled_mm_fake),
+    "fp8_blockwise_scaled_mm": ("fp8_blockwise_scaled_mm(Tensor a, Tensor b, Tensor a_scale, Tensor b_scale, "
+                                "ScalarType out_dtype=bfloat16, int[]? scale_granularity=None) -> Tensor",
+                                _fp8_blockwise_scaled_mm, _fp8_blockwise_scaled_mm_fake),
+    "quantized_mm": ("quantized_mm(Tensor x, Tensor w_packed, float scale, int bits, Tensor? group_scales=None, "
+                     "ScalarType? out_dtype=None) -> Tensor", _quantized_mm, _quantized_mm_fake),
+    "awq_gemm": ("awq_gemm(Tensor x, Tensor qweight, Tensor scales, Tensor qzeros) -> Tensor", _awq_gemm,
+                 _awq_gemm_fake),
+    "awq_linear": ("awq_linear(Tensor x, Tensor qweight, Tensor scales, Tensor qzeros, Tensor? bias=None) -> Tensor",
+                   _awq_linear, _awq_linear_fake),
+    "awq_dequantize": ("awq_dequantize(Tensor qweight, Tensor scales, Tensor qzeros) -> Tensor", _awq_dequantize,
+                       _awq_dequantize_fake),
+}
+for _schema, _impl, _fake in SCHEMAS.values():
+    _register(_schema, _impl, _fake)
+REGISTERED = tuple(SCHEMAS)
