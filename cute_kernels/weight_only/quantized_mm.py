@@ -146,8 +146,8 @@ def use_promoted_scales(fmt_key: str, has_scales: bool, group: int, x_dtype: tor
     CTA; int4 g128 as fast or faster) and for fp32 x (faster, and 2.5e-6 vs 2.2e-3 relative error); fp16 / bf16 x on
     the 32-token tensor-core tiles keeps the fold (promoted 3-5% slower: M = 32 62.7 vs 61.0 us, M = 64 62.0 vs 59.0).
     AWQ promotes only on decode tiles with warps side by side along N (``warps_n > 1``, the multi-wave layers): on the
-    H100 (session 19, benchmarks/experiments/awq_decode_promote.py, three interleaved rounds) promoted was 1-3% faster
-    there on all 6 points (8192^2 M = 1 / 2 / 4 16.59 / 16.74 / 17.33 -> 16.37 / 16.54 / 17.01 us, 14336 x 4096
+    H100 (session 19, benchmarks/experiments/awq_decode_promote.py, three interleaved rounds) promoted was 1-2% faster
+    there on all 8 points (M = 1, 2, 4, 8; best of three) (8192^2 M = 1 / 2 / 4 16.59 / 16.74 / 17.33 -> 16.37 / 16.54 / 17.01 us, 14336 x 4096
     15.59 / 15.44 / 15.74 -> 15.30 / 15.18 / 15.37) and 9-19% slower on the one-warp-column tiles (4096 x 14336 M = 1
     14.74 -> 17.07; 4096^2 5.47 -> 6.29), as the H200 found for those in session 4."""
     if fmt_key == "awq" and (tile.warps_n == 1 or tile.tokens_per_cta > 16):
