@@ -9,7 +9,7 @@ from .configs import TileConfig
 from .ops.fp8_blockwise_scaled_mm import fp8_blockwise_scaled_mm
 from .ops.int8_scaled_mm import int8_scaled_mm
 from .weight_only import awq_dequantize, awq_gemm, awq_linear, dequantize_weights, quantized_mm
-from . import torch_ops  # noqa: E402,F401 - registers torch.ops.cute_kernels.* (torch.compile / torch.export)
+from . import torch_ops  # noqa: F401 - registers torch.ops.cute_kernels.* (torch.compile / torch.export)
 
 __version__ = "0.1.0"
 
