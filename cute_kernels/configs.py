@@ -26,6 +26,9 @@ class TileConfig:
     split_k: most K slices per output tile (1 = off). The host picks the actual count per call so that the
       work tiles about fill the GPU; the slices reduce in-kernel (the last one to finish adds the others' int32
       partials from a library-owned workspace and runs the epilogue).
+    ctas_per_sm: persistent CTAs per SM (1-4). Above 1 they split the SM's shared memory and registers (fewer
+      stages, fewer registers per consumer thread) and the persistent grid and the wave model count
+      ``sm_count * ctas_per_sm`` slots (``slots``).
     """
 
     tile_m: int = 128
@@ -35,6 +38,7 @@ class TileConfig:
     swap_ab: bool = False
     stages: int = 0
     split_k: int = 1
+    ctas_per_sm: int = 1
 
     def __post_init__(self):
         if self.tile_m not in (64, 128):
@@ -49,6 +53,12 @@ class TileConfig:
             raise ValueError(f"TileConfig cluster size must be <= 4; got {self.cluster_m}x{self.cluster_n}")
         if self.split_k < 1:
             raise ValueError(f"TileConfig.split_k must be >= 1; got {self.split_k}")
+        if self.ctas_per_sm not in (1, 2, 3, 4):
+            raise ValueError(f"TileConfig.ctas_per_sm must be 1, 2, 3 or 4; got {self.ctas_per_sm}")
+
+    def slots(self, sm_count: int) -> int:
+        """CTAs that run at once on ``sm_count`` SMs: what the persistent grid and the wave model count."""
+        return sm_count * self.ctas_per_sm
 
     @property
     def key(self) -> tuple:
@@ -62,6 +72,8 @@ class TileConfig:
             s += f" split_k={self.split_k}"
         if self.stages:
             s += f" stages={self.stages}"
+        if self.ctas_per_sm > 1:
+            s += f" {self.ctas_per_sm} CTAs/SM"
         return s
 
 
@@ -103,7 +115,8 @@ def size_swapped_tile(cfg: TileConfig, m: int, n: int, k: int, batch: int, sm_co
 
     def cost(tile_m):
         tiles = -(-n // tile_m) * -(-m // cfg.tile_n) * batch
-        return split_cost(tiles, best_split(tiles, tile_m, cfg.split_k, k_tiles, sm_count), tile_m, sm_count)
+        slots = cfg.slots(sm_count)
+        return split_cost(tiles, best_split(tiles, tile_m, cfg.split_k, k_tiles, slots), tile_m, slots)
 
     return replace(cfg, tile_m=min(sorted(SWAP_TILE_M, reverse=True), key=cost))
 

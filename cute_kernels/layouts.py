@@ -83,7 +83,6 @@ def weight_only_wgmma_layouts(fmt_key: str, scaled: bool, group: int, config: Ti
     from cutlass.tensor_utils import LayoutEnum
 
     from .epilogues import Accumulator, EpilogueTree
-    from .sm90.gemm import SM90_SMEM_BYTES
     from .sm90.weight_only_wgmma import WeightOnlyWgmmaSm90
     from .weight_only.formats import format_by_key
 
@@ -111,7 +110,9 @@ def weight_only_wgmma_layouts(fmt_key: str, scaled: bool, group: int, config: Ti
         line("pipeline stages", f"{kernel.ab_stages} (per stage: codes {kernel.a_stage_bytes()} B, x "
                                 f"{bn * bk * xt.width // 8} B, group parameters {kernel.stage_extra_bytes} B), "
                                 f"epilogue stages {kernel.epi_stages}")
-        line("shared memory", f"{kernel.shared_storage.size_in_bytes()} B (of {SM90_SMEM_BYTES})")
+        line("shared memory", f"{kernel.shared_storage.size_in_bytes()} B (of {kernel.smem_bytes}"
+                              + (f": {config.ctas_per_sm} CTAs per SM" if config.ctas_per_sm > 1 else "") + ")")
+        line("registers", f"producer {kernel.producer_regs}, consumers {kernel.consumer_regs} per thread (setmaxnreg)")
         line("smem A (codes)", kernel.sA_layout)
         words = kernel.a_tile[1]
         split_a = f"; issued as {kernel.a_tile[0] * -(-words // 256)} boxes of (1, 256)" if words > 256 else ""

@@ -91,6 +91,7 @@ def test_config_table_buckets():
 @pytest.mark.parametrize("kwargs,match", [
     (dict(tile_m=96), "tile_m must be 64 or 128"), (dict(tile_n=12), "tile_n must be a multiple of 8"),
     (dict(cluster_m=3), "cluster_m must be 1, 2 or 4"), (dict(cluster_m=4, cluster_n=2), "cluster size must be <= 4"),
+    (dict(ctas_per_sm=0), "ctas_per_sm must be 1, 2, 3 or 4"), (dict(ctas_per_sm=5), "ctas_per_sm must be 1, 2, 3 or 4"),
 ])
 def test_tile_config_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):

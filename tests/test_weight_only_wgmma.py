@@ -2,6 +2,8 @@
 dispatch rule, and every shipped variant compiled for sm_90a with its SASS read (register-sourced HGMMA, no spills).
 """
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -140,10 +142,17 @@ def test_select_config_and_shipped_configs():
     assert wgmma.select_config(17, 14336, 4096, 132).split_k == 1  # 112 tiles: one wave already
     assert wgmma.select_config(1000, 8192, 8192, 132).tile_n == 256
     assert wgmma.select_config(1, 8192, 8192, 132).tile_n == 16  # 1-16 tokens: 16-token tiles
+    # layers below WGMMA_LARGE_LAYER weights at <= 32 tokens: 64-row tiles, two CTAs per SM (264 slots: 64 row
+    # tiles x 4 K slices)
+    small = wgmma.select_config(16, 4096, 4096, 132)
+    assert (small.tile_m, small.tile_n, small.ctas_per_sm, small.split_k) == (64, 16, 2, 4)
+    assert wgmma.select_config(32, 4096, 4096, 132).ctas_per_sm == 2
+    assert wgmma.select_config(16, 8192, 8192, 132).ctas_per_sm == 1  # 2^26 weights: the 128-row tile
+    assert wgmma.select_config(16, 4096, config.WGMMA_LARGE_LAYER // 4096, 132).tile_m == 128
     shipped = wgmma.shipped_configs()
-    for m, n, k in ((17, 4096, 4096), (200, 14336, 4096), (1000, 8192, 8192)):
+    for m, n, k in ((17, 4096, 4096), (200, 14336, 4096), (1000, 8192, 8192), (8, 4096, 4096), (24, 1024, 4096)):
         c = wgmma.select_config(m, n, k, 132)
-        assert TileConfig(c.tile_m, c.tile_n, 1, 1, split_k=1 if c.split_k == 1 else wgmma.MAX_SPLIT_K) in shipped
+        assert replace(c, split_k=1 if c.split_k == 1 else wgmma.MAX_SPLIT_K) in shipped
 
 
 def test_dispatch_rule():
@@ -225,6 +234,37 @@ def test_compiles_with_register_sourced_hgmma(fmt_key, bits, x_dtype, scale_dtyp
     lines = [ln for ln in s.text.splitlines() if "HGMMA" in ln]
     assert lines and all("gdesc" in ln and ", R" in ln.split("HGMMA")[1] for ln in lines), lines[:2]
     assert s.local_memory_ops == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt_key,bits,scale_dtype,tile_n,split", [
+    ("awq", 4, torch.float16, 16, 8), ("int4", 4, torch.bfloat16, 32, 1), ("int1", 1, None, 16, 8)])
+def test_small_layer_tile_two_ctas_per_sm(fmt_key, bits, scale_dtype, tile_n, split):
+    """The small-layer tile (64 rows, one consumer warpgroup, two CTAs per SM): 128 registers per thread at launch
+    (two 256-thread CTAs fill the register file), the consumers raised to 232 with setmaxnreg, shared memory within
+    half the SM's, no spills, and the WGMMAs not serialized (ptxas inserts a WARPGROUP.DEPBAR after every HGMMA
+    when the consumers' registers are too few for the fragments in flight, as with two 128-row CTAs)."""
+    from cute_kernels.sass import compile_with_artifacts, summarize_cubin
+    from cute_kernels.sm90.gemm import SM90_SMEM_PER_SM
+
+    x_dtype = torch.float16 if fmt_key == "awq" else torch.bfloat16
+    cfg = TileConfig(tile_m=64, tile_n=tile_n, cluster_m=1, cluster_n=1, split_k=split, ctas_per_sm=2)
+    assert cfg in wgmma.shipped_configs()
+    compiled = compile_with_artifacts(
+        lambda o: wgmma.build(fmt_key, x_dtype, x_dtype, scale_dtype is not None, 128 if scale_dtype else 64, cfg,
+                              extra_options=o))
+    s = summarize_cubin(compiled.artifacts.CUBIN)
+    assert s.local_memory_ops == 0
+    assert max(s.kernels.values()) == 128
+    assert "USETMAXREG.TRY_ALLOC.CTAPOOL UP0, 0xe8" in s.text  # consumers: 232
+    hgmma = sum(n for op, n in s.mma.items() if op.startswith(f"HGMMA.64x{tile_n}x16"))
+    assert hgmma and s.text.count("WARPGROUP.DEPBAR") < hgmma
+    from cute_kernels.epilogues import Accumulator, EpilogueTree
+    from cute_kernels.sm90.weight_only_wgmma import WeightOnlyWgmmaSm90
+    from cute_kernels.weight_only.formats import format_by_key
+
+    kernel = WeightOnlyWgmmaSm90(cfg, EpilogueTree(Accumulator()), format_by_key(fmt_key), 128, True)
+    assert kernel.smem_bytes == SM90_SMEM_PER_SM // 2 - 1024 and kernel.max_active_clusters == 264
 
 
 def test_kernel_options_are_checked():

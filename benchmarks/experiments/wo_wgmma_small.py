@@ -22,6 +22,9 @@ default, so since then "ship" has it for 4-bit weights and w2 / w4 / w8 override
 Session 17 added k1 / k2 / k4 (``k_tiles_per_stage``; k2w2 also halves the L2 warm-up, which counts stages) - two
 4-bit K-tiles per stage became the default on 16-token tiles (data/session17_h100/wo_wgmma_small_kps.json) - and
 s1 / s2 / s4 / s8: the shipped kernel with the K split forced instead of the wave model's choice.
+Session 20 added several CTAs per SM (c2a2, m64c2, m64c3a2, m64c4a2; a2 alone as the control) and 64-row tiles
+(m64): data/session20_h100/wo_wgmma_occupancy.json and wo_wgmma_m64c2.json. "ship" is always the 128-row tile with
+one CTA per SM; since then the op ("current") runs m64c2 on layers below config.WGMMA_LARGE_LAYER at <= 32 tokens.
 Per problem: these variants, the current dispatch of the op (``quantized_mm`` / ``awq_gemm`` with no path), torch.matmul
 on the dense weight in x's dtype, and a bare read (copy_bandwidth's Triton read) of the weight's bytes.
 
@@ -59,7 +62,14 @@ VARIANTS = {fam: {"ship": {}, "w2": {"l2_warmup": 2}, "w4": {"l2_warmup": 4}, "w
                   "k1": {"k_tiles_per_stage": 1}, "k2": {"k_tiles_per_stage": 2}, "k4": {"k_tiles_per_stage": 4},
                   "k2w2": {"k_tiles_per_stage": 2, "l2_warmup": 2},
                   # the op's kernel with the K split forced to 1 / 2 / 4 / 8 slices instead of the wave model's
-                  "s1": {"split": 1}, "s2": {"split": 2}, "s4": {"split": 4}, "s8": {"split": 8}}
+                  "s1": {"split": 1}, "s2": {"split": 2}, "s4": {"split": 4}, "s8": {"split": 8},
+                  # session 20: several CTAs per SM (``ctas_per_sm``; the wave model counts SMs x CTAs slots), with
+                  # two A fragments in flight where the consumers' register share is too small for four (ptxas
+                  # serializes the WGMMAs then), and 64-row tiles (one consumer warpgroup per CTA)
+                  "a2": {"a_buffers": 2}, "c2a2": {"ctas_per_sm": 2, "a_buffers": 2},
+                  "m64": {"tile_m": 64}, "m64c2": {"tile_m": 64, "ctas_per_sm": 2},
+                  "m64c3a2": {"tile_m": 64, "ctas_per_sm": 3, "a_buffers": 2},
+                  "m64c4a2": {"tile_m": 64, "ctas_per_sm": 4, "a_buffers": 2}}
             for fam in ("awq", "int4g", "int4", "int2", "int1")}  # {} = the defaults
 PROBES = {"int4": {"nodecode": {}, "pipeline": {}}, "int1": {"nodecode": {}, "pipeline": {}},
           "awq": {"nodecode": {}, "noparams": {}}, "int4g": {"noparams": {}}}
@@ -119,7 +129,9 @@ def compiled(fam, x_dtype, sd, group, tile_n, variant, split=True):
         opts = dict(PROBES[fam][variant] if probe else VARIANTS[fam][variant])
         stages = opts.pop("stages", 0)
         opts.pop("split", None)  # a launch option (``launcher``), not a kernel option
-        cfg = TileConfig(tile_m=128, tile_n=tile_n, cluster_m=1, cluster_n=1,
+        tile_m = opts.pop("tile_m", 128)
+        ctas = opts.pop("ctas_per_sm", 1)
+        cfg = TileConfig(tile_m=tile_m, tile_n=tile_n, ctas_per_sm=ctas, cluster_m=1, cluster_n=1,
                          split_k=wgmma.MAX_SPLIT_K if split else 1, stages=stages)
         orig = wok.WeightOnlyWgmmaSm90
         if probe:
@@ -142,11 +154,13 @@ def launcher(fam, variant, m, n, k, sms, x_dtype, sd, group):
     launched the split variant even with one slice (14336 x 4096); since then one slice runs the unsplit kernel, as
     the op does."""
     tile_n = tile_n_for(m)
-    tiles = -(-n // 128) * -(-m // tile_n)
-    s = VARIANTS.get(fam, {}).get(variant, {}).get("split") or best_split(tiles, 128, wgmma.MAX_SPLIT_K,
-                                                                          -(-k // wgmma.K_TILE), sms)
+    opts = VARIANTS.get(fam, {}).get(variant, {})
+    tile_m = opts.get("tile_m", 128)
+    tiles = -(-n // tile_m) * -(-m // tile_n)
+    s = opts.get("split") or best_split(tiles, tile_m, wgmma.MAX_SPLIT_K, -(-k // wgmma.K_TILE),
+                                        sms * opts.get("ctas_per_sm", 1))
     fn = compiled(fam, x_dtype, sd, group, tile_n, variant, split=s > 1)
-    split = (s, tiles * s * 128 * tile_n, tiles) if s > 1 else None
+    split = (s, tiles * s * tile_m * tile_n, tiles) if s > 1 else None
     bits = {"awq": 4, "int4g": 4, "int4": 4, "int2": 2, "int1": 1}[fam]
     fmt_key = "int4" if fam == "int4g" else fam
 

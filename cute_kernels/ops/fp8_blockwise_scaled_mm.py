@@ -94,8 +94,9 @@ def _wave_cost(cfg: TileConfig, m: int, n: int, k: int, batch: int, sm_count: in
         tiles, rows = -(-n // cfg.tile_m) * -(-m // cfg.tile_n) * batch, cfg.tile_m
     else:
         tiles, rows = -(-m // cfg.tile_m) * -(-n // cfg.tile_n) * batch, cfg.tile_n
-    slices = best_split(tiles, rows, cfg.split_k, k_tiles, sm_count)
-    return split_cost(tiles, slices, rows, sm_count) * k_tiles * (1.0 if cfg.swap_ab else TILE_N_COST[cfg.tile_n])
+    slots = cfg.slots(sm_count)
+    slices = best_split(tiles, rows, cfg.split_k, k_tiles, slots)
+    return split_cost(tiles, slices, rows, slots) * k_tiles * (1.0 if cfg.swap_ab else TILE_N_COST[cfg.tile_n])
 
 
 def _swap_allowed(m: int, k: int) -> bool:

@@ -24,7 +24,7 @@ def plan_split_k(cfg: TileConfig, km: int, kn: int, k: int, batch: int, sm_count
     """
     tiles = -(-km // cfg.tile_m) * -(-kn // cfg.tile_n) * batch
     k_tiles = -(-k // K_TILE)
-    slices = best_split(tiles, cfg.tile_m, cfg.split_k, k_tiles, sm_count)  # the wave model of configs.py
+    slices = best_split(tiles, cfg.tile_m, cfg.split_k, k_tiles, cfg.slots(sm_count))  # the wave model of configs.py
     return slices, tiles * slices * cfg.tile_m * cfg.tile_n, tiles
 
 

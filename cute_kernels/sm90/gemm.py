@@ -5,7 +5,8 @@ Computes, for every batch l:   D[m, n, l] = epilogue(sum_k A[m, k, l] * B[n, k, 
   The accumulator is Int32 for int8 operands (exact), Float32 otherwise; the epilogue tree (cute_kernels.epilogues)
   turns it into D's dtype, reading its own operands (scales, bias) from global memory.
 
-Roles (one CTA = 1 producer warpgroup + 2 consumer warpgroups, launched persistent, one CTA per SM):
+Roles (one CTA = 1 producer warpgroup + 2 consumer warpgroups, launched persistent, one CTA per SM - or
+``TileConfig.ctas_per_sm`` of them, which split the SM's shared memory and registers):
   * warp 0 (producer, registers lowered to 40 with setmaxnreg): walks the same static tile schedule as the consumers
     and, for each tile, streams the K-tiles of A and B with TMA into a ring of ``stages`` shared-memory buffers. Each
     buffer has a full/empty mbarrier pair (cutlass.pipeline.PipelineTmaAsync); the full barrier expects the
@@ -50,6 +51,7 @@ from ..configs import TileConfig
 from ..epilogues import EpilogueContext, EpilogueTree
 
 SM90_SMEM_BYTES = 232448  # 227 KB per CTA (cudaDevAttrMaxSharedMemoryPerBlockOptin on H100/H200)
+SM90_SMEM_PER_SM = 233472  # 228 KB per SM, shared by its CTAs (each also costs 1 KB of driver reservation)
 _MAX_STAGES = 10
 
 
@@ -73,7 +75,8 @@ class Sm90GemmKernel:
         self.epilogue = epilogue
         self.acc_dtype = acc_dtype
         self.cluster_shape_mn = (config.cluster_m, config.cluster_n)
-        self.max_active_clusters = max(1, sm_count // (config.cluster_m * config.cluster_n))
+        self.ctas_per_sm = ctas_per_sm = config.ctas_per_sm
+        self.max_active_clusters = max(1, config.slots(sm_count) // (config.cluster_m * config.cluster_n))
         # Two consumer warpgroups split a 128-row tile; a 64-row tile has one.
         self.atom_layout_mnk = (2, 1, 1) if config.tile_m == 128 else (1, 1, 1)
         self.num_mma_wg = math.prod(self.atom_layout_mnk)
@@ -83,6 +86,16 @@ class Sm90GemmKernel:
             self.consumer_regs = 256
         self.num_threads = (1 + self.num_mma_wg) * self.threads_per_wg
         self.num_mma_threads = self.num_mma_wg * self.threads_per_wg
+        self.smem_bytes = SM90_SMEM_BYTES
+        if ctas_per_sm > 1:
+            # Several CTAs per SM share its shared memory (each with the driver's 1 KB) and its 64K registers. The
+            # launch gets 64K / (ctas x threads) registers per thread (ptxas: .minnctapersm); the producer drops to
+            # the minimum and the consumers take what that frees from the CTA's share.
+            self.smem_bytes = SM90_SMEM_PER_SM // ctas_per_sm - 1024
+            launch_regs = 65536 // (ctas_per_sm * self.num_threads) // 8 * 8
+            self.producer_regs = 24
+            self.consumer_regs = min(256, (launch_regs * self.num_threads - self.producer_regs * self.threads_per_wg)
+                                     // self.num_mma_threads // 8 * 8)
         self.epi_store_warp = 4  # first warp of the first consumer warpgroup
         self.epi_barrier = pipeline.NamedBarrier(barrier_id=1, num_threads=self.num_mma_threads)
         # Global operands the kernel reads besides A and B: the epilogue tree's, then those a subclass's mainloop
@@ -119,10 +132,10 @@ class Sm90GemmKernel:
         # region to its alignment and its whole size to 1 KB (weight-only 1-bit g128 with four K-tiles per stage on
         # 32-token tiles: 10 stages = 233472 B, which a launch refuses). Fewer stages until the real size fits.
         self.shared_storage = self.make_shared_storage()
-        while self.shared_storage.size_in_bytes() > SM90_SMEM_BYTES:
+        while self.shared_storage.size_in_bytes() > self.smem_bytes:
             if cfg.stages or self.ab_stages <= 2:
                 raise ValueError(f"{self.ab_stages} pipeline stages (TileConfig.stages={cfg.stages}): the shared "
-                                 f"storage takes {self.shared_storage.size_in_bytes()} B > {SM90_SMEM_BYTES} B")
+                                 f"storage takes {self.shared_storage.size_in_bytes()} B > {self.smem_bytes} B")
             self.ab_stages -= 1
             self.make_smem_layouts()
             self.shared_storage = self.make_shared_storage()
@@ -155,9 +168,8 @@ class Sm90GemmKernel:
         """K of one pipeline stage: four WGMMA k-blocks (a subclass may stage more)."""
         return mma_k * 4
 
-    @staticmethod
-    def stages_that_fit(stage_bytes: int, epi_bytes: int) -> int:
-        return (SM90_SMEM_BYTES - 1024 - epi_bytes) // stage_bytes
+    def stages_that_fit(self, stage_bytes: int, epi_bytes: int) -> int:
+        return (self.smem_bytes - 1024 - epi_bytes) // stage_bytes
 
     @cute.jit
     def __call__(self, mA: cute.Tensor, mB: cute.Tensor, mD: cute.Tensor, epi_tensors: tuple, stream,
@@ -194,7 +206,10 @@ class Sm90GemmKernel:
             tma_a, tA, tma_b, tB, tma_d, tD, mD.shape, epi_tensors, self.tiled_mma, self.cta_layout_mnk,
             self.sA_layout, self.sB_layout, self.sD_layout, sched_params, split, mainloop_tma,
         ).launch(grid=grid, block=[self.num_threads, 1, 1], cluster=(*self.cluster_shape_mn, 1),
-                 min_blocks_per_mp=1, stream=stream, use_pdl=self.use_pdl)
+                 min_blocks_per_mp=self.ctas_per_sm, stream=stream, use_pdl=self.use_pdl,
+                 # all of the SM's unified L1/shared memory as shared memory (also spares the DSL a device query
+                 # for its per-SM size when min_blocks_per_mp > 1, so the CPU machine compiles it)
+                 preferred_smem_carveout=100 if self.ctas_per_sm > 1 else None)
 
     # ------------------------------------------------------------------ device
     @cute.kernel

@@ -152,15 +152,28 @@ def clear_cache() -> None:
 
 # ---------------------------------------------------------------------------------------------------- tiles
 TILE_N_CHOICES = (16, 32, 64, 128, 256)  # tokens per tile (WGMMA N; 8 does not fit the epilogue's stmatrix tiling)
+SMALL_LAYER_MAX_TILE_N = 32  # small layers take 64-row tiles, two CTAs per SM, up to this token width (measured)
 
 def select_config(m: int, n: int, k: int, sm_count: int = 132) -> TileConfig:
-    """128 weight rows (two consumer warpgroups) x the narrowest token width that covers M (256 above), K split in
-    up to 8 slices where the tiles alone leave SMs idle (the wave model of ``configs.best_split``, over 64-value
-    K-tiles)."""
+    """The narrowest token width that covers M (256 above) x 128 weight rows (two consumer warpgroups), or, on
+    layers of fewer than ``config.WGMMA_LARGE_LAYER`` weights at <= ``SMALL_LAYER_MAX_TILE_N`` tokens, 64 rows (one
+    consumer warpgroup) with two CTAs per SM; K split in up to 8 slices where the tiles alone leave SMs idle (the wave
+    model of ``configs.best_split``, over 64-value K-tiles and the config's CTA slots).
+
+    Session 20 (H100, ``benchmarks/experiments/wo_wgmma_small.py`` variant m64c2, two runs): on 4096^2 the small
+    tiles were 3-7% faster at 8-32 tokens for AWQ, int4 (with and without g128 scales), int2 and int1 (AWQ M = 16
+    8.0 / 8.1 -> 7.6 / 7.7 us, M = 32 9.0 / 9.3 -> 8.6 / 8.8); on the three layers of >= 58.7M weights they were
+    even or slower (14336 x 4096 M = 32 up to 6%). More CTAs per SM without the smaller tile (two 128-row CTAs with
+    two A fragments in flight, which their register share forces) and three or four 64-row CTAs were slower or even
+    everywhere: the per-K-tile cost of this path is not a latency that more resident warps hide."""
+    from .config import WGMMA_LARGE_LAYER
+
     tile_n = next((t for t in TILE_N_CHOICES if t >= m), TILE_N_CHOICES[-1])
-    cfg = TileConfig(tile_m=128, tile_n=tile_n, cluster_m=1, cluster_n=1)
+    small = n * k < WGMMA_LARGE_LAYER and tile_n <= SMALL_LAYER_MAX_TILE_N
+    cfg = TileConfig(tile_m=64 if small else 128, tile_n=tile_n, cluster_m=1, cluster_n=1,
+                     ctas_per_sm=2 if small else 1)
     tiles = -(-n // cfg.tile_m) * -(-m // tile_n)
-    slices = best_split(tiles, cfg.tile_m, MAX_SPLIT_K, -(-k // K_TILE), sm_count)
+    slices = best_split(tiles, cfg.tile_m, MAX_SPLIT_K, -(-k // K_TILE), cfg.slots(sm_count))
     return replace(cfg, split_k=slices)
 
 def stage_options(bits: int, cfg: TileConfig, n: int, k: int) -> tuple:
@@ -180,8 +193,11 @@ def stage_options(bits: int, cfg: TileConfig, n: int, k: int) -> tuple:
 
 def shipped_configs() -> list[TileConfig]:
     """Every config ``select_config`` returns (split rows compile one variant for any slice count > 1)."""
-    return [TileConfig(tile_m=128, tile_n=t, cluster_m=1, cluster_n=1, split_k=s)
-            for t in TILE_N_CHOICES for s in (1, MAX_SPLIT_K)]
+    big = [TileConfig(tile_m=128, tile_n=t, cluster_m=1, cluster_n=1, split_k=s)
+           for t in TILE_N_CHOICES for s in (1, MAX_SPLIT_K)]
+    small = [TileConfig(tile_m=64, tile_n=t, cluster_m=1, cluster_n=1, split_k=s, ctas_per_sm=2)
+             for t in TILE_N_CHOICES if t <= SMALL_LAYER_MAX_TILE_N for s in (1, MAX_SPLIT_K)]
+    return big + small
 
 # ---------------------------------------------------------------------------------------------------- compile
 def build(fmt_key: str, x_dtype: torch.dtype, out_dtype: torch.dtype, scaled: bool, group: int, cfg: TileConfig,
