@@ -230,3 +230,11 @@ def test_sfa_tma_eligibility():
     assert not sfa_tma_eligible(mn_major, (128, 128, 128))  # blockwise: one value per tile, loaded by consumers
     assert not sfa_tma_eligible(torch.ones(64, 8), (1, 128, 128))  # K-major
     assert not sfa_tma_eligible(to_mn_major(torch.ones(63, 8)), (1, 128, 128))  # 252-byte column stride
+
+
+def test_config_too_large_for_two_ctas_per_sm_is_refused():
+    """A TileConfig whose stages do not fit the per-CTA share of shared memory (here a 128 x 192 FP8 tile at two CTAs
+    per SM) is a ValueError naming the share, not a launch failure."""
+    cfg = TileConfig(tile_m=128, tile_n=192, cluster_m=2, cluster_n=1, ctas_per_sm=2)
+    with pytest.raises(ValueError, match="CTAs per SM"):
+        build_sm90(2, torch.bfloat16, (1, 128, 128), cfg, 132)

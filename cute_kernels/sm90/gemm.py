@@ -125,8 +125,10 @@ class Sm90GemmKernel:
         ab_bytes += self.stage_extra_bytes
         fit = self.stages_that_fit(ab_bytes, epi_bytes)
         self.ab_stages = cfg.stages if cfg.stages else min(fit, _MAX_STAGES)
+        per_cta = f" (the share of one of {cfg.ctas_per_sm} CTAs per SM)" if cfg.ctas_per_sm > 1 else ""
         if self.ab_stages < 2 or self.ab_stages > fit:
-            raise ValueError(f"TileConfig.stages={cfg.stages}: {fit} stages of {ab_bytes} B fit in shared memory")
+            raise ValueError(f"TileConfig.stages={cfg.stages}: {fit} stages of {ab_bytes} B fit in shared memory"
+                             f"{per_cta}; at least 2 are needed")
         self.make_smem_layouts()
         # The count above leaves 1 KB for the barriers and the regions' alignment, but the struct also pads each
         # region to its alignment and its whole size to 1 KB (weight-only 1-bit g128 with four K-tiles per stage on
@@ -135,7 +137,8 @@ class Sm90GemmKernel:
         while self.shared_storage.size_in_bytes() > self.smem_bytes:
             if cfg.stages or self.ab_stages <= 2:
                 raise ValueError(f"{self.ab_stages} pipeline stages (TileConfig.stages={cfg.stages}): the shared "
-                                 f"storage takes {self.shared_storage.size_in_bytes()} B > {self.smem_bytes} B")
+                                 f"storage takes {self.shared_storage.size_in_bytes()} B > {self.smem_bytes} B"
+                                 f"{per_cta}; use a smaller tile or fewer CTAs per SM")
             self.ab_stages -= 1
             self.make_smem_layouts()
             self.shared_storage = self.make_shared_storage()
