@@ -72,14 +72,16 @@ VARIANTS = {fam: {"ship": {}, "w2": {"l2_warmup": 2}, "w4": {"l2_warmup": 4}, "w
                   "m64c4a2": {"tile_m": 64, "ctas_per_sm": 4, "a_buffers": 2}}
             for fam in ("awq", "int4g", "int4", "int2", "int1")}  # {} = the defaults
 PROBES = {"int4": {"nodecode": {}, "pipeline": {}}, "int1": {"nodecode": {}, "pipeline": {}},
-          "awq": {"nodecode": {}, "noparams": {}}, "int4g": {"noparams": {}}}
+          "awq": {"nodecode": {}, "noparams": {}, "noscale": {}, "noscale_m64c2": {"tile_m": 64, "ctas_per_sm": 2}},
+          "int4g": {"noparams": {}}}
 if os.environ.get("WO_NO_PROBES"):
     PROBES = {}
 FAMILIES = tuple(os.environ.get("WO_FAMS", "awq,int4g,int4,int2,int1").split(","))
-if os.environ.get("WO_VARIANTS"):  # only these variants (names of VARIANTS), no probes
+if os.environ.get("WO_VARIANTS"):  # only these variants (names of VARIANTS), no probes unless WO_PROBES names some
     _keep = os.environ["WO_VARIANTS"].split(",")
     VARIANTS = {f: {v: o for v, o in vs.items() if v in _keep} for f, vs in VARIANTS.items()}
-    PROBES = {}
+    _probes = os.environ.get("WO_PROBES", "").split(",")
+    PROBES = {f: {v: o for v, o in ps.items() if v in _probes} for f, ps in PROBES.items()}
 
 
 class NoDecode(wok.WeightOnlyWgmmaSm90):
@@ -100,6 +102,15 @@ class NoParams(wok.WeightOnlyWgmmaSm90):
     def param_words(self, s_params, rows, j, stage):
         words = [wok.Uint32(0x3C003C00), wok.Uint32(0xE408E408)]  # scale 1.0 (fp16), AWQ's -(1024 + 8)
         return [words[:self.words_per_group] for _ in range(2 * self.groups_per_tile)]
+
+
+class NoScale(wok.WeightOnlyWgmmaSm90):
+    """Timing probe (session 20): AWQ's decode without its scale multiply, (u - z) only - the decode a promoted
+    scale would leave (wrong results: scale 1): bounds what promoting AWQ's group scales could gain."""
+
+    @wok.cute.jit
+    def decode_contexts(self, ct, s_params, rows, j, stage):
+        return [(self.fmt.group_ctx_words(ct, w)[0], None) for w in self.param_words(s_params, rows, j, stage)]
 
 
 class PipelineOnly(wok.WeightOnlyWgmmaSm90):
@@ -136,7 +147,8 @@ def compiled(fam, x_dtype, sd, group, tile_n, variant, split=True):
         orig = wok.WeightOnlyWgmmaSm90
         if probe:
             wok.WeightOnlyWgmmaSm90 = (PipelineOnly if variant.startswith("pipeline") else
-                                       NoParams if variant.startswith("noparams") else NoDecode)
+                                       NoParams if variant.startswith("noparams") else
+                                       NoScale if variant.startswith("noscale") else NoDecode)
         try:
             fmt_key = "int4" if fam == "int4g" else fam
             _compiled[key] = wgmma.build(fmt_key, x_dtype, x_dtype, sd is not None, group, cfg, kernel_options=opts)
@@ -154,7 +166,7 @@ def launcher(fam, variant, m, n, k, sms, x_dtype, sd, group):
     launched the split variant even with one slice (14336 x 4096); since then one slice runs the unsplit kernel, as
     the op does."""
     tile_n = tile_n_for(m)
-    opts = VARIANTS.get(fam, {}).get(variant, {})
+    opts = VARIANTS.get(fam, {}).get(variant) or PROBES.get(fam, {}).get(variant, {})
     tile_m = opts.get("tile_m", 128)
     tiles = -(-n // tile_m) * -(-m // tile_n)
     s = opts.get("split") or best_split(tiles, tile_m, wgmma.MAX_SPLIT_K, -(-k // wgmma.K_TILE),
