@@ -21,7 +21,6 @@ from bench_weight_only import graph_time_us, n_sets
 from cute_kernels import arch as _arch
 from cute_kernels.weight_only import awq_dequantize, awq_gemm, awq_repack, config
 from cute_kernels.weight_only.compile import compile_weight_only
-from cute_kernels.weight_only.kernel import TileShape
 
 OUT = os.environ.get("OUT", ".")
 MS = [int(v) for v in (sys.argv[1] if len(sys.argv) > 1 else "1,2,4,8").split(",")]
@@ -46,7 +45,11 @@ def variants(m, oc, ic, sms, kws, sets, x):
     return tile, out
 
 
-def main():
+def run(variants_of, json_name, ms):
+    """Time ``variants_of(m, oc, ic, sms, kws, sets, x) -> (tile, {name: (calls, result tensor or None)})`` with fp16
+    torch.matmul alongside on the four layers of bench_awq at ``ms`` tokens: each variant checked against the float64
+    reference first, then ROUNDS interleaved rounds of CUDA-graph medians; writes $OUT/``json_name`` and prints the
+    best of the rounds as a table. Shared with awq_decode_sweep.py."""
     sms = _arch.sm_count(0)
     rows = []
     for oc, ic in bench_awq.SHAPES:
@@ -54,9 +57,9 @@ def main():
         sets = [bench_awq._awq_set(ic, oc, torch.float16) for _ in range(n_sets(int(awq_bytes), 16))]
         kws = [awq_repack.kernel_weights(q, s, z, 128) for q, s, z in sets]
         dense = [awq_dequantize(*s) for s in sets[:2]]
-        for m in MS:
+        for m in ms:
             x = torch.randn(m, ic, device="cuda", dtype=torch.float16)
-            tile, vs = variants(m, oc, ic, sms, kws, sets, x)
+            tile, vs = variants_of(m, oc, ic, sms, kws, sets, x)
             row = dict(n=oc, k=ic, m=m, tile=str(tile), err={}, us={})
             for name, (fns, res) in vs.items():
                 r = fns[0]() if res is None else (fns[0](), res)[1]
@@ -70,7 +73,7 @@ def main():
             best = {k: min(v) for k, v in row["us"].items()}
             print(f"{oc}x{ic} M={m}: " + " ".join(f"{k}={v:.2f}" for k, v in best.items()), flush=True)
             json.dump(dict(device=torch.cuda.get_device_name(), rows=rows),
-                      open(os.path.join(OUT, "awq_decode_promote.json"), "w"))
+                      open(os.path.join(OUT, json_name), "w"))
         del sets, kws, dense
         awq_repack.clear_cache()
     names = list(rows[0]["us"])
@@ -78,8 +81,11 @@ def main():
     for r in rows:
         b = {k: min(v) for k, v in r["us"].items()}
         print(f"| {r['n']}x{r['k']} | {r['m']} | " + " | ".join(
-            f"{b[k]:.2f}" + ("" if k == "fp16" else f" ({b['fp16'] / b[k]:.2f}x)") for k in names) + " |")
+            f"{b[k]:.2f}" + ("" if k == "fp16" else f" ({b['fp16'] / b[k]:.2f}x)") for k in b) + " |")
 
+
+def main():
+    run(variants, "awq_decode_promote.json", MS)
 
 if __name__ == "__main__":
     main()

@@ -9,26 +9,22 @@ Variants of the shipped tile (``config.decode_tile``; scales promoted or folded 
     (shipped: 4 MB where N >= K, else off);
   * nt2: two 16-row tiles per warp (the int4 plan) with the shipped pipeline.
 Every variant is checked against the float64 reference before it is timed; CUDA-graph medians with the weights
-rotated through more than L2; three rounds, variants interleaved within each. Writes awq_decode_sweep.json.
+rotated through more than L2; three rounds, variants interleaved within each (the harness of awq_decode_promote.py).
+Writes awq_decode_sweep.json.
 """
-import json
-import os
 import sys
 from dataclasses import replace
 
 sys.path.insert(0, "benchmarks")
 import torch
 
-import bench_awq
-from bench_weight_only import graph_time_us, n_sets
-from cute_kernels import arch as _arch
-from cute_kernels.weight_only import awq_dequantize, awq_gemm, awq_repack, config
+sys.path.insert(0, "benchmarks/experiments")
+import awq_decode_promote
+from cute_kernels.weight_only import awq_gemm, config
 from cute_kernels.weight_only.compile import compile_weight_only
 from cute_kernels.weight_only.quantized_mm import use_promoted_scales
 
-OUT = os.environ.get("OUT", ".")
 MS = [int(v) for v in (sys.argv[1] if len(sys.argv) > 1 else "1,4").split(",")]
-ROUNDS = 3
 
 
 def variants(m, oc, ic, sms, kws, sets, x):
@@ -55,32 +51,7 @@ def variants(m, oc, ic, sms, kws, sets, x):
 
 
 def main():
-    sms = _arch.sm_count(0)
-    rows = []
-    for oc, ic in bench_awq.SHAPES:
-        awq_bytes = ic * oc // 2 + (ic // 128) * oc * 2.5
-        sets = [bench_awq._awq_set(ic, oc, torch.float16) for _ in range(n_sets(int(awq_bytes), 16))]
-        kws = [awq_repack.kernel_weights(q, s, z, 128) for q, s, z in sets]
-        dense = [awq_dequantize(*s) for s in sets[:2]]
-        for m in MS:
-            x = torch.randn(m, ic, device="cuda", dtype=torch.float16)
-            tile, vs = variants(m, oc, ic, sms, kws, sets, x)
-            row = dict(n=oc, k=ic, m=m, tile=str(tile), err={}, us={})
-            for name, (fns, res) in vs.items():
-                r = fns[0]() if res is None else (fns[0](), res)[1]
-                row["err"][name] = bench_awq._check(r, x, *sets[0])
-            fp16 = [lambda w=w: torch.matmul(x, w) for w in dense]
-            for _ in range(ROUNDS):
-                row["us"].setdefault("fp16", []).append(graph_time_us(fp16)[0])
-                for name, (fns, _res) in vs.items():
-                    row["us"].setdefault(name, []).append(graph_time_us(fns)[0])
-            rows.append(row)
-            best = {k: min(v) for k, v in row["us"].items()}
-            print(f"{oc}x{ic} M={m}: " + " ".join(f"{k}={v:.2f}" for k, v in best.items()), flush=True)
-            json.dump(dict(device=torch.cuda.get_device_name(), rows=rows),
-                      open(os.path.join(OUT, "awq_decode_sweep.json"), "w"))
-        del sets, kws, dense
-        awq_repack.clear_cache()
+    awq_decode_promote.run(variants, "awq_decode_sweep.json", MS)
 
 
 if __name__ == "__main__":
