@@ -31,8 +31,8 @@ on the dense weight in x's dtype, and a bare read (copy_bandwidth's Triton read)
 Correctness first: every compiled variant (not the probes) against float64 on a ragged problem (partial last stage),
 NaN-poisoned output. Timing: CUDA-graph medians (cute_kernels.bench.graph_time_us), weight copies rotated past L2.
 ``python benchmarks/experiments/wo_wgmma_small.py`` prints a table; writes $OUT/wo_wgmma_small.json (WO_MS, WO_FAMS
-select token counts and families, WO_VARIANTS variants). ``... profile FAM VARIANT M [N K]``: one launch of a
-variant (ncu target).
+select token counts and families, WO_VARIANTS variants, WO_PROBES probes, WO_LAYERS layers). ``... profile FAM
+VARIANT M [N K]``: one launch of a variant (ncu target).
 """
 import json
 import os
@@ -54,6 +54,8 @@ from cute_kernels.weight_only import awq_gemm, awq_repack, quantized_mm, wgmma
 
 OUT = os.environ.get("OUT", ".")
 LAYERS = ((4096, 4096), (14336, 4096), (4096, 14336), (8192, 8192))
+if os.environ.get("WO_LAYERS"):  # e.g. "1024x4096,6144x4096" (N x K)
+    LAYERS = tuple(tuple(int(v) for v in layer.split("x")) for layer in os.environ["WO_LAYERS"].split(","))
 MS = tuple(int(m) for m in os.environ.get("WO_MS", "1,16,32,64").split(","))
 L2_MARGIN = 150 << 20
 
