@@ -136,6 +136,36 @@ def markdown(rows, device):
     return "\n".join(lines)
 
 
+def plot(json_path: str, png_path: str) -> None:
+    """Speedup over fp16 torch.matmul against M, one panel per layer: awq_gemm and awq_linear (the issue's 3x target
+    at M <= 16 drawn as a dashed line)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    data = json.load(open(json_path))
+    rows = data["rows"]
+    fig, axes = plt.subplots(1, len(SHAPES), figsize=(4.5 * len(SHAPES), 3.8), sharey=True)
+    for ax, (oc, ic) in zip(axes, SHAPES):
+        mine = sorted((r for r in rows if r["n"] == oc and r["k"] == ic), key=lambda r: r["m"])
+        ms = [r["m"] for r in mine]
+        ax.plot(ms, [r["fused_speedup"] for r in mine], marker="o", label="awq_gemm")
+        ax.plot(ms, [r["fp16_us"] / r["linear_us"] for r in mine], marker="x", ls=":", label="awq_linear")
+        ax.axhline(1.0, color="gray", lw=0.8)
+        ax.plot([1, 16], [3, 3], color="red", lw=0.8, ls="--", label="3x target (M <= 16)")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ms)
+        ax.set_xticklabels([str(m) for m in ms])
+        ax.set_title(f"OC={oc}, IC={ic}")
+        ax.set_xlabel("tokens M")
+    axes[0].set_ylabel("speedup vs fp16 torch.matmul")
+    axes[-1].legend(fontsize=8)
+    fig.suptitle(f"AWQ int4 g{GROUP}, {data['device']} ({data['date']})")
+    fig.tight_layout()
+    fig.savefig(png_path, dpi=110)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
@@ -143,7 +173,12 @@ def main():
     ap.add_argument("--ms", help="comma-separated token counts (default: all of MS)")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved timings of awq_gemm and fp16 matmul per row "
                     "(their medians are reported)")
+    ap.add_argument("--plot", metavar="RESULTS_JSON", help="only draw the plot (--png) from an awq_results.json")
+    ap.add_argument("--png", default="awq_speedup.png")
     args = ap.parse_args()
+    if args.plot:
+        plot(args.plot, args.png)
+        return
     shapes, ms = (SHAPES[-1:], [1, 16, 256]) if args.quick else (SHAPES, MS)
     if args.ms:
         ms = [int(m) for m in args.ms.split(",")]
@@ -159,6 +194,10 @@ def main():
     md = markdown(rows, device)
     with open(os.path.join(args.out, "awq_results.md"), "w") as f:
         f.write(md + "\n")
+    try:
+        plot(os.path.join(args.out, "awq_results.json"), os.path.join(args.out, args.png))
+    except ImportError:
+        print("(no matplotlib: no plot)")
     print(md)
 
 

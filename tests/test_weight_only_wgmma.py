@@ -267,6 +267,26 @@ def test_small_layer_tile_two_ctas_per_sm(fmt_key, bits, scale_dtype, tile_n, sp
     assert kernel.smem_bytes == SM90_SMEM_PER_SM // 2 - 1024 and kernel.max_active_clusters == 264
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("cfg", wgmma.shipped_configs(), ids=lambda c: c.describe())
+def test_no_shipped_config_serializes_its_wgmmas(cfg):
+    """ptxas serializes register-sourced WGMMAs (a WARPGROUP.DEPBAR after every HGMMA: no spill, no warning in the
+    build) when the consumers' registers cannot hold the accumulator and the A fragments in flight - as four fragments
+    on 256-token tiles did from session 15 to 20 (13-32% slower at 256-1024 tokens). Every shipped config, for AWQ (the
+    most decode-context registers) and 1-bit codes, with the large-layer stage options where they apply."""
+    from cute_kernels.sass import compile_with_artifacts, summarize_cubin
+
+    for fmt_key, bits, scaled, group in (("awq", 4, True, 128), ("int1", 1, False, wgmma.NO_GROUP)):
+        options = dict(wgmma.stage_options(bits, cfg, *_LARGE))
+        compiled = compile_with_artifacts(
+            lambda o: wgmma.build(fmt_key, torch.float16, torch.float16, scaled, group, cfg, extra_options=o,
+                                  kernel_options=options))
+        s = summarize_cubin(compiled.artifacts.CUBIN)
+        hgmma = sum(s.mma.values())
+        assert s.local_memory_ops == 0, (fmt_key, cfg)
+        assert hgmma and s.text.count("WARPGROUP.DEPBAR") < hgmma, (fmt_key, cfg.describe(), dict(s.mma))
+
+
 def test_kernel_options_are_checked():
     from cute_kernels.epilogues import Accumulator, EpilogueTree
     from cute_kernels.sm90.weight_only_wgmma import WeightOnlyWgmmaSm90
@@ -278,6 +298,9 @@ def test_kernel_options_are_checked():
     assert WeightOnlyWgmmaSm90(cfg, tree, format_by_key("int4"), 64, False).kps == 2  # 4-bit: 2 on 16-token tiles
     cfg64 = TileConfig(tile_m=128, tile_n=64, cluster_m=1, cluster_n=1)
     assert WeightOnlyWgmmaSm90(cfg64, tree, format_by_key("int4"), 64, False).kps == 1  # and 1 on wider ones
+    assert WeightOnlyWgmmaSm90(cfg64, tree, format_by_key("int4"), 64, False).a_buffers == 4
+    cfg256 = TileConfig(tile_m=128, tile_n=256, cluster_m=1, cluster_n=1)
+    assert WeightOnlyWgmmaSm90(cfg256, tree, format_by_key("int4"), 64, False).a_buffers == 2  # registers
     assert WeightOnlyWgmmaSm90(cfg, tree, format_by_key("int4"), 64, False, k_tiles_per_stage=4).kps == 4
     with pytest.raises(ValueError, match="k_tiles_per_stage = 3"):
         WeightOnlyWgmmaSm90(cfg, tree, format_by_key("int4"), 64, False, k_tiles_per_stage=3)

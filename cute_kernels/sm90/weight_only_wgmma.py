@@ -71,9 +71,10 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
     """One compiled variant = (weight format, activation dtype, D dtype, group size, scales / zeros, TileConfig)."""
 
     def __init__(self, config: TileConfig, epilogue: EpilogueTree, fmt: WeightFormat, group: int, has_scales: bool,
-                 sm_count: int = 132, l2_warmup: int | None = None, a_buffers: int = 4,
+                 sm_count: int = 132, l2_warmup: int | None = None, a_buffers: int | None = None,
                  k_tiles_per_stage: int | None = None):
-        """a_buffers: A fragments = K-tiles whose WGMMAs may be in flight (2, 4). k_tiles_per_stage: 64-value K-tiles
+        """a_buffers: A fragments = K-tiles whose WGMMAs may be in flight (2, 4; None: ``default_a_buffers``).
+        k_tiles_per_stage: 64-value K-tiles
         per pipeline stage (1, 2, 4; None: 2 for 1/2-bit weights and for 4-bit 16-token tiles, else 1). Where a row
         block's codes of one stage are wider than TMA's 256-element box limit (4-bit with 2 or 4) the DSL issues the
         stage's A copy as several boxes. l2_warmup: ``Sm90GemmKernel``'s, in stages (None: 4 for 4-bit weights, else
@@ -83,6 +84,8 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
         every layer (four: 7-20% slower), but were mixed at 64 tokens."""
         if k_tiles_per_stage is None:
             k_tiles_per_stage = 2 if fmt.bits <= 2 or config.tile_n <= 16 else 1
+        if a_buffers is None:
+            a_buffers = self.default_a_buffers(config)
         if l2_warmup is None:
             l2_warmup = 4 if fmt.bits == 4 else 0
         if fmt.bits not in (1, 2, 4):
@@ -109,6 +112,15 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
         # words of each
         self.groups_per_stage = max(1, K_TILE * self.kps // group) if self.groups_per_tile else 0
         self.words_per_group = fmt.context_word_count(has_scales) if self.groups_per_tile else 0
+
+    @staticmethod
+    def default_a_buffers(config: TileConfig) -> int:
+        """Four A fragments (three K-tiles of WGMMAs in flight; session 15) up to 128-token tiles; two on 256-token
+        tiles, whose 128 accumulator registers per thread leave too few for four: there ptxas serializes the
+        WGMMAs (a ``WARPGROUP.DEPBAR`` after every HGMMA, no spills, no warning in the build). That went unnoticed
+        from session 15 to 20 and cost 13-32% at 256-1024 tokens (bench_awq, H100: 14336 x 4096 at 1024 tokens
+        228.95 us in session 14, 285.83 in session 20; a CPU test now checks every shipped config's SASS)."""
+        return 4 if config.tile_n <= 128 else 2
 
     # ------------------------------------------------------------------ the A operand: packed codes, registers
     def make_tiled_mma(self) -> cute.TiledMma:
