@@ -158,6 +158,10 @@ def test_shipped_config_sass(cfg):
     assert "ACQBULK" in s.instructions and "PREEXIT" in s.instructions, "griddepcontrol (PDL) missing"
     # the first K-tiles' L2 prefetch before the PDL wait (Sm90GemmKernel.l2_warmup), one per operand and K-tile
     assert s.instructions["UTMAPF"] >= 2, "TMA L2 prefetch (l2_warmup) missing"
+    # WGMMAs not serialized: ptxas puts a WARPGROUP.DEPBAR after every IGMMA when it cannot prove no other instruction
+    # touches the accumulator inside a WGMMA group (C7514; the unsplit small swapped tiles had 12 of 12 until the
+    # accumulator's zero fill became the first WGMMA's ACCUMULATE flag, session 20)
+    assert s.text.count("WARPGROUP.DEPBAR") < sum(s.mma.values()) // 2, (s.text.count("WARPGROUP.DEPBAR"), dict(s.mma))
 
 
 def test_split_fixup_has_one_gpu_scope_fence():

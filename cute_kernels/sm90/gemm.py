@@ -577,24 +577,30 @@ class Sm90GemmKernel:
         k_blocks = cute.size(tCrA, mode=[2])
         read.reset_count()
         release.reset_count()
-        # Zero the accumulators instead of toggling ACCUMULATE off for the first WGMMA: the K loop body is
-        # traced once, so a flag flipped inside it would apply to every K-tile.
-        acc.fill(0)
-        tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
+        # The first K-tile's first WGMMA overwrites the accumulator (ACCUMULATE off) instead of the accumulator being
+        # zero-filled: register writes that ptxas sees between the fence and the first WGMMA made it serialize every
+        # WGMMA of the small swapped tiles (C7514, a WARPGROUP.DEPBAR after each IGMMA; session 20). Every work tile
+        # has at least one K-tile (K >= 16, at most one K slice per K-tile).
         warpgroup.fence()
-        for k in range(k_tiles):
+        ab_pipe.consumer_wait(read)
+        for kb in cutlass.range_constexpr(k_blocks):
+            tiled_mma.set(warpgroup.Field.ACCUMULATE, kb != 0)
+            cute.gemm(tiled_mma, acc, tCrA[(None, None, kb, read.index)], tCrB[(None, None, kb, read.index)], acc)
+        warpgroup.commit_group()
+        read.advance()
+        tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
+        for _k in range(1, k_tiles):
             ab_pipe.consumer_wait(read)
             for kb in cutlass.range_constexpr(k_blocks):
                 cute.gemm(tiled_mma, acc, tCrA[(None, None, kb, read.index)], tCrB[(None, None, kb, read.index)],
                           acc)
             warpgroup.commit_group()
-            warpgroup.wait_group(1)
-            if k > 0:
-                ab_pipe.consumer_release(release)
-                release.advance()
+            warpgroup.wait_group(1)  # the previous K-tile's WGMMAs are done: its buffer goes back to the producer
+            ab_pipe.consumer_release(release)
+            release.advance()
             read.advance()
         warpgroup.wait_group(0)
-        ab_pipe.consumer_release(release)  # K >= 16 and at most one K slice per K-tile: always a last K-tile
+        ab_pipe.consumer_release(release)
         release.advance()
         return read, release
 
