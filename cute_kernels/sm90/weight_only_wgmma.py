@@ -26,8 +26,8 @@ blob and of x together (2 for 1/2-bit weights, whose K-tiles are only 0.5-1 KB o
 weights on 16-token tiles, where the per-stage round trip is a large part of each K-tile's time; else 1).
 Per K-tile a consumer thread loads its 4 * bits bytes of packed codes from shared memory, decodes them into a
 register A fragment and issues the K-tile's four register-sourced WGMMAs with x from shared memory. Four A fragments
-rotate over the K-tiles and wait_group(3) keeps three K-tiles of WGMMAs in flight while the next one is decoded (the
-fragment being written is never one a WGMMA still reads); a stage is released once the WGMMAs of its last K-tile are
+rotate over the K-tiles (two on 256-token tiles: ``default_a_buffers``) and wait_group(3) keeps three K-tiles of
+WGMMAs in flight while the next one is decoded (the fragment being written is never one a WGMMA still reads); a stage is released once the WGMMAs of its last K-tile are
 done. The group parameters of a stage arrive with it (one more TMA box on the stage's barrier) and are read from
 shared memory at the K-tile that uses them. Session 16 measured why: read from global memory by the consumers, even
 two or four K-tiles ahead, they cost 3-5 µs of an 8192^2 AWQ GEMM at 1-64 tokens, in either layout. Sessions 15-16
@@ -74,14 +74,13 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
                  sm_count: int = 132, l2_warmup: int | None = None, a_buffers: int | None = None,
                  k_tiles_per_stage: int | None = None):
         """a_buffers: A fragments = K-tiles whose WGMMAs may be in flight (2, 4; None: ``default_a_buffers``).
-        k_tiles_per_stage: 64-value K-tiles
-        per pipeline stage (1, 2, 4; None: 2 for 1/2-bit weights and for 4-bit 16-token tiles, else 1). Where a row
-        block's codes of one stage are wider than TMA's 256-element box limit (4-bit with 2 or 4) the DSL issues the
-        stage's A copy as several boxes. l2_warmup: ``Sm90GemmKernel``'s, in stages (None: 4 for 4-bit weights, else
-        off). The defaults are what sessions 15-17 measured fastest (benchmarks/experiments/wo_wgmma_small.py):
-        l2_warmup 4 made 4-bit weights 1-12% faster at 1-16 tokens on 3 of 4 layers (AWQ's 14336 x 4096 1-2% slower;
-        mixed for 1/2-bit); two 4-bit K-tiles per stage made AWQ and grouped int4 3-9% faster at 12-16 tokens on
-        every layer (four: 7-20% slower), but were mixed at 64 tokens."""
+        k_tiles_per_stage: 64-value K-tiles per pipeline stage (1, 2, 4; None: 2 for 1/2-bit weights and for 4-bit
+        16-token tiles, else 1). Where a row block's codes of one stage are wider than TMA's 256-element box limit
+        (4-bit with 2 or 4) the DSL issues the stage's A copy as several boxes. l2_warmup: ``Sm90GemmKernel``'s, in
+        stages (None: 4 for 4-bit weights, else off). The defaults are what sessions 15-17 measured fastest
+        (benchmarks/experiments/wo_wgmma_small.py): l2_warmup 4 made 4-bit weights 1-12% faster at 1-16 tokens on 3 of
+        4 layers (AWQ's 14336 x 4096 1-2% slower; mixed for 1/2-bit); two 4-bit K-tiles per stage made AWQ and grouped
+        int4 3-9% faster at 12-16 tokens on every layer (four: 7-20% slower), but were mixed at 64 tokens."""
         if k_tiles_per_stage is None:
             k_tiles_per_stage = 2 if fmt.bits <= 2 or config.tile_n <= 16 else 1
         if a_buffers is None:
