@@ -21,7 +21,7 @@ import time
 
 import torch
 
-from bench_weight_only import graph_time_us, n_sets
+from bench_weight_only import graph_time_us, n_sets, panel_plot
 
 SHAPES = [(4096, 4096), (14336, 4096), (4096, 14336), (8192, 8192)]  # (N = OC, K = IC)
 MS = [1, 4, 16, 64, 256, 1024]
@@ -139,31 +139,20 @@ def markdown(rows, device):
 def plot(json_path: str, png_path: str) -> None:
     """Speedup over fp16 torch.matmul against M, one panel per layer: awq_gemm and awq_linear (the issue's 3x target
     at M <= 16 drawn as a dashed line)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     data = json.load(open(json_path))
-    rows = data["rows"]
-    fig, axes = plt.subplots(1, len(SHAPES), figsize=(4.5 * len(SHAPES), 3.8), sharey=True)
-    for ax, (oc, ic) in zip(axes, SHAPES):
-        mine = sorted((r for r in rows if r["n"] == oc and r["k"] == ic), key=lambda r: r["m"])
-        ms = [r["m"] for r in mine]
-        ax.plot(ms, [r["fused_speedup"] for r in mine], marker="o", label="awq_gemm")
-        ax.plot(ms, [r["fp16_us"] / r["linear_us"] for r in mine], marker="x", ls=":", label="awq_linear")
-        ax.axhline(1.0, color="gray", lw=0.8)
-        ax.plot([1, 16], [3, 3], color="red", lw=0.8, ls="--", label="3x target (M <= 16)")
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(ms)
-        ax.set_xticklabels([str(m) for m in ms])
-        ax.set_title(f"OC={oc}, IC={ic}")
-        ax.set_xlabel("tokens M")
-    axes[0].set_ylabel("speedup vs fp16 torch.matmul")
-    axes[-1].legend(fontsize=8)
-    fig.suptitle(f"AWQ int4 g{GROUP}, {data['device']} ({data['date']})")
-    fig.tight_layout()
-    fig.savefig(png_path, dpi=110)
+
+    def draw(oc, ic):
+        def on(ax):
+            mine = sorted((r for r in data["rows"] if r["n"] == oc and r["k"] == ic), key=lambda r: r["m"])
+            ms = [r["m"] for r in mine]
+            ax.plot(ms, [r["fused_speedup"] for r in mine], marker="o", label="awq_gemm")
+            ax.plot(ms, [r["fp16_us"] / r["linear_us"] for r in mine], marker="x", ls=":", label="awq_linear")
+            ax.plot([1, 16], [3, 3], color="red", lw=0.8, ls="--", label="3x target (M <= 16)")
+        return on
+
+    ms = sorted({r["m"] for r in data["rows"]})
+    panel_plot(png_path, [(f"OC={oc}, IC={ic}", draw(oc, ic)) for oc, ic in SHAPES], "tokens M",
+               "speedup vs fp16 torch.matmul", f"AWQ int4 g{GROUP}, {data['device']} ({data['date']})", xticks=ms)
 
 
 def main():

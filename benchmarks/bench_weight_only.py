@@ -214,31 +214,45 @@ def markdown(rows, copy_gbs, device):
     return "\n".join(lines)
 
 
-def plot(json_path: str, png_path: str) -> None:
+def panel_plot(png_path: str, panels: list, xlabel: str, ylabel: str, title: str, xticks=None) -> None:
+    """One row of panels sharing y, one per ``(title, draw)`` in ``panels`` (``draw(ax)`` plots it), log2 x axis
+    with a line at 1.0; saved to ``png_path``. Shared by this script's and bench_awq's plots."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    data = json.load(open(json_path))
-    rows = data["quantized_mm"]
-    fig, axes = plt.subplots(1, len(SHAPES), figsize=(5 * len(SHAPES), 4), sharey=True)
-    for ax, (n, k) in zip(axes, SHAPES):
-        for m in MS:
-            pts = sorted((r["bits"], r["speedup"]) for r in rows if r["n"] == n and r["k"] == k and r["m"] == m)
-            if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"M={m}")
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.8), sharey=True)
+    for ax, (panel_title, draw) in zip(axes, panels):
+        draw(ax)
         ax.axhline(1.0, color="gray", lw=0.8)
         ax.set_xscale("log", base=2)
-        ax.set_xticks(BITS)
-        ax.set_xticklabels([str(b) for b in BITS])
-        ax.set_title(f"N={n}, K={k}")
-        ax.set_xlabel("weight bits")
-    axes[0].set_ylabel("speedup vs bf16 torch.matmul")
+        if xticks is not None:
+            ax.set_xticks(xticks)
+            ax.set_xticklabels([str(t) for t in xticks])
+        ax.set_title(panel_title)
+        ax.set_xlabel(xlabel)
+    axes[0].set_ylabel(ylabel)
     axes[-1].legend(fontsize=8)
-    fig.suptitle(f"quantized_mm, {data['device']} ({data['date']})")
+    fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(png_path, dpi=110)
+
+
+def plot(json_path: str, png_path: str) -> None:
+    data = json.load(open(json_path))
+    rows = data["quantized_mm"]
+
+    def draw(n, k):
+        def on(ax):
+            for m in MS:
+                pts = sorted((r["bits"], r["speedup"]) for r in rows if r["n"] == n and r["k"] == k and r["m"] == m)
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"M={m}")
+        return on
+
+    panel_plot(png_path, [(f"N={n}, K={k}", draw(n, k)) for n, k in SHAPES], "weight bits",
+               "speedup vs bf16 torch.matmul", f"quantized_mm, {data['device']} ({data['date']})", xticks=BITS)
 
 
 def main():
