@@ -76,12 +76,13 @@ def run(variants_of, json_name, ms):
                       open(os.path.join(OUT, json_name), "w"))
         del sets, kws, dense
         awq_repack.clear_cache()
-    names = list(rows[0]["us"])
+    names = list(dict.fromkeys(name for r in rows for name in r["us"]))  # rows may have different variant sets
     print("\n| OC x IC | M | " + " | ".join(names) + " |")
     for r in rows:
         b = {k: min(v) for k, v in r["us"].items()}
         print(f"| {r['n']}x{r['k']} | {r['m']} | " + " | ".join(
-            f"{b[k]:.2f}" + ("" if k == "fp16" else f" ({b['fp16'] / b[k]:.2f}x)") for k in b) + " |")
+            "-" if k not in b else f"{b[k]:.2f}" + ("" if k == "fp16" else f" ({b['fp16'] / b[k]:.2f}x)")
+            for k in names) + " |")
 
 
 def main():
