@@ -75,7 +75,7 @@ class Sm90GemmKernel:
         self.epilogue = epilogue
         self.acc_dtype = acc_dtype
         self.cluster_shape_mn = (config.cluster_m, config.cluster_n)
-        self.ctas_per_sm = ctas_per_sm = config.ctas_per_sm
+        ctas_per_sm = config.ctas_per_sm
         self.max_active_clusters = max(1, config.slots(sm_count) // (config.cluster_m * config.cluster_n))
         # Two consumer warpgroups split a 128-row tile; a 64-row tile has one.
         self.atom_layout_mnk = (2, 1, 1) if config.tile_m == 128 else (1, 1, 1)
@@ -209,10 +209,10 @@ class Sm90GemmKernel:
             tma_a, tA, tma_b, tB, tma_d, tD, mD.shape, epi_tensors, self.tiled_mma, self.cta_layout_mnk,
             self.sA_layout, self.sB_layout, self.sD_layout, sched_params, split, mainloop_tma,
         ).launch(grid=grid, block=[self.num_threads, 1, 1], cluster=(*self.cluster_shape_mn, 1),
-                 min_blocks_per_mp=self.ctas_per_sm, stream=stream, use_pdl=self.use_pdl,
+                 min_blocks_per_mp=self.config.ctas_per_sm, stream=stream, use_pdl=self.use_pdl,
                  # all of the SM's unified L1/shared memory as shared memory (also spares the DSL a device query
                  # for its per-SM size when min_blocks_per_mp > 1, so the CPU machine compiles it)
-                 preferred_smem_carveout=100 if self.ctas_per_sm > 1 else None)
+                 preferred_smem_carveout=100 if self.config.ctas_per_sm > 1 else None)
 
     # ------------------------------------------------------------------ device
     @cute.kernel
