@@ -3,7 +3,7 @@
 Columns, timed in the same run: ``ours`` = cute_kernels.quantized_mm on its default dispatch (bf16 x, per-tensor
 scale), ``bf16`` = torch.matmul(x, W_bf16.t()) on a pre-dequantized bf16 weight (what a user would otherwise run);
 speedup = bf16 / ours; ``GB/s`` = packed weight bytes / time (the decode path's figure of merit, compared with the
-device's copy bandwidth measured here: bytes read + written by a 1 GiB device-to-device copy). For M >= 64 both
+device's copy bandwidth measured here: bytes read + written by a 1 GiB device-to-device copy). For M >= 17 the
 large-M paths are also forced side by side - the tensor-core tiles of the kernel template and the dense path
 (dequantize + cuBLAS; the dispatcher's DENSE_MIN_M comes from this crossover) - and the dequantize alone
 (``dequantize_weights``: packed bytes read + dense bf16 bytes written / time). A second table times the decode and
@@ -36,7 +36,7 @@ MS = [1, 4, 16, 64, 256, 4096]
 QUICK_BITS = [4, 8]
 QUICK_MS = [64, 128, 256, 1024, 4096]
 DECODE_MS = [1, 4, 16]
-LARGE_M = 64  # from here on both large-M paths are timed side by side
+LARGE_M = 17  # from here on (past the decode path) the large-M paths are timed side by side
 L2_MARGIN_BYTES = 4 * 60 * 2**20  # 4x the largest Hopper L2
 
 
@@ -262,6 +262,9 @@ def main():
                     help=f"N = K = 8192, bits {QUICK_BITS}, M {QUICK_MS}: the large-M paths only")
     ap.add_argument("--decode", action="store_true",
                     help=f"every layer and width, M {DECODE_MS}: the decode path only")
+    ap.add_argument("--bits", help="comma-separated widths instead of the mode's")
+    ap.add_argument("--ms", help="comma-separated token counts instead of the mode's")
+    ap.add_argument("--layers", help="comma-separated NxK layers instead of the mode's, e.g. 8192x8192")
     ap.add_argument("--plot", metavar="RESULTS_JSON", help="only draw the plot from a results.json")
     ap.add_argument("--png", default="weight_only_speedup.png")
     args = ap.parse_args()
@@ -271,6 +274,12 @@ def main():
     shapes, bits_list, ms = (SHAPES[:1], QUICK_BITS, QUICK_MS) if args.quick else (SHAPES, BITS, MS)
     if args.decode:
         shapes, bits_list, ms = SHAPES, BITS, DECODE_MS
+    if args.bits:
+        bits_list = [int(b) for b in args.bits.split(",")]
+    if args.ms:
+        ms = [int(m) for m in args.ms.split(",")]
+    if args.layers:
+        shapes = [tuple(int(v) for v in layer.split("x")) for layer in args.layers.split(",")]
     device = torch.cuda.get_device_name()
     copy_gbs, read_gbs = copy_bandwidth_gbs()
     print(f"{device}: copy bandwidth {copy_gbs:.0f} GB/s (read + write), read-only {read_gbs:.0f} GB/s", flush=True)
@@ -282,7 +291,7 @@ def main():
         with open(os.path.join(args.out, "weight_only_results.json"), "w") as f:
             json.dump(data, f, indent=1)
 
-    if not (args.quick or args.decode):
+    if not (args.quick or args.decode or args.bits or args.ms or args.layers):
         data["paths"] = bench_paths(shapes[:1], BITS)
         save()
         data["tc_tiles"] = bench_tc_tiles()

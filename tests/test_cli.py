@@ -103,7 +103,8 @@ import pytest  # noqa: E402
     (("awq_gemm", "--m", "8", "--x-dtype", "fp16"), "HMMA.16816.F32"),
     # from 17 tokens on sm_90a: the WGMMA kernel (weights decoded into the register A operand)
     (("awq_gemm", "--m", "64", "--x-dtype", "fp16"), "HGMMA.64x64x16.F32"),
-    (("quantized_mm", "--bits", "4", "--m", "200"), "HGMMA.64x256x16.F32.BF16"),
+    (("quantized_mm", "--bits", "4", "--m", "1000"), "HGMMA.64x256x16.F32.BF16"),
+    (("quantized_mm", "--bits", "8", "--m", "200"), "HGMMA.64x128x16.F32.BF16"),  # 8-bit too (session 21)
 ])
 def test_export_every_family(tmp_path, args, mma):
     _cli("export", *args, "--out", str(tmp_path))

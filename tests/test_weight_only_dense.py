@@ -389,9 +389,9 @@ def _check_dense(x, w, scale, bits, gs=None, out_dtype=None, **kw):
 @pytest.mark.parametrize("M", [129, 300])
 def test_gpu_quantized_mm_dense_path(bits, M):
     x, w, s, _ = _dense_case(bits, M, 200, 1024 + 64, torch.bfloat16)
-    # 8-bit: the default dispatch (M >= DENSE_MIN_M); on SM90 the WGMMA path takes 1/2/4-bit up to WGMMA_MAX_M
-    # tokens (session 14), so they are forced here
-    _check_dense(x, w, s, bits, **({} if bits == 8 else {"path": "dense"}))
+    # on SM90 the WGMMA path takes fp16/bf16 x up to WGMMA_MAX_M tokens (1/2/4-bit since session 14, 8-bit since
+    # session 21), so the dense path is forced here
+    _check_dense(x, w, s, bits, path="dense")
     x, w, s, gs = _dense_case(bits, M, 136, 768, torch.float16, group=128, seed=1)
     _check_dense(x, w, s, bits, gs, path="dense")
 

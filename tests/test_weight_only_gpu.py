@@ -124,7 +124,7 @@ def test_decode_path_fields_in_place(bits, m, dtype):
 @pytest.mark.parametrize("bits", [8, 4, 2, 1])
 def test_tensor_core_path(bits):
     x, w, s, _ = _case(bits, 77, 300, 1536, torch.bfloat16)  # M, N tails on 32 x 128 CTA tiles (split-K tile)
-    _check(x, w, s, bits)
+    _check(x, w, s, bits, path="tensor_core")  # forced: on SM90 the WGMMA path takes bf16 x at this M
 
 
 def test_tensor_core_path_without_split_k():

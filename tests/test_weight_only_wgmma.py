@@ -11,7 +11,7 @@ from cute_kernels.configs import TileConfig
 from cute_kernels.formats.bitpack import pack_weights
 from cute_kernels.weight_only import config, wgmma
 
-FORMATS = [(4, "int4"), (4, "awq"), (2, "int2"), (1, "int1")]
+FORMATS = [(8, "int8"), (4, "int4"), (4, "awq"), (2, "int2"), (1, "int1")]
 
 
 @pytest.mark.parametrize("bits,fmt_key", FORMATS)
@@ -56,7 +56,7 @@ def test_blob_cache_follows_the_weight():
 
 @pytest.mark.parametrize("scale_dtype", [torch.float16, torch.bfloat16, torch.float32])
 @pytest.mark.parametrize("x_dtype", [torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("fmt_key", ["int4", "int2", "int1", "awq"])
+@pytest.mark.parametrize("fmt_key", ["int8", "int4", "int2", "int1", "awq"])
 def test_param_words_layout(scale_dtype, x_dtype, fmt_key):
     """Rows g * W + i of the kernel's group parameters = context word i of group g, per weight row: word 0 the scale
     of (n, g) rounded once to x's dtype (what ``.to(x_dtype)`` gives) in both halves; AWQ's word 1 -(MAGIC + zero
@@ -76,6 +76,44 @@ def test_param_words_layout(scale_dtype, x_dtype, fmt_key):
         assert torch.equal(halves[:, 1, :, 0].t().double(), -(magic + zeros.double()))
 
 
+@pytest.mark.parametrize("scaled", [False, True])
+@pytest.mark.parametrize("x_dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("fmt_key", ["int8", "int4", "int2", "int1", "awq"])
+def test_decode_from_staged_context_words(fmt_key, x_dtype, scaled):
+    """The kernel's decode of a K-tile word with the group parameters it reads from shared memory (``param_words``
+    -> ``group_ctx_words`` -> ``decode_pair``, run on an emulated warp): pair q of a word holds the format's values of
+    elements ``pair_elems(q)`` times the scale rounded to x's dtype, rounded once to x's dtype. One row per lane."""
+    import numpy as np
+
+    from cute_kernels.weight_only.formats import BF16, F16, format_by_key
+
+    from . import weight_only_simt as simt
+
+    fmt = format_by_key(fmt_key)
+    if fmt.has_zeros and not scaled:
+        pytest.skip("AWQ always has scales")
+    ct = F16 if x_dtype == torch.float16 else BF16
+    gen = torch.Generator().manual_seed(fmt.bits)
+    scales = (torch.rand(32, 1, generator=gen, dtype=torch.float64) * 4 - 2).float() if scaled else None
+    zeros = torch.randint(0, 16, (32, 1), generator=gen, dtype=torch.uint8) if fmt.has_zeros else None
+    words = torch.randint(0, 2**32, (32,), generator=gen, dtype=torch.int64)
+    codes = (words.unsqueeze(1) >> (torch.arange(fmt.values_per_word) * fmt.bits)) & ((1 << fmt.bits) - 1)
+    values = {"int8": lambda c: c - 256 * (c >= 128), "int4": lambda c: c - 16 * (c >= 8), "int2": lambda c: c - 2,
+              "int1": lambda c: 2 * c - 1, "awq": lambda c: c - zeros.to(torch.int64)}[fmt_key](codes).double()
+    if scaled:
+        values = (values * scales.to(x_dtype).double()).to(x_dtype)  # exact product, one rounding
+    with simt.emulated(simt.Memory()):
+        ctx = None
+        if scaled:
+            staged = wgmma.param_words(fmt_key, scales, zeros, x_dtype)  # [W, 32 rows]
+            ctx = fmt.group_ctx_words(ct, [simt.u32(staged[i].numpy()) for i in range(staged.shape[0])])
+        prepared = fmt.prepare_word(simt.u32(words.numpy()), ct)
+        for q in range(fmt.pairs_per_word):
+            lo, hi = simt._halves(fmt.decode_pair(prepared, q, ct, ctx), ct.x2)
+            for half, e in zip((lo, hi), fmt.pair_elems(q)):
+                assert np.array_equal(half, values[:, e].double().numpy()), (q, e)
+
+
 def test_param_cache_follows_its_tensors():
     import gc
 
@@ -93,14 +131,15 @@ def test_param_cache_follows_its_tensors():
     assert not wgmma._params
 
 
-@pytest.mark.parametrize("bits", [1, 2, 4])
+@pytest.mark.parametrize("bits", [1, 2, 4, 8])
 def test_codes_from_packed_match_the_packing(bits):
-    lo, hi = {1: (-1, 1), 2: (-2, 1), 4: (-8, 7)}[bits]
+    lo, hi = {1: (-1, 1), 2: (-2, 1), 4: (-8, 7), 8: (-128, 127)}[bits]
     w = torch.randint(lo, hi + 1, (24, 96))
     if bits == 1:
         w = torch.where(w >= 0, 1, -1)
     codes = wgmma.codes_from_packed(pack_weights(w, bits), bits, 96)
-    expected = {1: (w > 0).to(torch.uint8), 2: (w + 2).to(torch.uint8), 4: (w & 15).to(torch.uint8)}[bits]
+    expected = {1: (w > 0).to(torch.uint8), 2: (w + 2).to(torch.uint8), 4: (w & 15).to(torch.uint8),
+                8: (w & 255).to(torch.uint8)}[bits]
     assert torch.equal(codes, expected)
 
 
@@ -155,6 +194,35 @@ def test_select_config_and_shipped_configs():
         assert replace(c, split_k=1 if c.split_k == 1 else wgmma.MAX_SPLIT_K) in shipped
 
 
+def test_large_m_tiles_and_splits():
+    """Above 128 tokens the tile width and K split come from ``large_m_cost``, whose per-K-tile and fix-up costs were
+    fitted on the H100 (session 21): the choices it makes on the measured points."""
+    def choice(m, n, k):
+        c = wgmma.select_config(m, n, k, 132)
+        return c.tile_m, c.tile_n, c.split_k
+
+    assert choice(1024, 14336, 4096) == (128, 256, 1)  # the wave model's two slices measured 23% slower
+    assert choice(256, 6144, 4096) == (128, 128, 1)  # 96 unsplit 128-token tiles beat 48 256-token ones split in two
+    assert choice(1024, 8192, 8192) == (128, 256, 1)
+    assert choice(256, 4096, 14336) == (128, 256, 4)  # 32 tiles: the split is what fills the SMs
+    assert choice(129, 4096, 4096)[2] > 1
+    # the model: a split adds a fix-up per round and divides the K-tiles; more tiles than SMs add rounds
+    assert wgmma.large_m_cost(1024, 14336, 4096, 256, 2, 132) > wgmma.large_m_cost(1024, 14336, 4096, 256, 1, 132)
+    assert wgmma.large_m_cost(256, 4096, 14336, 256, 4, 132) < wgmma.large_m_cost(256, 4096, 14336, 256, 1, 132)
+
+
+def test_padded_tokens():
+    """Exactly two token tiles, unsplit, the second at most half full: the kernel runs on padded copies
+    (``padded_tokens``); anything else as is."""
+    assert wgmma.padded_tokens(129, 128) == 256 and wgmma.padded_tokens(192, 128) == 256
+    assert wgmma.padded_tokens(257, 256) == 512 and wgmma.padded_tokens(384, 256) == 512
+    assert wgmma.padded_tokens(193, 128) == 193  # more than half full
+    assert wgmma.padded_tokens(129, 128, split_k=2) == 129  # split: every CTA has its own weight slice
+    assert wgmma.padded_tokens(257, 128) == 257 and wgmma.padded_tokens(1100, 256) == 1100  # three or more tiles
+    for m in (1, 5, 16, 100, 129, 256):  # one token tile
+        assert wgmma.padded_tokens(m, 256) == m
+
+
 def test_dispatch_rule():
     # quantized_mm with a dense path: WGMMA from WGMMA_MIN_M tokens (WGMMA_MIN_M_GROUPED with group scales or for
     # AWQ) to WGMMA_MAX_M, dense above
@@ -176,7 +244,10 @@ def test_dispatch_rule():
             assert config.select_tile(bits, first, n, 132, dense=True, wgmma=True, k=k - 64, **kw)[0] == "decode"
         # without group parameters the layer size does not matter
         assert config.select_tile(bits, first, n, 132, dense=True, wgmma=True, k=k)[0] == "decode"
-    assert config.select_tile(8, 16, 8192, 132, dense=True, k=8192)[0] == "decode"  # 8-bit: never eligible
+    # 8-bit: the decode path up to DECODE_MAX_M (no WGMMA_MIN_M entry), then WGMMA like the other widths
+    assert config.select_tile(8, 16, 8192, 132, dense=True, wgmma=True, k=8192)[0] == "decode"
+    assert config.select_tile(8, 17, 8192, 132, dense=True, wgmma=True, k=8192)[0] == "wgmma"
+    assert config.select_tile(8, 1024, 8192, 132, dense=True, wgmma=True, k=8192)[0] == "wgmma"
     # a caller's decode_max_m keeps the decode path up to it
     assert config.select_tile(4, 16, 8192, 132, decode_max_m=16, dense=True, wgmma=True, k=8192)[0] == "decode"
     assert config.select_tile(4, 17, 8192, 132, dense=True, wgmma=True, k=8192)[0] == "wgmma"
@@ -197,7 +268,7 @@ def test_eligible():
     assert wgmma.eligible(x, 4, 4096, 4096, 128, torch.bfloat16, "sm_90a")
     assert wgmma.eligible(x, 1, 4096, 4096, None, torch.bfloat16, "sm_90a")
     assert not wgmma.eligible(x, 4, 4096, 4096, 128, torch.bfloat16, "sm_80")  # no WGMMA before SM90
-    assert not wgmma.eligible(x, 8, 4096, 4096, None, torch.bfloat16, "sm_90a")  # 8-bit: not this path
+    assert wgmma.eligible(x, 8, 4096, 4096, None, torch.bfloat16, "sm_90a")
     assert not wgmma.eligible(x.float(), 4, 4096, 4096, None, torch.float32, "sm_90a")
     assert not wgmma.eligible(x, 4, 4096, 4096, None, torch.float32, "sm_90a")  # out dtype != x dtype
     assert not wgmma.eligible(x, 4, 4092, 4096, None, torch.bfloat16, "sm_90a")  # N % 8
@@ -211,6 +282,8 @@ COMPILED = [("int4", 4, torch.bfloat16, torch.bfloat16, 128, t, s, None) for t i
     ("awq", 4, torch.float16, torch.float16, 128, 64, 8, None),
     ("awq", 4, torch.bfloat16, torch.bfloat16, 64, 256, 1, None),
     ("int2", 2, torch.bfloat16, None, 64, 128, 8, None), ("int1", 1, torch.float16, torch.float16, 128, 32, 1, None),
+    ("int8", 8, torch.bfloat16, None, 64, 128, 1, None), ("int8", 8, torch.bfloat16, torch.float32, 128, 256, 8, None),
+    ("int8", 8, torch.float16, torch.float16, 64, 16, 8, None),
     ("awq", 4, torch.float16, torch.float16, 128, 32, 8, _LARGE), ("int4", 4, torch.bfloat16, None, 64, 64, 1, _LARGE),
     ("int4", 4, torch.bfloat16, torch.bfloat16, 64, 64, 8, _LARGE)]
 

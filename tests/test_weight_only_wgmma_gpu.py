@@ -1,5 +1,5 @@
 """GPU tier of the weight-only WGMMA path, through the public ops (quantized_mm, awq_gemm, awq_linear): every
-1/2/4-bit format and AWQ, fp16/bf16, group sizes 32 / 64 / 128 / IC, ragged N and K, split and unsplit tiles, several
+1/2/4/8-bit format and AWQ, fp16/bf16, group sizes 32 / 64 / 128 / IC, ragged N and K, split and unsplit tiles, several
 token tiles; float64 references, fresh random inputs, NaN-poisoned outputs; the cached blob follows in-place weight
 updates.
 """
@@ -27,7 +27,7 @@ def _err(out, ref):
     return ((out.double().cpu() - ref).abs().max() / ref.abs().max()).item()
 
 
-@pytest.mark.parametrize("bits", [4, 2, 1])
+@pytest.mark.parametrize("bits", [8, 4, 2, 1])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("m,n,k,group", [(1, 264, 1088, None), (8, 520, 2112, 64), (16, 4096, 4096, None),
                                          (17, 200, 1088, None), (40, 4096, 4096, 128), (100, 264, 1088, None),
@@ -37,12 +37,35 @@ def test_quantized_mm(bits, dtype, m, n, k, group):
     torch.manual_seed(bits * 1000 + m)
     x = torch.randn(m, k, dtype=dtype, device="cuda")
     w, scale, gs = quantize_weights(torch.randn(n, k, device="cuda"), bits, group)
-    if gs is not None and bits == 4:
-        gs = gs.to(dtype)  # group scales in x's dtype (4-bit) and in float32 (1/2-bit)
+    if gs is not None and bits in (4, 8):
+        gs = gs.to(dtype)  # group scales in x's dtype (4/8-bit) and in float32 (1/2-bit)
     out = poisoned((m, n), dtype)
     assert quantized_mm(x, w, scale, bits, gs, out=out, path="wgmma") is out
     ref = quantized_mm_ref(x.cpu(), w.cpu(), scale, bits, None if gs is None else gs.float().cpu())
     assert _err(out, ref) < TOL[dtype]
+
+
+@pytest.mark.parametrize("bits,m,dtype", [(8, 129, torch.bfloat16), (8, 300, torch.float16), (4, 140, torch.bfloat16),
+                                          (1, 257, torch.float16)])
+def test_padded_last_token_tile(bits, m, dtype):
+    """Two unsplit token tiles, the second at most half full, run on padded copies (wgmma.padded_tokens); the
+    caller's out gets exactly its M rows, warm calls too. 8192 x 1024 takes unsplit tiles at these M."""
+    torch.manual_seed(bits + m)
+    n, k = 8192, 1024
+    cfg = wgmma.select_config(m, n, k, 132)
+    assert wgmma.padded_tokens(m, cfg.tile_n, cfg.split_k) > m  # the case under test
+    x = torch.randn(m, k, dtype=dtype, device="cuda")
+    w, scale, _ = quantize_weights(torch.randn(n, k, device="cuda"), bits)
+    ref = quantized_mm_ref(x.cpu(), w.cpu(), scale, bits)
+    for _ in range(2):
+        out = poisoned((m, n), dtype)
+        assert quantized_mm(x, w, scale, bits, out=out, path="wgmma") is out
+        assert _err(out, ref) < TOL[dtype]
+    qweight, qzeros, scales = awq_quantize(torch.randn(k, n, device="cuda") * 0.05, 128, torch.float16)
+    xa = x.half()
+    out = poisoned((m, n), torch.float16)
+    awq_gemm(xa, qweight, scales, qzeros, out=out)
+    assert _err(out, awq_gemm_ref(xa.cpu(), qweight.cpu(), scales.cpu(), qzeros.cpu())) < TOL[torch.float16]
 
 
 def test_quantized_mm_default_dispatch_and_warm_calls():
@@ -143,9 +166,8 @@ def test_forced_wgmma_path_rejects_what_it_cannot_run():
     w, scale, _ = quantize_weights(torch.randn(64, 256, device="cuda"), 4)
     with pytest.raises(ValueError, match="path='wgmma' is not available"):
         quantized_mm(x, w, scale, 4, path="wgmma")  # fp32 x
-    w8, s8, _ = quantize_weights(torch.randn(64, 256, device="cuda"), 8)
     with pytest.raises(ValueError, match="path='wgmma' is not available"):
-        quantized_mm(x.half(), w8, s8, 8, path="wgmma")  # 8-bit
+        quantized_mm(x.half(), w, scale, 4, out_dtype=torch.float32, path="wgmma")  # out dtype != x dtype
 
 
 def test_blob_cache_is_dropped_with_the_weight():

@@ -22,6 +22,8 @@ default, so since then "ship" has it for 4-bit weights and w2 / w4 / w8 override
 Session 17 added k1 / k2 / k4 (``k_tiles_per_stage``; k2w2 also halves the L2 warm-up, which counts stages) - two
 4-bit K-tiles per stage became the default on 16-token tiles (data/session17_h100/wo_wgmma_small_kps.json) - and
 s1 / s2 / s4 / s8: the shipped kernel with the K split forced instead of the wave model's choice.
+Session 21 added the int8 family (8-bit weights, new on this path) and n128 / n128s1 (128-token tiles above 128
+tokens, with the wave model's K split or none) for the large-M split question (data/session21_h100/).
 Session 20 added several CTAs per SM (c2a2, m64c2, m64c3a2, m64c4a2; a2 alone as the control) and 64-row tiles
 (m64): data/session20_h100/wo_wgmma_occupancy.json and wo_wgmma_m64c2.json. "ship" is always the 128-row tile with
 one CTA per SM; since then the op ("current") runs m64c2 on layers below config.WGMMA_LARGE_LAYER at <= 32 tokens.
@@ -71,8 +73,11 @@ VARIANTS = {fam: {"ship": {}, "w2": {"l2_warmup": 2}, "w4": {"l2_warmup": 4}, "w
                   "a2": {"a_buffers": 2}, "c2a2": {"ctas_per_sm": 2, "a_buffers": 2},
                   "m64": {"tile_m": 64}, "m64c2": {"tile_m": 64, "ctas_per_sm": 2},
                   "m64c3a2": {"tile_m": 64, "ctas_per_sm": 3, "a_buffers": 2},
-                  "m64c4a2": {"tile_m": 64, "ctas_per_sm": 4, "a_buffers": 2}}
-            for fam in ("awq", "int4g", "int4", "int2", "int1")}  # {} = the defaults
+                  "m64c4a2": {"tile_m": 64, "ctas_per_sm": 4, "a_buffers": 2},
+                  # session 21: 128-token tiles above 128 tokens (twice the tiles: fewer K splits needed), with the
+                  # wave model's split or none
+                  "n128": {"tile_n": 128}, "n128s1": {"tile_n": 128, "split": 1}}
+            for fam in ("awq", "int4g", "int4", "int2", "int1", "int8")}  # {} = the defaults
 PROBES = {"int4": {"nodecode": {}, "pipeline": {}}, "int1": {"nodecode": {}, "pipeline": {}},
           "awq": {"nodecode": {}, "noparams": {}, "noscale": {}, "noscale_m64c2": {"tile_m": 64, "ctas_per_sm": 2}},
           "int4g": {"noparams": {}}}
@@ -142,6 +147,7 @@ def compiled(fam, x_dtype, sd, group, tile_n, variant, split=True):
         opts = dict(PROBES[fam][variant] if probe else VARIANTS[fam][variant])
         stages = opts.pop("stages", 0)
         opts.pop("split", None)  # a launch option (``launcher``), not a kernel option
+        opts.pop("tile_n", None)  # ``launcher``'s: part of the key
         tile_m = opts.pop("tile_m", 128)
         ctas = opts.pop("ctas_per_sm", 1)
         cfg = TileConfig(tile_m=tile_m, tile_n=tile_n, ctas_per_sm=ctas, cluster_m=1, cluster_n=1,
@@ -167,15 +173,15 @@ def launcher(fam, variant, m, n, k, sms, x_dtype, sd, group):
     """fn(x, w_or_kw, out, scale, gs) launching the variant, split by the wave model. Runs 1-3 and the M = 64 run
     launched the split variant even with one slice (14336 x 4096); since then one slice runs the unsplit kernel, as
     the op does."""
-    tile_n = tile_n_for(m)
     opts = VARIANTS.get(fam, {}).get(variant) or PROBES.get(fam, {}).get(variant, {})
+    tile_n = opts.get("tile_n") or tile_n_for(m)
     tile_m = opts.get("tile_m", 128)
     tiles = -(-n // tile_m) * -(-m // tile_n)
     s = opts.get("split") or best_split(tiles, tile_m, wgmma.MAX_SPLIT_K, -(-k // wgmma.K_TILE),
                                         sms * opts.get("ctas_per_sm", 1))
     fn = compiled(fam, x_dtype, sd, group, tile_n, variant, split=s > 1)
     split = (s, tiles * s * tile_m * tile_n, tiles) if s > 1 else None
-    bits = {"awq": 4, "int4g": 4, "int4": 4, "int2": 2, "int1": 1}[fam]
+    bits = {"awq": 4, "int4g": 4, "int4": 4, "int2": 2, "int1": 1, "int8": 8}[fam]
     fmt_key = "int4" if fam == "int4g" else fam
 
     def call(x, w, out, scale, gs, zeros):

@@ -87,8 +87,8 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
             a_buffers = self.default_a_buffers(config)
         if l2_warmup is None:
             l2_warmup = 4 if fmt.bits == 4 else 0
-        if fmt.bits not in (1, 2, 4):
-            raise ValueError(f"the WGMMA weight-only kernel decodes 1/2/4-bit formats; got {fmt.bits}-bit {fmt.name}")
+        if fmt.bits not in (1, 2, 4, 8):
+            raise ValueError(f"the WGMMA weight-only kernel decodes 1/2/4/8-bit formats; got {fmt.bits}-bit {fmt.name}")
         if config.swap_ab or config.cluster_m * config.cluster_n != 1:
             raise ValueError("the WGMMA weight-only kernel runs unswapped tiles without clusters")
         has_zeros = fmt.has_zeros
@@ -235,7 +235,10 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
         j = h % kps
         if cutlass.const_expr(j == 0):
             ab_pipe.consumer_wait(read)
-        words = ptx.ld_shared_words(a_base + read.index * stage_bytes + j * self.tile_bytes, self.words)
+        addr = a_base + read.index * stage_bytes + j * self.tile_bytes
+        words = []  # at most four words per load (8-bit weights: two 16-byte loads)
+        for c in cutlass.range_constexpr(0, self.words, 4):
+            words += ptx.ld_shared_words(addr + 4 * c, min(4, self.words - c))
         self.decode(words, frag, ct, self.decode_contexts(ct, s_params, rows, j, read.index))
         warpgroup.fence()
         for kb in cutlass.range_constexpr(cute.size(frag, mode=[2])):

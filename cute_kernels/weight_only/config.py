@@ -135,14 +135,18 @@ SCALED_TENSOR_CORE_TILE = TileShape(nt=2, mt=4, warps_n=4, warps_k=1)
 SCALED_TENSOR_CORE_SPLIT_K_TILE = TileShape(nt=2, mt=4, warps_n=4, warps_k=2)
 
 
-# Session 14: the WGMMA path (sm90/weight_only_wgmma.py, host wgmma.py) for 1/2/4-bit formats with fp16/bf16 x on
+# Session 14: the WGMMA path (sm90/weight_only_wgmma.py, host wgmma.py) for 1/2/4(/8)-bit formats with fp16/bf16 x on
 # SM90, from DECODE_MAX_M + 1 to WGMMA_MAX_M tokens; the dense path (dequantize every call + cuBLAS) above. Measured
 # on an H100 (2026-11-25, benchmarks/experiments/wo_wgmma.py, wo_wgmma_tune.py, bench_awq.py, bench_weight_only.py;
 # docs/weight_only.md): against the dense path it replaces it is faster at every measured M from 17 to 4096 on
 # every layer (4-bit N = K = 8192: M = 1024 164.6 vs 234.0 us, M = 4096 668 vs 730) except 14336 x 4096 at 1024
 # tokens (AWQ 231.6 vs 223.4, int4 g128 219.3 vs 205.2: 4-7% slower); against the mma.sync tiles 1.2-4.8x at every
 # M >= 17. Above 4096 tokens the dequantize pass is amortized over more work and cuBLAS's larger tiles win (not
-# measured: the limit is where the measurements stop).
+# measured: the limit is where the measurements stop). Session 21 added 8-bit weights (from 17 tokens: no
+# WGMMA_MIN_M entry; benchmarks/experiments/wo_int8_wgmma.py, H100, four layers: at 8-12 tokens the decode path was
+# faster on 7 of 8 points, at 16 tokens 4-9% faster on 8192^2 and 4096^2 and 1-3% slower on the two 58.7M-weight
+# layers): at 17-4096 tokens 1.4-4.8x faster than the mma.sync tiles and up to 4.4x than the dense path (8192^2,
+# bf16 x, M = 128: 37.1 us against 101.9 / 124.2).
 WGMMA_MAX_M = 4096
 # Session 15 (H100, benchmarks/experiments/wo_crossover.py, both paths forced through the ops, the four layers of the
 # issues; docs/weight_only.md): with 16-token tiles, four K-tiles of WGMMAs in flight and two K-tiles per stage at
@@ -352,7 +356,7 @@ def select_tile(bits: int, m: int, n: int, sm_count: int, path: str | None = Non
     if path == "wgmma":
         if not wgmma:
             raise ValueError("path='wgmma' is not available for this call (it needs an SM90 GPU, fp16/bf16 x with "
-                             "out in x's dtype, a 1/2/4-bit format, K and N multiples of 8, and a group of 32 or "
+                             "out in x's dtype, a 1/2/4/8-bit format, K and N multiples of 8, and a group of 32 or "
                              "a multiple of 64)")
         return path, None
     if path == "decode":

@@ -226,6 +226,11 @@ class SignedInt8(WeightFormat):
             return scale  # bf16 has 8 significant bits: the code goes through f32 and takes the scale there
         return super().group_ctx(ct, scale, zero, in_place)
 
+    def group_ctx_words(self, ct, words):
+        if words and ct is BF16:
+            return ptx.f32_from_bits(ptx.shl(words[0], 16))  # the staged bf16 scale, as the f32 the decode takes
+        return super().group_ctx_words(ct, words)
+
     def decode_pair(self, w, q, ct, ctx, in_place=False):
         if ct is F16:
             # fp16 1024 + u is exact for u < 1024: bytes (b_2q, 0x64, b_2q+1, 0x64).

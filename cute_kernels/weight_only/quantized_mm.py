@@ -7,7 +7,7 @@ weight row n, LSB-first, 8 / bits values per byte); scale a Python float (per-te
 [N, K / group] (float32, fp16 or bf16; group a multiple of 32); out [M, N] in x's dtype unless ``out_dtype``.
 
 Paths (``config.py``): M <= 16 runs the memory-bound decode tiles, larger M the tensor-core tiles of the same kernel
-template; both decode in registers and accumulate in fp32 on mma.sync. On SM90 with fp16/bf16 x, 1/2/4-bit weights
+template; both decode in registers and accumulate in fp32 on mma.sync. On SM90 with fp16/bf16 x, 1/2/4/8-bit weights
 from 17 tokens up to ``config.WGMMA_MAX_M`` (4096) run the WGMMA path instead (``wgmma.py``: the weight re-ordered
 once into a cached blob, decoded in registers into WGMMA's A operand) - from fewer tokens where it measured faster
 (``config.WGMMA_MIN_M``: 8 at 1/2 bits, 12 at 4 bits; with group scales ``WGMMA_MIN_M_GROUPED``: 4 / 8 / 12, 4-bit from 8 on

@@ -1,5 +1,5 @@
 """Host side of the weight-only WGMMA path (``sm90/weight_only_wgmma.py``): the weight blob, the tile choice, compile
-and launch. Serves 1/2/4-bit formats (the seed's signed codes with optional group scales, and AWQ) with fp16/bf16
+and launch. Serves 1/2/4/8-bit formats (the seed's signed codes with optional group scales, and AWQ) with fp16/bf16
 activations at the token counts between the decode path and the dense path (``config.py`` decides where).
 
 The blob. The kernel wants each thread's WGMMA A fragment of a K-tile in a few consecutive 32-bit words, so the
@@ -168,6 +168,8 @@ def select_config(m: int, n: int, k: int, sm_count: int = 132) -> TileConfig:
     everywhere: the per-K-tile cost of this path is not a latency that more resident warps hide."""
     from .config import WGMMA_LARGE_LAYER
 
+    if m > LARGE_M_FROM:
+        return large_m_config(m, n, k, sm_count)
     tile_n = next((t for t in TILE_N_CHOICES if t >= m), TILE_N_CHOICES[-1])
     small = n * k < WGMMA_LARGE_LAYER and tile_n <= SMALL_LAYER_MAX_TILE_N
     cfg = TileConfig(tile_m=64 if small else 128, tile_n=tile_n, cluster_m=1, cluster_n=1,
@@ -175,6 +177,43 @@ def select_config(m: int, n: int, k: int, sm_count: int = 132) -> TileConfig:
     tiles = -(-n // cfg.tile_m) * -(-m // tile_n)
     slices = best_split(tiles, cfg.tile_m, MAX_SPLIT_K, -(-k // K_TILE), cfg.slots(sm_count))
     return replace(cfg, split_k=slices)
+
+# Above 128 tokens the tiles are compute-bound and a K split costs a round trip of the 128 x tile_n fp32 partial sums,
+# which the weight-streaming wave model of ``configs.best_split`` (fitted at decode sizes) does not see: it split
+# 14336 x 4096 at 1024 tokens in two, 220.6 us against 179.2 unsplit (8-bit; AWQ 226.2 / 187.1). Session 21 (H100,
+# benchmarks/experiments/wo_wgmma_small.py int8 / awq, variants ship / s1 / s2 / n128 / n128s1 at 256 / 768 / 1024
+# tokens on four layers; docs/weight_only.md) fitted, per 128-row tile: (us per 64-value K-tile, us per split round's
+# fix-up) for each token width.
+LARGE_M_FROM = 128
+LARGE_M_TILE_COST = {256: (0.65, 14.0), 128: (0.42, 5.4)}
+PARTIAL_SECOND_TILE_MARGIN = 0.95  # below 256 tokens 128-token tiles must model this much cheaper (``large_m_config``)
+
+
+def large_m_cost(m: int, n: int, k: int, tile_n: int, slices: int, sm_count: int) -> float:
+    """Modelled time (us) of 128 x tile_n tiles in ``slices`` K slices: persistent rounds x (the largest slice's
+    K-tiles x the per-K-tile cost + the fix-up of a split)."""
+    per_k_tile, fixup = LARGE_M_TILE_COST[tile_n]
+    units = -(-n // 128) * -(-m // tile_n) * slices
+    k_tiles = -(-k // K_TILE)
+    return -(-units // sm_count) * (-(-k_tiles // slices) * per_k_tile + (fixup if slices > 1 else 0.0))
+
+
+def large_m_config(m: int, n: int, k: int, sm_count: int) -> TileConfig:
+    """The token width (256 or 128) and K split with the lowest ``large_m_cost``; ties go to the wider tile and to
+    fewer slices; between 129 and 255 tokens 128-token tiles must model 5% cheaper. Among the measured points (session 21, 8-bit): 14336 x 4096 at 1024 tokens unsplit 256-token tiles
+    (179.2 us; the old choice 220.6), 6144 x 4096 at 256 and 768 unsplit 128-token tiles (28.0 / 80.9; old 33.3 /
+    101.3), 14336 x 4096 at 256 and 8192^2 at 1024 unsplit 256-token tiles, as before."""
+    k_tiles = -(-k // K_TILE)
+    best = {t: min(((large_m_cost(m, n, k, t, s, sm_count), s) for s in range(1, min(MAX_SPLIT_K, k_tiles) + 1)))
+            for t in (256, 128)}
+    tile_n = 128 if best[128][0] < best[256][0] else 256
+    if m < 256 and best[128][0] > PARTIAL_SECOND_TILE_MARGIN * best[256][0]:
+        # 128-token tiles would leave a partial second token tile, which measured slower than the model says
+        # (``padded_tokens``); one 256-token tile has no such partner: it keeps unless clearly dearer (8192^2 at 192
+        # tokens, 8-bit: 256-token tiles in two K slices 56.7 us, 128-token tiles 63.4, 62.4 padded)
+        tile_n = 256
+    return TileConfig(tile_m=128, tile_n=tile_n, cluster_m=1, cluster_n=1, split_k=best[tile_n][1])
+
 
 def stage_options(bits: int, cfg: TileConfig, n: int, k: int) -> tuple:
     """Kernel options of one problem beyond the kernel's defaults (``WeightOnlyWgmmaSm90``; a sorted tuple of
@@ -279,11 +318,33 @@ NO_GROUP = K_TILE  # the group of a call without group parameters (compiles one 
 
 def eligible(x: torch.Tensor, bits: int, n: int, k: int, group: int | None, out_dtype: torch.dtype, arch: str) -> bool:
     """Whether this path can run the problem: an SM90 GPU, fp16/bf16 x with 16-byte rows and out in x's dtype, a
-    1/2/4-bit format, 16-byte output rows (N % 8), and groups that tile the 64-value K-tile (32 or a multiple of
+    1/2/4/8-bit format, 16-byte output rows (N % 8), and groups that tile the 64-value K-tile (32 or a multiple of
     64; None: no group parameters)."""
     return (arch == "sm_90a" and x.dtype in (torch.float16, torch.bfloat16) and out_dtype == x.dtype
-            and bits in (1, 2, 4) and k % 8 == 0 and n % 8 == 0
+            and bits in (1, 2, 4, 8) and k % 8 == 0 and n % 8 == 0
             and (group is None or group == 32 or group % K_TILE == 0))
+
+
+PAD_PARTIAL_TOKEN_TILES = True  # ``padded_tokens``'s rule on/off (experiments time both)
+
+
+def padded_tokens(m: int, tile_n: int, split_k: int = 1) -> int:
+    """Tokens the kernel runs for M: M itself, or two whole token tiles when an unsplit problem has exactly two and
+    the second is at most half full (then x and out go through padded copies). Session 21 (H100; 8-bit weights
+    unless noted, docs/weight_only.md): benchmarks/experiments/wo_partial_tile.py found a nearly empty second token
+    tile slowing the whole GEMM on 8192^2 - 128-token tiles at M = 129 81.7 us, the same tiles at M = 256 56.8, M = 129
+    on x and out padded to 256 rows 54.5; 256-token tiles at M = 257 140.4, padded to 512 82.0 - while one partial
+    token tile costs nothing (16-token tiles at M = 1 35.6 us, M = 16 35.4; one 256-token tile at M = 129 58.2, M = 256
+    58.4). wo_padded_tokens.py timed the ops with and without padding on four layers: 11-37% faster for two-tile
+    unsplit problems (8192^2 at 129-384 tokens, AWQ too: 3-23%), but slower where the last of three or more tiles was
+    partial, or the K split gave each CTA its own weight slice (4096^2, 4096 x 14336, and M = 600 / 1100 on every
+    layer: up to 24%, the copies' cost without a gain), hence this narrow rule. Why the second tile slows its partner
+    is not established: the two CTAs of a row block read the same weight stream, and one with almost no tokens may
+    drift away from it."""
+    tiles = -(-m // tile_n)
+    if PAD_PARTIAL_TOKEN_TILES and tiles == 2 and split_k == 1 and (m - tile_n) * 2 <= tile_n:
+        return 2 * tile_n
+    return m
 
 
 class WgmmaPlan:
@@ -326,17 +387,26 @@ class WgmmaPlan:
     def __call__(self, x, w, out, scale, group_scales, zeros, group):
         from ..ops.split_k import launch_planned
 
-        k = x.shape[1]
+        m, k = x.shape
         blob, params = self.derived_operands(w, group_scales, zeros, x.dtype, k)
         if params is None:
             group = NO_GROUP
-        key = (x.dtype, out.dtype, group_scales is not None, group, x.shape[0], out.shape[1], k)
+        padded = padded_tokens(m, self.cfg.tile_n, self.cfg.split_k)
+        key = (x.dtype, out.dtype, group_scales is not None, group, padded, out.shape[1], k)
         if key != self._key:
             self._launch = prepare(self.fmt_key, x.dtype, out.dtype, key[2], group, self.cfg, self.sm_count,
-                                   x.shape[0], out.shape[1], k)
+                                   padded, out.shape[1], k)
             self._key = key
         fn, split = self._launch
-        launch_planned(fn, (blob, x, out, float(scale), params), split, x.device, torch.float32)
+        if padded == m:
+            launch_planned(fn, (blob, x, out, float(scale), params), split, x.device, torch.float32)
+            return out
+        xp = torch.empty((padded, k), dtype=x.dtype, device=x.device)
+        xp[:m].copy_(x)
+        xp[m:].zero_()  # only the dropped rows of the output read them; zeros keep the kernel's inputs defined
+        op = torch.empty((padded, out.shape[1]), dtype=out.dtype, device=out.device)
+        launch_planned(fn, (blob, xp, op, float(scale), params), split, x.device, torch.float32)
+        out.copy_(op[:m])
         return out
 
 
