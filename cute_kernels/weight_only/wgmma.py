@@ -338,9 +338,10 @@ def padded_tokens(m: int, tile_n: int, split_k: int = 1) -> int:
     58.4). wo_padded_tokens.py timed the ops with and without padding on four layers: 11-37% faster for two-tile
     unsplit problems (8192^2 at 129-384 tokens, AWQ too: 3-23%), but slower where the last of three or more tiles was
     partial, or the K split gave each CTA its own weight slice (4096^2, 4096 x 14336, and M = 600 / 1100 on every
-    layer: up to 24%, the copies' cost without a gain), hence this narrow rule. Why the second tile slows its partner
-    is not established: the two CTAs of a row block read the same weight stream, and one with almost no tokens may
-    drift away from it."""
+    layer: up to 24%, the copies' cost without a gain), hence this narrow rule. Why the second tile is slow is not
+    established; it is not that its row block's two CTAs drift apart on the shared weight stream: as a 1x2 cluster
+    sharing the weight tile by multicast (wo_cluster_tokens.py) they stayed as slow (8192^2 at 300 tokens: 122 us,
+    93 padded)."""
     tiles = -(-m // tile_n)
     if PAD_PARTIAL_TOKEN_TILES and tiles == 2 and split_k == 1 and (m - tile_n) * 2 <= tile_n:
         return 2 * tile_n
