@@ -211,16 +211,15 @@ def test_large_m_tiles_and_splits():
     assert wgmma.large_m_cost(256, 4096, 14336, 256, 4, 132) < wgmma.large_m_cost(256, 4096, 14336, 256, 1, 132)
 
 
-def test_padded_tokens():
-    """Exactly two token tiles, unsplit, the second at most half full: the kernel runs on padded copies
-    (``padded_tokens``); anything else as is."""
-    assert wgmma.padded_tokens(129, 128) == 256 and wgmma.padded_tokens(192, 128) == 256
-    assert wgmma.padded_tokens(257, 256) == 512 and wgmma.padded_tokens(384, 256) == 512
-    assert wgmma.padded_tokens(193, 128) == 193  # more than half full
-    assert wgmma.padded_tokens(129, 128, split_k=2) == 129  # split: every CTA has its own weight slice
-    assert wgmma.padded_tokens(257, 128) == 257 and wgmma.padded_tokens(1100, 256) == 1100  # three or more tiles
-    for m in (1, 5, 16, 100, 129, 256):  # one token tile
-        assert wgmma.padded_tokens(m, 256) == m
+def test_x_rows():
+    """x is padded to whole token tiles (``x_rows``) when there are at most two and >= 96 rows of the last one would
+    lie past x's end; otherwise as is."""
+    assert wgmma.x_rows(129, 128) == 256 and wgmma.x_rows(160, 128) == 256 and wgmma.x_rows(300, 256) == 512
+    assert wgmma.x_rows(1, 128) == 128 and wgmma.x_rows(129, 256) == 256  # one tile
+    assert wgmma.x_rows(200, 128) == 200  # 56 rows past the end
+    assert wgmma.x_rows(1, 16) == 1 and wgmma.x_rows(17, 32) == 17  # narrow tiles: never 96 rows
+    assert wgmma.x_rows(1100, 256) == 1100 and wgmma.x_rows(257, 128) == 257  # three or more tiles
+    assert wgmma.x_rows(256, 128) == 256  # whole tiles
 
 
 def test_dispatch_rule():

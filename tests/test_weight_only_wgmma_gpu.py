@@ -46,21 +46,23 @@ def test_quantized_mm(bits, dtype, m, n, k, group):
 
 
 @pytest.mark.parametrize("bits,m,dtype", [(8, 129, torch.bfloat16), (8, 300, torch.float16), (4, 140, torch.bfloat16),
-                                          (1, 257, torch.float16)])
-def test_padded_last_token_tile(bits, m, dtype):
-    """Two unsplit token tiles, the second at most half full, run on padded copies (wgmma.padded_tokens); the
-    caller's out gets exactly its M rows, warm calls too. 8192 x 1024 takes unsplit tiles at these M."""
+                                          (1, 257, torch.float16), (2, 150, torch.bfloat16)])
+def test_x_padded_to_whole_token_tiles(bits, m, dtype):
+    """x runs as a zero-padded copy of whole token tiles (wgmma.x_rows) while out keeps its M rows: the caller's out
+    gets exactly its M rows, on warm calls too, and x is untouched."""
     torch.manual_seed(bits + m)
     n, k = 8192, 1024
     cfg = wgmma.select_config(m, n, k, 132)
-    assert wgmma.padded_tokens(m, cfg.tile_n, cfg.split_k) > m  # the case under test
+    assert wgmma.x_rows(m, cfg.tile_n) > m  # the case under test
     x = torch.randn(m, k, dtype=dtype, device="cuda")
+    x0 = x.clone()
     w, scale, _ = quantize_weights(torch.randn(n, k, device="cuda"), bits)
     ref = quantized_mm_ref(x.cpu(), w.cpu(), scale, bits)
     for _ in range(2):
         out = poisoned((m, n), dtype)
         assert quantized_mm(x, w, scale, bits, out=out, path="wgmma") is out
         assert _err(out, ref) < TOL[dtype]
+    assert torch.equal(x, x0)
     qweight, qzeros, scales = awq_quantize(torch.randn(k, n, device="cuda") * 0.05, 128, torch.float16)
     xa = x.half()
     out = poisoned((m, n), torch.float16)

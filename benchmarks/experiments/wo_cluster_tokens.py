@@ -1,6 +1,8 @@
 """Session 21: 1x2 clusters on the WGMMA weight-only path - the two token tiles of a row block as one cluster, the
 weight tile multicast to both (each CTA loads half of it), against the shipped choice (``wgmma.select_config``:
-one CTA per tile; two unsplit token tiles with a nearly empty second run padded, ``padded_tokens``).
+one CTA per tile; at the time, two unsplit token tiles with a nearly empty second ran on padded x and out - the
+run's "ship" column; the patch also kept the clustered launches unpadded. Since then only x is padded,
+``wgmma.x_rows``, and the patch holds just the kernel's part).
 
 For 8-bit ``quantized_mm`` (bf16 x) and AWQ g128 (fp16 x) on four layers at token counts with >= 2 token tiles:
 both launched through the path's entry points with the config forced, each checked against float64 on a corner of

@@ -4,7 +4,8 @@ their default dispatch (8-bit ``quantized_mm`` bf16 x; ``awq_gemm`` AWQ g128 fp1
 weight beside them. Checked against float64 (a corner of the output) before timing; CUDA-graph medians of three
 interleaved rounds, weights rotated over three copies. Writes wo_padded_tokens.json to $OUT.
 
-    python benchmarks/experiments/wo_padded_tokens.py        (env: WP_LAYERS, WP_MS)
+    git checkout b4b03f0 -- cute_kernels && python benchmarks/experiments/wo_padded_tokens.py   (env: WP_LAYERS, WP_MS)
+(the padding of x and out it toggles was replaced in session 21 by padding x alone: ``wgmma.x_rows``)
 """
 
 from __future__ import annotations

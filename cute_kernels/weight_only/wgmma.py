@@ -186,7 +186,6 @@ def select_config(m: int, n: int, k: int, sm_count: int = 132) -> TileConfig:
 # fix-up) for each token width.
 LARGE_M_FROM = 128
 LARGE_M_TILE_COST = {256: (0.65, 14.0), 128: (0.42, 5.4)}
-PARTIAL_SECOND_TILE_MARGIN = 0.95  # below 256 tokens 128-token tiles must model this much cheaper (``large_m_config``)
 
 
 def large_m_cost(m: int, n: int, k: int, tile_n: int, slices: int, sm_count: int) -> float:
@@ -200,18 +199,13 @@ def large_m_cost(m: int, n: int, k: int, tile_n: int, slices: int, sm_count: int
 
 def large_m_config(m: int, n: int, k: int, sm_count: int) -> TileConfig:
     """The token width (256 or 128) and K split with the lowest ``large_m_cost``; ties go to the wider tile and to
-    fewer slices; between 129 and 255 tokens 128-token tiles must model 5% cheaper. Among the measured points (session 21, 8-bit): 14336 x 4096 at 1024 tokens unsplit 256-token tiles
+    fewer slices. Among the measured points (session 21, 8-bit): 14336 x 4096 at 1024 tokens unsplit 256-token tiles
     (179.2 us; the old choice 220.6), 6144 x 4096 at 256 and 768 unsplit 128-token tiles (28.0 / 80.9; old 33.3 /
     101.3), 14336 x 4096 at 256 and 8192^2 at 1024 unsplit 256-token tiles, as before."""
     k_tiles = -(-k // K_TILE)
     best = {t: min(((large_m_cost(m, n, k, t, s, sm_count), s) for s in range(1, min(MAX_SPLIT_K, k_tiles) + 1)))
             for t in (256, 128)}
     tile_n = 128 if best[128][0] < best[256][0] else 256
-    if m < 256 and best[128][0] > PARTIAL_SECOND_TILE_MARGIN * best[256][0]:
-        # 128-token tiles would leave a partial second token tile, which measured slower than the model says
-        # (``padded_tokens``); one 256-token tile has no such partner: it keeps unless clearly dearer (8192^2 at 192
-        # tokens, 8-bit: 256-token tiles in two K slices 56.7 us, 128-token tiles 63.4, 62.4 padded)
-        tile_n = 256
     return TileConfig(tile_m=128, tile_n=tile_n, cluster_m=1, cluster_n=1, split_k=best[tile_n][1])
 
 
@@ -257,7 +251,8 @@ def build(fmt_key: str, x_dtype: torch.dtype, out_dtype: torch.dtype, scaled: bo
     xd, od = cutlass_dtype(x_dtype), cutlass_dtype(out_dtype)
     m, n, k = cute.sym_int32(), cute.sym_int32(divisibility=8), cute.sym_int32(divisibility=8)
     f_blob = fake_tensor(cutlass.Int64, (cute.sym_int32(), cute.sym_int32(divisibility=2)), stride_div=2)
-    fx = fake_tensor(xd, (m, k), stride_div=8)
+    # x may have more rows than out (``x_rows``: padded to whole token tiles); the tile grid comes from out
+    fx = fake_tensor(xd, (cute.sym_int32(), k), stride_div=8)
     fo = fake_tensor(od, (m, n), stride_div=8)
     scaled = bool(scaled) or fmt.has_zeros  # AWQ always has scales
     f_params = fake_tensor(cutlass.Int32, (cute.sym_int32(), n), align=4) if scaled else None
@@ -325,26 +320,27 @@ def eligible(x: torch.Tensor, bits: int, n: int, k: int, group: int | None, out_
             and (group is None or group == 32 or group % K_TILE == 0))
 
 
-PAD_PARTIAL_TOKEN_TILES = True  # ``padded_tokens``'s rule on/off (experiments time both)
+PAD_X_ROWS = True  # ``x_rows``'s padding on/off (experiments time both)
+X_PAD_MIN_ROWS = 96
 
 
-def padded_tokens(m: int, tile_n: int, split_k: int = 1) -> int:
-    """Tokens the kernel runs for M: M itself, or two whole token tiles when an unsplit problem has exactly two and
-    the second is at most half full (then x and out go through padded copies). Session 21 (H100; 8-bit weights
-    unless noted, docs/weight_only.md): benchmarks/experiments/wo_partial_tile.py found a nearly empty second token
-    tile slowing the whole GEMM on 8192^2 - 128-token tiles at M = 129 81.7 us, the same tiles at M = 256 56.8, M = 129
-    on x and out padded to 256 rows 54.5; 256-token tiles at M = 257 140.4, padded to 512 82.0 - while one partial
-    token tile costs nothing (16-token tiles at M = 1 35.6 us, M = 16 35.4; one 256-token tile at M = 129 58.2, M = 256
-    58.4). wo_padded_tokens.py timed the ops with and without padding on four layers: 11-37% faster for two-tile
-    unsplit problems (8192^2 at 129-384 tokens, AWQ too: 3-23%), but slower where the last of three or more tiles was
-    partial, or the K split gave each CTA its own weight slice (4096^2, 4096 x 14336, and M = 600 / 1100 on every
-    layer: up to 24%, the copies' cost without a gain), hence this narrow rule. Why the second tile is slow is not
-    established; it is not that its row block's two CTAs drift apart on the shared weight stream: as a 1x2 cluster
-    sharing the weight tile by multicast (wo_cluster_tokens.py) they stayed as slow (8192^2 at 300 tokens: 122 us,
-    93 padded)."""
+def x_rows(m: int, tile_n: int) -> int:
+    """Rows of x the kernel is given for M tokens: M, or M rounded up to whole token tiles (the launch then passes a
+    zero-padded copy of x; out keeps its M rows, the stores of the padded columns are dropped at its edge) when
+    there are at most two token tiles and at least ``X_PAD_MIN_ROWS`` rows of the last one lie past x's end.
+
+    Session 21 (H100; benchmarks/experiments/wo_partial_tile_split.py, 8-bit 8192^2, the kernel compiled with separate
+    row counts for x and out): a TMA box of x running far past x's last row is what is slow - 128-token tiles at
+    M = 129 80.6 us with x of 129 rows, 54.1 with x padded to 256 (out of 129 or 256 rows alike); M = 1 on one
+    128-token tile 75.4 / 51.5; 256-token tiles at M = 257 140.5 / 82.5. wo_x_rows.py timed the ops with x padded to
+    whole tiles and not, 17-1100 tokens on three layers, 8-bit and AWQ: the pad (one extra kernel, ~4 us) lost
+    wherever fewer than ~96 rows were past the end (16/32/64-token tiles: 15-32% slower on 4096^2) and on problems of
+    three or more token tiles (4096^2 at 600 tokens 1.16x; 8192^2 at 1100 1.09x), and won where a tile of one or two
+    ran far past it (8192^2 8-bit at 129 / 160 / 257 / 300 / 400 tokens 0.75 / 0.80 / 0.65 / 0.64 / 0.86x the time,
+    14336 x 4096 at 129 0.76x, AWQ 0.78-0.99x). Why a box past the end costs so much is not established."""
     tiles = -(-m // tile_n)
-    if PAD_PARTIAL_TOKEN_TILES and tiles == 2 and split_k == 1 and (m - tile_n) * 2 <= tile_n:
-        return 2 * tile_n
+    if PAD_X_ROWS and tiles <= 2 and tiles * tile_n - m >= X_PAD_MIN_ROWS:
+        return tiles * tile_n
     return m
 
 
@@ -392,22 +388,16 @@ class WgmmaPlan:
         blob, params = self.derived_operands(w, group_scales, zeros, x.dtype, k)
         if params is None:
             group = NO_GROUP
-        padded = padded_tokens(m, self.cfg.tile_n, self.cfg.split_k)
-        key = (x.dtype, out.dtype, group_scales is not None, group, padded, out.shape[1], k)
+        key = (x.dtype, out.dtype, group_scales is not None, group, m, out.shape[1], k)
         if key != self._key:
             self._launch = prepare(self.fmt_key, x.dtype, out.dtype, key[2], group, self.cfg, self.sm_count,
-                                   padded, out.shape[1], k)
+                                   m, out.shape[1], k)
             self._key = key
         fn, split = self._launch
-        if padded == m:
-            launch_planned(fn, (blob, x, out, float(scale), params), split, x.device, torch.float32)
-            return out
-        xp = torch.empty((padded, k), dtype=x.dtype, device=x.device)
-        xp[:m].copy_(x)
-        xp[m:].zero_()  # only the dropped rows of the output read them; zeros keep the kernel's inputs defined
-        op = torch.empty((padded, out.shape[1]), dtype=out.dtype, device=out.device)
-        launch_planned(fn, (blob, xp, op, float(scale), params), split, x.device, torch.float32)
-        out.copy_(op[:m])
+        rows = x_rows(m, self.cfg.tile_n)
+        if rows != m:
+            x = torch.nn.functional.pad(x, (0, 0, 0, rows - m))  # one kernel: x, then zero rows
+        launch_planned(fn, (blob, x, out, float(scale), params), split, x.device, torch.float32)
         return out
 
 
