@@ -1,4 +1,4 @@
-"""Weight-only GEMM on SM90 tensor cores: packed 1/2/4-bit weights decoded in registers into WGMMA's A operand.
+"""Weight-only GEMM on SM90 tensor cores: packed 1/2/4/8-bit weights decoded in registers into WGMMA's A operand.
 
 Computes, in the kernel's swapped coordinates (weight rows on WGMMA's M, tokens on its N):
     D[n, m] = epilogue( sum_k w(n, k) * x[m, k] )        w(n, k) = (decode(code[n, k]) [- zero[n, g]]) [* s[n, g]]
