@@ -333,7 +333,7 @@ def x_rows(m: int, tile_n: int) -> int:
     row counts for x and out): a TMA box of x running far past x's last row is what is slow - 128-token tiles at
     M = 129 80.6 us with x of 129 rows, 54.1 with x padded to 256 (out of 129 or 256 rows alike); M = 1 on one
     128-token tile 75.4 / 51.5; 256-token tiles at M = 257 140.5 / 82.5. wo_x_rows.py timed the ops with x padded to
-    whole tiles and not, 17-1100 tokens on three layers, 8-bit and AWQ: the pad (one extra kernel, ~4 us) lost
+    whole tiles and not, 17-1100 tokens on three layers, 8-bit and AWQ: the pad (an F.pad copy of x, ~4 us) lost
     wherever fewer than ~96 rows were past the end (16/32/64-token tiles: 15-32% slower on 4096^2) and on problems of
     three or more token tiles (4096^2 at 600 tokens 1.16x; 8192^2 at 1100 1.09x), and won where a tile of one or two
     ran far past it (8192^2 8-bit at 129 / 160 / 257 / 300 / 400 tokens 0.75 / 0.80 / 0.65 / 0.64 / 0.86x the time,
@@ -396,7 +396,7 @@ class WgmmaPlan:
         fn, split = self._launch
         rows = x_rows(m, self.cfg.tile_n)
         if rows != m:
-            x = torch.nn.functional.pad(x, (0, 0, 0, rows - m))  # one kernel: x, then zero rows
+            x = torch.nn.functional.pad(x, (0, 0, 0, rows - m))  # a zero-padded copy; the caller's x is untouched
         launch_planned(fn, (blob, x, out, float(scale), params), split, x.device, torch.float32)
         return out
 
