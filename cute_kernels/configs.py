@@ -80,11 +80,17 @@ class TileConfig:
 # (max_m, config) rows, first match wins; M is the token count (rows of the user's A).
 # Large M: 128x256 tiles, 2x1 cluster (B multicast), as in the seed's default SM90 config.
 # Small M: swap A/B so that the weight fills WGMMA's M; tile_n covers the tokens; split K so that the few weight
-# tiles (N/128 of them) still occupy every SM.
+# tiles (N/128 of them) still occupy every SM. The token tile is M rounded up to 16 above 32 tokens (WGMMA's int8 N
+# steps by 16 there): a token box that runs far past the last token costs more than the rows it skips (session 22,
+# H200, benchmarks/experiments/partial_token_tiles.py: M = 65 on the 128-token tile 1.17-1.51x the time of M = 128).
 SM90_INT8_TABLE: tuple[tuple[int, TileConfig], ...] = (
     (16, TileConfig(tile_m=64, tile_n=16, cluster_m=1, cluster_n=1, swap_ab=True, split_k=8)),
     (32, TileConfig(tile_m=64, tile_n=32, cluster_m=1, cluster_n=1, swap_ab=True, split_k=8)),
+    (48, TileConfig(tile_m=64, tile_n=48, cluster_m=1, cluster_n=1, swap_ab=True, split_k=8)),
     (64, TileConfig(tile_m=64, tile_n=64, cluster_m=1, cluster_n=1, swap_ab=True, split_k=8)),
+    (80, TileConfig(tile_m=64, tile_n=80, cluster_m=1, cluster_n=1, swap_ab=True, split_k=4)),
+    (96, TileConfig(tile_m=64, tile_n=96, cluster_m=1, cluster_n=1, swap_ab=True, split_k=4)),
+    (112, TileConfig(tile_m=64, tile_n=112, cluster_m=1, cluster_n=1, swap_ab=True, split_k=4)),
     (128, TileConfig(tile_m=64, tile_n=128, cluster_m=1, cluster_n=1, swap_ab=True, split_k=4)),
     (512, TileConfig(tile_m=128, tile_n=128, cluster_m=2, cluster_n=1)),
     (1 << 62, TileConfig(tile_m=128, tile_n=256, cluster_m=1, cluster_n=2)),

@@ -124,9 +124,10 @@ def test_tile_width_follows_the_wave_model(m, n, k, tile_n):
     (2, torch.bfloat16, (1, 128, 128), TileConfig(tile_m=64, tile_n=64, swap_ab=True, cluster_m=1, split_k=8)),
     (3, torch.bfloat16, (1, 128, 128), TileConfig(tile_m=128, tile_n=16, swap_ab=True, cluster_m=1)),
     (2, torch.float16, (128, 128, 128), TileConfig(tile_m=64, tile_n=32, swap_ab=True, cluster_m=1)),
+    (2, torch.bfloat16, (1, 128, 128), TileConfig(tile_m=64, tile_n=48, swap_ab=True, cluster_m=1, split_k=8)),
 ], ids=["groupwise-bf16-128x128c2", "blockwise-fp16-batched-64x128-split", "blockwise-bf16-128x128-split",
         "groupwise-bf16-128x192c2", "blockwise-fp16-64x160-split", "groupwise-bf16-swap-64x64-split",
-        "groupwise-bf16-batched-swap-128x16", "blockwise-fp16-swap-64x32"])
+        "groupwise-bf16-batched-swap-128x16", "blockwise-fp16-swap-64x32", "groupwise-bf16-swap-64x48-split"])
 def test_sm90_compiles_to_qgmma_without_spills(rank, out_dtype, gran, cfg, tmp_path):
     from cute_kernels.sass import summarize_cubin
 
@@ -240,3 +241,19 @@ def test_config_too_large_for_two_ctas_per_sm_is_refused():
     cfg = TileConfig(tile_m=128, tile_n=192, cluster_m=2, cluster_n=1, ctas_per_sm=2)
     with pytest.raises(ValueError, match="CTAs per SM"):
         build_sm90(2, torch.bfloat16, (1, 128, 128), cfg, 132)
+
+
+def test_token_dimension_clamp_follows_the_scales():
+    """Which tile origins may move (``Sm90GemmKernel.tile_shifts``): the tokens' dimension where its scales are per
+    row / per column - M for groupwise unswapped, N for swapped (the host passes (gN, gM, gK) there) - never a weight
+    dimension with 128-row blocks."""
+    from cute_kernels.epilogues import Accumulator, EpilogueTree
+    from cute_kernels.sm90.fp8_blockwise import Fp8BlockwiseGemmSm90
+
+    tree = EpilogueTree(Accumulator())
+    plain = TileConfig(tile_m=128, tile_n=128, cluster_m=2)
+    swapped = TileConfig(tile_m=64, tile_n=32, swap_ab=True, cluster_m=1)
+    assert Fp8BlockwiseGemmSm90(plain, tree, (1, 128, 128)).clamp == (True, False)
+    assert Fp8BlockwiseGemmSm90(plain, tree, (128, 128, 128)).clamp == (False, False)
+    assert Fp8BlockwiseGemmSm90(swapped, tree, (128, 1, 128)).clamp == (False, True)
+    assert Fp8BlockwiseGemmSm90(swapped, tree, (128, 128, 128)).clamp == (False, False)

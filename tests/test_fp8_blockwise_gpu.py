@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from cute_kernels.configs import TileConfig
 from cute_kernels.formats.fp8 import quantize_fp8_blockwise, quantize_fp8_per_token_group
 from cute_kernels.formats.scale_layouts import to_mn_major
 from cute_kernels.ops.fp8_blockwise_scaled_mm import fp8_blockwise_scaled_mm, shipped_configs
@@ -170,4 +171,34 @@ def test_swizzled_schedule(m, n):
     a, b, a_s, b_s = _operands(m, n, 256, gran, seed=m)
     out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
     fn(a, b, out, a_s, b_s)
+    _check(out, a, b, a_s, b_s, gran, torch.bfloat16)
+
+
+def _tma_able(a_s):
+    """a_scale [M, KB] MN-major with its column stride rounded up to 4 floats: TMA-staged at any M."""
+    m, kb = a_s.shape
+    store = torch.full((kb, -(-m // 4) * 4), float("nan"), device=a_s.device)
+    store[:, :m] = a_s.t()
+    return store.t()[:m]
+
+
+# The last token tile moved back to end at the last token (``Sm90GemmKernel.tile_shifts``): groupwise scales only
+# (per-token a_scale follows any origin; blockwise rows keep their 128-row blocks, tiles in place). 257 on a 2x1
+# cluster has a tile past the last one; 65 runs two 64-row tiles; the swapped configs put the tokens on the N side.
+CLAMPED = [(129, 576, 1024, None), (257, 2112, 1536, None), (65, 1000, 640, None), (200, 264, 384, None),
+           (40, 1000, 640, TileConfig(tile_m=64, tile_n=16, cluster_m=1, cluster_n=1, swap_ab=True)),
+           (100, 776, 1024, TileConfig(tile_m=128, tile_n=48, cluster_m=1, cluster_n=1, swap_ab=True, split_k=4))]
+
+
+@pytest.mark.parametrize("m,n,k,cfg", CLAMPED, ids=lambda v: v.describe() if isinstance(v, TileConfig) else str(v))
+@pytest.mark.parametrize("gran", [GROUPWISE, BLOCKWISE], ids=["groupwise", "blockwise"])
+@pytest.mark.parametrize("staged", [True, False], ids=["tma_sfa", "loaded_sfa"])
+def test_clamped_last_token_tile(m, n, k, cfg, gran, staged):
+    a, b, a_s, b_s = _operands(m, n, k, gran, seed=m + n)
+    if staged and gran == GROUPWISE:
+        a_s = _tma_able(a_s)
+    elif not staged:
+        a_s = a_s.contiguous()  # K-major: loaded by the consumers
+    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    fp8_blockwise_scaled_mm(a, b, a_s, b_s, scale_granularity=gran, out=out, config=cfg)
     _check(out, a, b, a_s, b_s, gran, torch.bfloat16)

@@ -316,3 +316,19 @@ def test_swizzled_schedule_compiles(raster):
                                                         extra_options=opts, raster=raster))
     s = summarize_cubin(fn.artifacts.CUBIN)
     assert any(op.startswith("IGMMA") for op in s.mma) and s.local_memory_ops == 0
+
+
+@pytest.mark.parametrize("tile_m,tile_n,swap", [(64, 48, True), (128, 80, True), (64, 112, True), (128, 96, True),
+                                                (128, 24, True), (128, 160, False), (128, 192, False),
+                                                (128, 256, False), (64, 16, True)])
+def test_epilogue_sub_tiles_divide_the_tile(tile_m, tile_n, swap):
+    """The epilogue walks the CTA tile in sub-tiles; one that does not divide it stores columns of the next tile
+    (session 22: 48/80/112-wide tiles in 32-wide sub-tiles gave wrong results once a problem had several tiles)."""
+    import re
+
+    from cute_kernels.layouts import sm90_gemm_layouts
+
+    cfg = TileConfig(tile_m=tile_m, tile_n=tile_n, cluster_m=1, cluster_n=1, swap_ab=swap)
+    text = sm90_gemm_layouts(cfg)
+    epi_m, epi_n = (int(v) for v in re.search(r"epilogue tile\s*: \((\d+), (\d+)\)", text).groups())
+    assert tile_m % epi_m == 0 and tile_n % epi_n == 0, (epi_m, epi_n)

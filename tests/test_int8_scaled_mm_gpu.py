@@ -192,3 +192,37 @@ def test_swizzled_schedule(raster, m, n, batch):
     out = torch.full((batch, m, n) if batch else (m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
     fn(a, b, out, a_s, b_s, bias)
     _check(out, a, b, a_s, b_s, bias, torch.bfloat16)
+
+
+# Token counts whose last token tile is moved back to end at the last token (``Sm90GemmKernel.tile_shifts``): it
+# recomputes rows of the tile before it, and both store them. 257 on the 128x128 2x1-cluster row also has a tile past
+# the last one (the cluster's partner), which now computes the last tile again and stores nothing.
+CLAMPED = [
+    (129, 4096, 512, None), (257, 776, 1040, None), (200, 264, 272, None),
+    (257, 776, 1040, TileConfig(tile_m=128, tile_n=128, cluster_m=2, cluster_n=1, split_k=4)),  # split + phantom
+    (4097, 520, 384, None), (65, 776, 1040, TileConfig(tile_m=64, tile_n=128, cluster_m=1, cluster_n=1)),
+    # swapped: the tokens are the kernel's N, several token tiles of 16 / 48, the last one moved
+    (33, 1000, 640, TileConfig(tile_m=64, tile_n=16, cluster_m=1, cluster_n=1, swap_ab=True)),
+    (100, 776, 1040, TileConfig(tile_m=128, tile_n=48, cluster_m=1, cluster_n=1, swap_ab=True, split_k=4)),
+]
+
+
+@pytest.mark.parametrize("m,n,k,cfg", CLAMPED, ids=lambda v: v.describe() if isinstance(v, TileConfig) else str(v))
+@pytest.mark.parametrize("batch", [None, 2])
+def test_clamped_last_token_tile(m, n, k, cfg, batch):
+    a, b, a_s, b_s, bias = int8_gemm_inputs(m, n, k, batch=batch, seed=m + n + (batch or 0))
+    shape = (m, n) if batch is None else (batch, m, n)
+    out = torch.full(shape, float("nan"), dtype=torch.bfloat16, device="cuda")
+    int8_scaled_mm(a, b, a_s, b_s, bias, out=out, config=cfg)
+    _check(out, a, b, a_s, b_s, bias, torch.bfloat16)
+
+
+def test_added_c_keeps_tiles_in_place():
+    """With c the last tile is not moved (c may be the output itself): c = out accumulates exactly once."""
+    a, b, a_s, b_s, bias = int8_gemm_inputs(257, 776, 1040, seed=11)
+    out = torch.randn(257, 776, device="cuda").bfloat16()
+    before = out.clone()
+    int8_scaled_mm(a, b, a_s, b_s, bias, out=out, c=out)
+    ref = int8_scaled_mm_ref(a, b, a_s, b_s, bias) + before.double()
+    err = (out.double() - ref).abs()
+    assert (err <= 2 ** -7 * ref.abs() + 2e-2).all(), f"max abs err {err.max().item():.4g}"

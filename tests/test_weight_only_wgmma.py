@@ -212,12 +212,13 @@ def test_large_m_tiles_and_splits():
 
 
 def test_x_rows():
-    """x is padded to whole token tiles (``x_rows``) when there are at most two and >= 96 rows of the last one would
-    lie past x's end; otherwise as is."""
-    assert wgmma.x_rows(129, 128) == 256 and wgmma.x_rows(160, 128) == 256 and wgmma.x_rows(300, 256) == 512
-    assert wgmma.x_rows(1, 128) == 128 and wgmma.x_rows(129, 256) == 256  # one tile
-    assert wgmma.x_rows(200, 128) == 200  # 56 rows past the end
+    """x is padded to whole token tiles (``x_rows``) when >= 96 rows of the last one would lie past x's end and there
+    is one token tile, or two of 256 tokens; otherwise the kernel moves its last tile back instead (no copy)."""
+    assert wgmma.x_rows(1, 128) == 128 and wgmma.x_rows(129, 256) == 256 and wgmma.x_rows(20, 128) == 128
+    assert wgmma.x_rows(300, 256) == 512 and wgmma.x_rows(257, 256) == 512  # two 256-token tiles
+    assert wgmma.x_rows(40, 128) == 40 and wgmma.x_rows(420, 256) == 420  # 88 / 92 rows past the end
     assert wgmma.x_rows(1, 16) == 1 and wgmma.x_rows(17, 32) == 17  # narrow tiles: never 96 rows
+    assert wgmma.x_rows(129, 128) == 129 and wgmma.x_rows(160, 128) == 160  # two 128-token tiles: moved
     assert wgmma.x_rows(1100, 256) == 1100 and wgmma.x_rows(257, 128) == 257  # three or more tiles
     assert wgmma.x_rows(256, 128) == 256  # whole tiles
 

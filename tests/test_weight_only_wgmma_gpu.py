@@ -4,6 +4,7 @@ token tiles; float64 references, fresh random inputs, NaN-poisoned outputs; the 
 updates.
 """
 
+import dataclasses
 import weakref
 
 import pytest
@@ -46,14 +47,16 @@ def test_quantized_mm(bits, dtype, m, n, k, group):
 
 
 @pytest.mark.parametrize("bits,m,dtype", [(8, 129, torch.bfloat16), (8, 300, torch.float16), (4, 140, torch.bfloat16),
-                                          (1, 257, torch.float16), (2, 150, torch.bfloat16)])
-def test_x_padded_to_whole_token_tiles(bits, m, dtype):
-    """x runs as a zero-padded copy of whole token tiles (wgmma.x_rows) while out keeps its M rows: the caller's out
-    gets exactly its M rows, on warm calls too, and x is untouched."""
+                                          (1, 257, torch.float16), (2, 150, torch.bfloat16), (8, 600, torch.bfloat16)])
+def test_partial_last_token_tile(bits, m, dtype):
+    """Token counts that are not whole token tiles: the last tile is moved back to end at the last token
+    (``Sm90GemmKernel.tile_shifts``), or x runs as a zero-padded copy of whole tiles (``wgmma.x_rows``: two 256-token
+    tiles, and one forced 128-token tile at 20 tokens). The caller's out gets exactly its M rows, on warm calls too, and x
+    is untouched."""
     torch.manual_seed(bits + m)
     n, k = 8192, 1024
     cfg = wgmma.select_config(m, n, k, 132)
-    assert wgmma.x_rows(m, cfg.tile_n) > m  # the case under test
+    assert m % cfg.tile_n  # the case under test: a partial last tile (moved, or x padded: ``x_rows``)
     x = torch.randn(m, k, dtype=dtype, device="cuda")
     x0 = x.clone()
     w, scale, _ = quantize_weights(torch.randn(n, k, device="cuda"), bits)
@@ -68,6 +71,13 @@ def test_x_padded_to_whole_token_tiles(bits, m, dtype):
     out = poisoned((m, n), torch.float16)
     awq_gemm(xa, qweight, scales, qzeros, out=out)
     assert _err(out, awq_gemm_ref(xa.cpu(), qweight.cpu(), scales.cpu(), qzeros.cpu())) < TOL[torch.float16]
+    if m == 129:  # x padded: 20 tokens on a forced 128-token tile
+        forced = dataclasses.replace(cfg, tile_n=128, split_k=1)
+        assert wgmma.x_rows(20, 128) == 128
+        x20 = x[:20].contiguous()
+        out = poisoned((20, n), dtype)
+        wgmma.quantized_mm_wgmma(x20, w, out, scale, bits, None, wgmma.NO_GROUP, 132, cfg=forced)
+        assert _err(out, quantized_mm_ref(x20.cpu(), w.cpu(), scale, bits)) < TOL[dtype]
 
 
 def test_quantized_mm_default_dispatch_and_warm_calls():

@@ -120,8 +120,11 @@ def build_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm
     bias_cute = cutlass.Int32 if kind == "acc" else d_cute
     f_bias = fake_vector(bias_cute, n, align=bias_cute.width // 8) if kind else None
     tree = scaled_mm_tree(a_kind, b_kind, kind, swap_ab=config.swap_ab, source=c_dtype is not None)
+    # The tokens' last tile ends at their edge (M, or N after a swap; ``Sm90GemmKernel.tile_shifts``), except with
+    # an added c, which may be the output itself: a moved tile re-reads rows its neighbour has already written.
+    clamp = (False, False) if c_dtype is not None else (not config.swap_ab, config.swap_ab)
     kernel = Sm90GemmKernel(config, tree, cutlass.Int32, sm_count=sm_count, l2_warmup=L2_WARMUP_KTILES,
-                            raster=raster)
+                            raster=raster, clamp=clamp)
     swap = config.swap_ab
     options = f"--enable-tvm-ffi --gpu-arch sm_90a {extra_options}".strip()
 

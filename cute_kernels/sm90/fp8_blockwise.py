@@ -84,7 +84,12 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
             raise ValueError(f"tile_n={config.tile_n} must be <= {MAX_TILE_N} (acc + temporary accumulator registers)")
         if g_m < 1 or g_n < 1:
             raise ValueError(f"scale granularities must be positive; got ({g_m}, {g_n}, {g_k})")
-        super().__init__(config, epilogue, Float32, sm_count=sm_count, l2_warmup=l2_warmup, raster=raster)
+        # The token dimension's last tile ends at the edge (``Sm90GemmKernel.tile_shifts``; M unswapped, N swapped)
+        # where its scales follow any origin: per-row SFA (gM = 1) / per-column SFB (gN not a multiple of 8). A
+        # weight dimension's blocks assume tiles at multiples of the tile size (``rows_uniform``, segments).
+        clamp = (g_m == 1, g_n % 8 != 0)
+        super().__init__(config, epilogue, Float32, sm_count=sm_count, l2_warmup=l2_warmup, raster=raster,
+                         clamp=clamp)
         self.g_m, self.g_n, self.g_k = g_m, g_n, g_k
         if sfa_tma and g_m != 1:
             raise ValueError("sfa_tma stages per-token a_scale columns (gM = 1) only")
@@ -129,6 +134,11 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
                     self.epi_stages = fewer  # one epilogue buffer less keeps the A/B stages
                 else:
                     self.sfa_tma = False
+        if self.sfa_tma:
+            # A staged a_scale box moved with a clamped tile (origin not a multiple of the tile) faulted with an
+            # illegal instruction on the H200 (64-row tiles, session 22; not diagnosed): tiles that stage a_scale
+            # keep their origins.
+            self.clamp = (False, self.clamp[1])
         return extra if self.sfa_tma else 0
 
     def make_mainloop_tma(self, tensors: dict) -> tuple:
@@ -148,13 +158,13 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
         return self.partition_row_boxes(mainloop_tma, self.sfa_stages(sML), (self.config.tile_m, 1))
 
     @cute.jit
-    def issue_mainloop_loads(self, prepared, stage, bar, tile, l_idx, k):
+    def issue_mainloop_loads(self, prepared, stage, bar, tile, shift, l_idx, k):
         if cutlass.const_expr(self.sfa_tma):
             self.issue_row_box(prepared, stage, bar, tile[0], k, l_idx)
 
     @cute.jit
     def mainloop(self, tiled_mma: cute.TiledMma, ab_pipe, tCrA: cute.Tensor, tCrB: cute.Tensor, acc: cute.Tensor,
-                 read, release, k_begin, k_tiles, tile, tCcD: cute.Tensor, tensors: dict):
+                 read, release, k_begin, k_tiles, tile, origin, tCcD: cute.Tensor, tensors: dict):
         sfa, sfb = tensors["sfa"], tensors["sfb"]  # (ceil(M/gM), KB, L), (ceil(N/gN), KB, L)
         # Temporaries for one 64-row WGMMA atom; ``k_tile`` runs a warpgroup's atoms one after the other. With the
         # shipped tiles a warpgroup owns one atom; two per warpgroup (256-row tiles, acc 128 + tmp 64 registers)
@@ -167,7 +177,7 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
         row_blocks = []
         last_row_block = cute.size(sfa, mode=[0]) - 1  # rows past M (ragged tiles) reuse the last scale
         if cutlass.const_expr(self.rows_uniform):
-            row_blocks.append(cutlass.min(tile[0] * self.config.tile_m // self.g_m, last_row_block))
+            row_blocks.append(cutlass.min(origin[0] // self.g_m, last_row_block))
         else:
             for mm in cutlass.range_constexpr(mma_m):
                 for j in cutlass.range_constexpr(rows_per_atom):
@@ -180,14 +190,14 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
             col_blocks = [cutlass.min(tCcD[((i, 0, c), 0, 0)][1] // self.g_n, last_col_block)
                           for c in range(self.config.tile_n // 8) for i in range(2)]
         else:
-            col_blocks = [cutlass.min((tile[1] * self.config.tile_n + s * self.seg_n) // self.g_n, last_col_block)
+            col_blocks = [cutlass.min((origin[1] + s * self.seg_n) // self.g_n, last_col_block)
                           for s in range(self.n_segs)]
         batch = tile[2]
         k_last = k_begin + k_tiles - 1
         # sfa_tma: the thread's rows inside the tile index the staged a_scale column of each stage
         local_rows, s_sfa = None, None
         if cutlass.const_expr(self.sfa_tma):
-            local_rows = [tCcD[((0, j, 0), mm, 0)][0] - tile[0] * self.config.tile_m
+            local_rows = [tCcD[((0, j, 0), mm, 0)][0] - origin[0]
                           for mm in range(mma_m) for j in range(rows_per_atom)]
             s_sfa = self.sfa_stages(tensors["smem"])
 

@@ -64,11 +64,17 @@ class Sm90GemmKernel:
     mainloop_operand_names: tuple[str, ...] = ()  # subclasses that read extra operands in ``mainloop`` name them
 
     def __init__(self, config: TileConfig, epilogue: EpilogueTree, acc_dtype, sm_count: int = 132,
-                 use_pdl: bool = True, l2_warmup: int = 0, raster: tuple[int, bool] = (1, True)):
+                 use_pdl: bool = True, l2_warmup: int = 0, raster: tuple[int, bool] = (1, True),
+                 clamp: tuple[bool, bool] = (False, False)):
         """l2_warmup: K-tiles of the CTA's first work tile whose A and B the producer asks L2 for (TMA prefetch)
         before ``griddepcontrol.wait``, i.e. while the previous kernel on the stream may still run (PDL); 0 = off.
-        raster: (swizzle, raster_along_m) of the persistent schedule (``configs.raster_for``)."""
+        raster: (swizzle, raster_along_m) of the persistent schedule (``configs.raster_for``).
+        clamp: (M, N): move the last tile of that dimension back so that it ends at the tensor's edge (``tile_shift``);
+        for the token dimension, whose TMA boxes past the end are slow. Only for epilogues that do not read what
+        they write (no added ``c``, which may alias the output) and mainloops whose per-row / per-column operands
+        follow the tile origin."""
         self.config = config
+        self.clamp = tuple(bool(c) for c in clamp)
         self.raster = raster
         self.use_pdl = use_pdl
         self.l2_warmup = l2_warmup if use_pdl else 0
@@ -114,9 +120,13 @@ class Sm90GemmKernel:
         self.cta_layout_mnk = cute.make_layout((*self.cluster_shape_mn, 1))
         self.mcast_a = cfg.cluster_n  # A tile is shared by the CTAs of one cluster row
         self.mcast_b = cfg.cluster_m
-        self.epi_tile = sm90_utils.compute_tile_shape_or_override(
+        epi_m, epi_n = sm90_utils.compute_tile_shape_or_override(
             self.tile_mnk, d_dtype, is_cooperative=self.num_mma_wg == 2
         )
+        # The epilogue sub-tiles must tile the CTA tile exactly: a 48/80/112-wide tile in 32-wide sub-tiles had its
+        # last sub-tile store columns of the next tile (session 22: wrong results once a problem had several such
+        # tiles; single tiles only clipped at the tensor edge).
+        self.epi_tile = (epi_m, math.gcd(epi_n, cfg.tile_n))
         self.epi_stages = 4 if cfg.tile_n >= 64 else 2
         ab_bytes = self.a_stage_bytes() + cfg.tile_n * b_dtype.width * self.tile_mnk[2] // 8
         epi_bytes = cute.size(self.epi_tile) * d_dtype.width // 8 * self.epi_stages
@@ -257,6 +267,9 @@ class Sm90GemmKernel:
         cD = cute.local_tile(cute.make_identity_tensor(d_shape), cute.slice_(self.tile_mnk, (None, None, 0)),
                              (None, None, None))
         k_tiles = cute.size(gA, mode=[3])
+        # What a clamped tile must end inside: the rows of the operand whose boxes it moves (A for M, B for N), which
+        # may exceed the output's (the weight-only path pads x to whole token tiles in some cases: no move then).
+        extents = (mA.shape[0], mB.shape[0])
 
         tAsA, tAgA = cpasync.tma_partition(
             tma_a, cluster_coord[1], cute.make_layout(cute.slice_(cta_layout_mnk, (0, None, 0)).shape),
@@ -291,8 +304,18 @@ class Sm90GemmKernel:
                 while work.is_valid_tile:
                     tile = work.tile_idx
                     l_idx, _s, k_begin, k_count = self.split_range(tile[2], k_tiles, split)
+                    shift = self.tile_shifts(tile, extents)
                     tAgA_t = tAgA[(None, tile[0], None, l_idx)]
                     tBgB_t = tBgB[(None, tile[1], None, l_idx)]
+                    if cutlass.const_expr(self.clamp[0]):
+                        tAgA_t = self.shifted_partition(tma_a, mA, self.a_tile, shift[0], cluster_coord[1],
+                                                        cute.slice_(cta_layout_mnk, (0, None, 0)), sA)[
+                            (None, tile[0], None, l_idx)]
+                    if cutlass.const_expr(self.clamp[1]):
+                        tBgB_t = self.shifted_partition(tma_b, mB, cute.slice_(self.tile_mnk, (0, None, None)),
+                                                        shift[1], cluster_coord[0],
+                                                        cute.slice_(cta_layout_mnk, (None, 0, 0)), sB)[
+                            (None, tile[1], None, l_idx)]
                     state.reset_count()
                     for _k in range(k_count):
                         ab_pipe.producer_acquire(state)
@@ -301,7 +324,8 @@ class Sm90GemmKernel:
                                   tma_bar_ptr=bar, mcast_mask=a_mask)
                         cute.copy(tma_b, tBgB_t[(None, k_begin + state.count)], tBsB[(None, state.index)],
                                   tma_bar_ptr=bar, mcast_mask=b_mask)
-                        self.issue_mainloop_loads(ml_loads, state.index, bar, tile, l_idx, k_begin + state.count)
+                        self.issue_mainloop_loads(ml_loads, state.index, bar, tile, shift, l_idx,
+                                                  k_begin + state.count)
                         ab_pipe.producer_commit(state)
                         state.advance()
                     sched.advance_to_next_work()
@@ -309,13 +333,13 @@ class Sm90GemmKernel:
                 ab_pipe.producer_tail(state)
         else:
             cute.arch.setmaxregister_increase(self.consumer_regs)
-            self.consumer(tiled_mma, ab_pipe, sA, sB, sD, gD, cD, d_shape, epi_tensors, tma_d, k_tiles,
+            self.consumer(tiled_mma, ab_pipe, sA, sB, sD, gD, cD, extents, epi_tensors, tma_d, k_tiles,
                           sched_params, tidx, warp_idx, wg_idx, split, storage.split_flag.get_tensor(cute.make_layout(1)),
                           sML)
 
     @cute.jit
     def consumer(self, tiled_mma: cute.TiledMma, ab_pipe, sA: cute.Tensor, sB: cute.Tensor, sD: cute.Tensor,
-                 gD: cute.Tensor, cD: cute.Tensor, d_shape, epi_tensors: tuple, tma_d: cute.CopyAtom,
+                 gD: cute.Tensor, cD: cute.Tensor, extents, epi_tensors: tuple, tma_d: cute.CopyAtom,
                  k_tiles, sched_params, tidx, warp_idx, wg_idx, split, split_flag: cute.Tensor, sML: cute.Tensor):
         mma_tidx = tidx - self.threads_per_wg
         thr_mma = tiled_mma.get_slice(
@@ -354,30 +378,62 @@ class Sm90GemmKernel:
         while work.is_valid_tile:
             l_idx, s_idx, k_begin, k_count = self.split_range(work.tile_idx[2], k_tiles, split)
             tile = (work.tile_idx[0], work.tile_idx[1], l_idx)  # the output tile
+            shift = self.tile_shifts(tile, extents)
+            origin = (tile[0] * self.tile_mnk[0] + shift[0], tile[1] * self.tile_mnk[1] + shift[1])
             # Coordinates of this thread's accumulator registers. thr_mma is a warpgroup-wide slice (right for the
             # smem operand descriptors, but its C partition is thread 0's); the per-thread slice gives the real
             # coordinates. Element j of the retiled accumulator is register tRS_rAcc.layout(j) (a static index).
-            tCcD = tiled_mma.get_slice(mma_tidx).partition_C(cD[(None, None, *tile)])
+            tCcD = tiled_mma.get_slice(mma_tidx).partition_C(cute.domain_offset(shift, cD[(None, None, *tile)]))
             read, release = self.mainloop(tiled_mma, ab_pipe, tCrA, tCrB, acc, read, release, k_begin, k_count,
-                                          tile, tCcD, tensors)
-            if cutlass.const_expr(split is None):
-                self.epilogue_tile(acc, tile, gD, sD, tCcD, tensors, tma_d, tiled_r2s, tRS_sD, tRS_rAcc, tRS_rFrag,
-                                   tRS_rOut, frag_size, store_pipe, sched, warp_idx)
-            else:
-                # The scheduler rounds the tile grid up to whole clusters: a tile past the output's last row or
-                # column tile (M = 5 with a 2x1 cluster has one) computes zeros that nobody reads and has no
-                # workspace stripe or semaphore (both are sized by the real tiles), so it skips the fix-up. Writing
-                # its stripes overran the workspace into whatever the caching allocator had placed behind it.
-                tiles_m, tiles_n = cute.size(gD, mode=[2]), cute.size(gD, mode=[3])
-                if tile[0] < tiles_m:
-                    if tile[1] < tiles_n:
+                                          tile, origin, tCcD, tensors)
+            # The scheduler rounds the tile grid up to whole clusters: a tile past the output's last row or column
+            # tile (M = 5 with a 2x1 cluster has one) computes what nobody reads - zeros, or with a clamped origin
+            # the last tile's values again - and stores nothing. Split-K: it has no workspace stripe or semaphore
+            # either (both are sized by the real tiles), so it skips the fix-up; writing its stripes overran the
+            # workspace into whatever the caching allocator had placed behind it.
+            tiles_m, tiles_n = cute.size(gD, mode=[2]), cute.size(gD, mode=[3])
+            if tile[0] < tiles_m:
+                if tile[1] < tiles_n:
+                    if cutlass.const_expr(split is None):
+                        self.epilogue_tile(acc, tile, shift, gD, sD, tCcD, tensors, tma_d, tiled_r2s, tRS_sD,
+                                           tRS_rAcc, tRS_rFrag, tRS_rOut, frag_size, store_pipe, sched, warp_idx)
+                    else:
                         tile_lin = (l_idx * tiles_m + tile[0]) * tiles_n + tile[1]
                         if self.split_k_fixup(acc, split, s_idx, tile_lin, mma_tidx, split_flag):
-                            self.epilogue_tile(acc, tile, gD, sD, tCcD, tensors, tma_d, tiled_r2s, tRS_sD, tRS_rAcc,
-                                               tRS_rFrag, tRS_rOut, frag_size, store_pipe, sched, warp_idx)
+                            self.epilogue_tile(acc, tile, shift, gD, sD, tCcD, tensors, tma_d, tiled_r2s, tRS_sD,
+                                               tRS_rAcc, tRS_rFrag, tRS_rOut, frag_size, store_pipe, sched, warp_idx)
             sched.advance_to_next_work()
             work = sched.get_current_work()
         store_pipe.producer_tail()
+
+    @cute.jit
+    def tile_shifts(self, tile, extents):
+        """(M, N) offsets, <= 0, that move a tile's origin back so that the tile ends at the edge of ``extents`` (the
+        rows of the operand loaded along M / N): nonzero for the last tile of a clamped dimension (``self.clamp``)
+        when the extent is not a whole number of tiles and is at least one tile (a tile past the last one, which
+        clusters can add, moves to the same origin).
+
+        Why: a TMA box that runs far past its tensor's last row costs more than loading real rows (session 21 on the
+        weight-only path; session 22 measured int8 and FP8: e.g. int8 M = 257 on 128-row tiles 1.56-1.63x the time
+        of M = 512). The moved tile recomputes rows the tile before it also computes - the same values, stored
+        twice."""
+        shifts = []
+        for d in cutlass.range_constexpr(2):
+            s = cutlass.Int32(0)
+            if cutlass.const_expr(self.clamp[d]):
+                start = tile[d] * self.tile_mnk[d]
+                s = cutlass.max(cutlass.min(start, extents[d] - self.tile_mnk[d]), 0) - start
+            shifts.append(s)
+        return tuple(shifts)
+
+    @cute.jit
+    def shifted_partition(self, tma, mX: cute.Tensor, tiler, shift, cta_coord, cta_layout, sX):
+        """The producer's TMA partition of operand ``mX`` (rows, K, L) with its tiles' row origins moved by
+        ``shift`` rows (``tile_shifts``)."""
+        gX = cute.local_tile(cute.domain_offset((shift, 0, 0), mX), tiler, (None, None, None))
+        _, tXgX = cpasync.tma_partition(tma, cta_coord, cute.make_layout(cta_layout.shape),
+                                        cute.group_modes(sX, 0, 2), cute.group_modes(gX, 0, 2))
+        return tXgX
 
     @cute.jit
     def warm_l2(self, tma_a, tAgA, tma_b, tBgB, sched_params, k_tiles, split):
@@ -461,11 +517,11 @@ class Sm90GemmKernel:
             acc[i] = acc[i] + ws[start + i * threads]
 
     @cute.jit
-    def epilogue_tile(self, acc: cute.Tensor, tile, gD: cute.Tensor, sD: cute.Tensor, tCcD: cute.Tensor,
+    def epilogue_tile(self, acc: cute.Tensor, tile, shift, gD: cute.Tensor, sD: cute.Tensor, tCcD: cute.Tensor,
                       tensors: dict, tma_d: cute.CopyAtom, tiled_r2s, tRS_sD: cute.Tensor, tRS_rAcc: cute.Tensor,
                       tRS_rFrag: cute.Tensor, tRS_rOut: cute.Tensor, frag_size, store_pipe, sched, warp_idx):
         """Registers -> epilogue tree -> smem (stmatrix) -> gmem (TMA store), one epilogue sub-tile at a time."""
-        gD_tile = gD[(None, None, *tile)]
+        gD_tile = cute.domain_offset(shift, gD[(None, None, *tile)])
         gD_epi = cute.zipped_divide(gD_tile, self.epi_tile)
         bSG_sD, bSG_gD = cpasync.tma_partition(tma_d, 0, cute.make_layout(1), cute.group_modes(sD, 0, 2), gD_epi)
         epi_count = cute.size(gD_epi, mode=[1])
@@ -536,8 +592,9 @@ class Sm90GemmKernel:
         return None
 
     @cute.jit
-    def issue_mainloop_loads(self, prepared, stage, bar, tile, l_idx, k):
-        """Producer, per stage: issue the mainloop's loads of K-tile ``k`` of output tile ``tile``."""
+    def issue_mainloop_loads(self, prepared, stage, bar, tile, shift, l_idx, k):
+        """Producer, per stage: issue the mainloop's loads of K-tile ``k`` of output tile ``tile`` (whose origin is
+        moved by ``shift``, see ``tile_shifts``)."""
         pass
 
     # The per-stage operands of the mainloops so far (FP8's a_scale columns, the weight-only path's group parameters)
@@ -561,18 +618,20 @@ class Sm90GemmKernel:
 
     @cute.jit
     def issue_row_box(self, prepared, stage, bar, row_tile, column_tile, l_idx):
-        """Producer: the box (row_tile, column_tile) into stage ``stage``, on the stage's barrier ``bar``."""
+        """Producer: the box (row_tile, column_tile) into stage ``stage``, on the stage's barrier ``bar`` (boxes sit
+        at whole tiles: a mainloop that stages such an operand keeps that dimension unclamped, see ``clamp``)."""
         atom, s_part, g_part = prepared
         cute.copy(atom, g_part[(None, row_tile, column_tile, l_idx)], s_part[(None, stage)], tma_bar_ptr=bar)
 
     @cute.jit
     def mainloop(self, tiled_mma: cute.TiledMma, ab_pipe, tCrA: cute.Tensor, tCrB: cute.Tensor, acc: cute.Tensor,
-                 read, release, k_begin, k_tiles, tile, tCcD: cute.Tensor, tensors: dict):
+                 read, release, k_begin, k_tiles, tile, origin, tCcD: cute.Tensor, tensors: dict):
         """Accumulate one output tile (K-tiles [k_begin, k_begin + k_tiles) of it) into ``acc``; returns the
         advanced (read, release) pipeline states.
 
-        One K-tile of WGMMA stays in flight while the next is issued. ``k_begin``, ``tile``, ``tCcD`` (this thread's
-        accumulator coordinates) and ``tensors`` are unused here; subclasses that rescale per K-tile need them.
+        One K-tile of WGMMA stays in flight while the next is issued. ``k_begin``, ``tile``, ``origin`` (the tile's
+        first (m, n), ``tile_shifts`` included), ``tCcD`` (this thread's accumulator coordinates) and ``tensors`` are
+        unused here; subclasses that rescale per K-tile need them.
         """
         k_blocks = cute.size(tCrA, mode=[2])
         read.reset_count()

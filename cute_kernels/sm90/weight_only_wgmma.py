@@ -100,7 +100,9 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
                 raise ValueError(f"{name} = {value}: must be one of {allowed}")
         self.mainloop_operand_names = ("params",) if (has_scales or has_zeros) else ()
         self.kps = k_tiles_per_stage
-        super().__init__(config, epilogue, Float32, sm_count=sm_count, l2_warmup=l2_warmup)
+        # The tokens (the kernel's N) end their last tile at the last token (``Sm90GemmKernel.tile_shifts``): no
+        # box of x runs past its end once there are as many tokens as one tile (``wgmma.x_rows`` pads below that).
+        super().__init__(config, epilogue, Float32, sm_count=sm_count, l2_warmup=l2_warmup, clamp=(False, True))
         self.fmt, self.group, self.has_scales, self.has_zeros = fmt, group, has_scales, has_zeros
         self.a_buffers = a_buffers  # wait_group(a_buffers - 1) after each K-tile
         self.words = fmt.bits  # 32-bit words of codes per thread and K-tile (32 values)
@@ -174,7 +176,7 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
         return self.partition_row_boxes(mainloop_tma, self.param_stages(sML), self.param_box())
 
     @cute.jit
-    def issue_mainloop_loads(self, prepared, stage, bar, tile, l_idx, k):
+    def issue_mainloop_loads(self, prepared, stage, bar, tile, shift, l_idx, k):
         if cutlass.const_expr(self.groups_per_tile > 0):
             # stage k's groups start at k * K_TILE * kps / G, in units of groups_per_stage (rows and groups past the
             # tensor are zero-filled: their codes and x are zero too, or their rows are not stored)
@@ -184,7 +186,7 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
     # ------------------------------------------------------------------ mainloop
     @cute.jit
     def mainloop(self, tiled_mma: cute.TiledMma, ab_pipe, tCrA: cute.Tensor, tCrB: cute.Tensor, acc: cute.Tensor,
-                 read, release, k_begin, k_tiles, tile, tCcD: cute.Tensor, tensors: dict):
+                 read, release, k_begin, k_tiles, tile, origin, tCcD: cute.Tensor, tensors: dict):
         ct = F16 if cutlass.const_expr(self.b_dtype == cutlass.Float16) else BF16
         tidx, _, _ = cute.arch.thread_idx()
         wg = tidx // self.threads_per_wg - 1
@@ -197,7 +199,7 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
         frags = [tCrA] + [cute.make_rmem_tensor(tCrA.shape, self.b_dtype) for _ in range(nf - 1)]
         # The two weight rows (within the tile) this thread's A fragment and accumulator cover: WGMMA's fragment
         # sub-mode 1 steps 8 rows.
-        rows = [tCcD[((0, j, 0), 0, 0)][0] - tile[0] * self.config.tile_m for j in range(2)]
+        rows = [tCcD[((0, j, 0), 0, 0)][0] - origin[0] for j in range(2)]
         s_params = self.param_stages(tensors["smem"]) if cutlass.const_expr(self.groups_per_tile > 0) else None
 
         read.reset_count()

@@ -322,12 +322,15 @@ def eligible(x: torch.Tensor, bits: int, n: int, k: int, group: int | None, out_
 
 PAD_X_ROWS = True  # ``x_rows``'s padding on/off (experiments time both)
 X_PAD_MIN_ROWS = 96
+X_PAD_TWO_TILES_MIN_N = 256  # two token tiles narrower than this move their last tile instead (``x_rows``)
 
 
 def x_rows(m: int, tile_n: int) -> int:
     """Rows of x the kernel is given for M tokens: M, or M rounded up to whole token tiles (the launch then passes a
-    zero-padded copy of x; out keeps its M rows, the stores of the padded columns are dropped at its edge) when
-    there are at most two token tiles and at least ``X_PAD_MIN_ROWS`` rows of the last one lie past x's end.
+    zero-padded copy of x; out keeps its M rows, the stores of the padded columns are dropped at its edge) when at
+    least ``X_PAD_MIN_ROWS`` rows of the last tile lie past x's end and there is one token tile, or two of at least
+    ``X_PAD_TWO_TILES_MIN_N`` tokens. Otherwise the kernel moves its last token tile back to end at the last token
+    (``Sm90GemmKernel.tile_shifts``, session 22), with no copy.
 
     Session 21 (H100; benchmarks/experiments/wo_partial_tile_split.py, 8-bit 8192^2, the kernel compiled with separate
     row counts for x and out): a TMA box of x running far past x's last row is what is slow - 128-token tiles at
@@ -337,9 +340,14 @@ def x_rows(m: int, tile_n: int) -> int:
     wherever fewer than ~96 rows were past the end (16/32/64-token tiles: 15-32% slower on 4096^2) and on problems of
     three or more token tiles (4096^2 at 600 tokens 1.16x; 8192^2 at 1100 1.09x), and won where a tile of one or two
     ran far past it (8192^2 8-bit at 129 / 160 / 257 / 300 / 400 tokens 0.75 / 0.80 / 0.65 / 0.64 / 0.86x the time,
-    14336 x 4096 at 129 0.76x, AWQ 0.78-0.99x). Why a box past the end costs so much is not established."""
+    14336 x 4096 at 129 0.76x, AWQ 0.78-0.99x). Why a box past the end costs so much is not established.
+    Session 22 (H200, wo_x_rows.py, session 21's rule against the moved last tile, same machine): two 128-token
+    tiles at 129 / 160 tokens ran 0.83-0.95x the padded time on 8-bit and AWQ 4096^2 and 8-bit 8192^2 (AWQ 8192^2
+    1.02-1.05x); two 256-token tiles at 257 / 300 tokens ran AWQ 8192^2 1.07-1.10x (8-bit 0.98-1.00x), so those keep
+    the pad. Three or more tiles: 0.90x at 400 tokens on 4096^2, 1.00-1.04x at 600."""
     tiles = -(-m // tile_n)
-    if PAD_X_ROWS and tiles <= 2 and tiles * tile_n - m >= X_PAD_MIN_ROWS:
+    if PAD_X_ROWS and tiles * tile_n - m >= X_PAD_MIN_ROWS and (
+            tiles == 1 or (tiles == 2 and tile_n >= X_PAD_TWO_TILES_MIN_N)):
         return tiles * tile_n
     return m
 
