@@ -134,11 +134,10 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
                     self.epi_stages = fewer  # one epilogue buffer less keeps the A/B stages
                 else:
                     self.sfa_tma = False
-        if self.sfa_tma:
-            # A staged a_scale box moved with a clamped tile (origin not a multiple of the tile) faulted with an
-            # illegal instruction on the H200 (64-row tiles, session 22; not diagnosed): tiles that stage a_scale
-            # keep their origins.
-            self.clamp = (False, self.clamp[1])
+        if self.sfa_tma and self.clamp[0]:
+            # The staged a_scale box moves with a clamped tile, and its rows are the tensor's innermost dimension:
+            # a start that is not 16-byte aligned (4 floats) is an illegal instruction (seen on the H200, session 22).
+            self.clamp_align = (4, self.clamp_align[1])
         return extra if self.sfa_tma else 0
 
     def make_mainloop_tma(self, tensors: dict) -> tuple:
@@ -160,7 +159,7 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
     @cute.jit
     def issue_mainloop_loads(self, prepared, stage, bar, tile, shift, l_idx, k):
         if cutlass.const_expr(self.sfa_tma):
-            self.issue_row_box(prepared, stage, bar, tile[0], k, l_idx)
+            self.issue_row_box(prepared, stage, bar, tile[0], k, l_idx, shift[0] if self.clamp[0] else None)
 
     @cute.jit
     def mainloop(self, tiled_mma: cute.TiledMma, ab_pipe, tCrA: cute.Tensor, tCrB: cute.Tensor, acc: cute.Tensor,

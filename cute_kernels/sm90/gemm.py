@@ -18,7 +18,8 @@ Roles (one CTA = 1 producer warpgroup + 2 consumer warpgroups, launched persiste
     the accumulator slice is passed with its coordinates through the epilogue tree, converted to D's dtype,
     written to shared memory with stmatrix, fenced for the async proxy, and stored by one warp with a TMA store
     (which clips at the tensor edge, so ragged M/N need no predication). TMA loads zero-fill past the edge, so
-    a ragged K adds zeros.
+    a ragged K adds zeros. Along a ``clamp``ed dimension (the tokens) the last tile is moved back to end at the
+    edge instead (``tile_shifts``): a box far past the edge is slower than real rows (session 22).
 The schedule is cutlass.utils.StaticPersistentTileScheduler over (M tiles, N tiles, L), M-fastest or, on large
 problems, swizzled (``raster``: ``configs.raster_for``, fewer operand panels per wave); all roles advance it in
 lockstep, so they agree on the tile without communicating. With ``l2_warmup`` the producer warp first asks L2 for
@@ -75,6 +76,11 @@ class Sm90GemmKernel:
         follow the tile origin."""
         self.config = config
         self.clamp = tuple(bool(c) for c in clamp)
+        # Rows a moved origin is rounded up to, per dimension: a TMA box's start in its tensor's innermost dimension
+        # must be 16-byte aligned (an unaligned one is an illegal instruction), which matters for an operand whose
+        # rows are that dimension (FP8's staged MN-major a_scale: 4 floats). The tile then ends up to align - 1 rows
+        # past the edge.
+        self.clamp_align = (1, 1)
         self.raster = raster
         self.use_pdl = use_pdl
         self.l2_warmup = l2_warmup if use_pdl else 0
@@ -422,7 +428,10 @@ class Sm90GemmKernel:
             s = cutlass.Int32(0)
             if cutlass.const_expr(self.clamp[d]):
                 start = tile[d] * self.tile_mnk[d]
-                s = cutlass.max(cutlass.min(start, extents[d] - self.tile_mnk[d]), 0) - start
+                limit = extents[d] - self.tile_mnk[d]
+                if cutlass.const_expr(self.clamp_align[d] > 1):
+                    limit = (limit + self.clamp_align[d] - 1) // self.clamp_align[d] * self.clamp_align[d]
+                s = cutlass.max(cutlass.min(start, limit), 0) - start
             shifts.append(s)
         return tuple(shifts)
 
@@ -611,16 +620,23 @@ class Sm90GemmKernel:
         """``prepare_mainloop_loads`` of a ``row_box_tma`` operand; ``staged``: its (box rows, box columns, stage)
         shared-memory view."""
         atom, tma_tensor = mainloop_tma
-        boxes = cute.local_tile(tma_tensor, box, (None, None, None))  # (rows, columns, row tiles, column tiles, L)
-        s_part, g_part = cpasync.tma_partition(atom, 0, cute.make_layout(1), cute.group_modes(staged, 0, 2),
-                                               cute.group_modes(boxes, 0, 2))
-        return atom, s_part, g_part
+        s_part, g_part = self._row_box_partition(atom, tma_tensor, staged, box)
+        return atom, s_part, g_part, tma_tensor, staged, box
 
     @cute.jit
-    def issue_row_box(self, prepared, stage, bar, row_tile, column_tile, l_idx):
-        """Producer: the box (row_tile, column_tile) into stage ``stage``, on the stage's barrier ``bar`` (boxes sit
-        at whole tiles: a mainloop that stages such an operand keeps that dimension unclamped, see ``clamp``)."""
-        atom, s_part, g_part = prepared
+    def _row_box_partition(self, atom, tma_tensor: cute.Tensor, staged: cute.Tensor, box: tuple):
+        boxes = cute.local_tile(tma_tensor, box, (None, None, None))  # (rows, columns, row tiles, column tiles, L)
+        return cpasync.tma_partition(atom, 0, cute.make_layout(1), cute.group_modes(staged, 0, 2),
+                                     cute.group_modes(boxes, 0, 2))
+
+    @cute.jit
+    def issue_row_box(self, prepared, stage, bar, row_tile, column_tile, l_idx, row_shift=None):
+        """Producer: the box (row_tile, column_tile) into stage ``stage``, on the stage's barrier ``bar``; with
+        ``row_shift`` (a clamped tile's ``tile_shifts`` entry) the box's rows move by that much (if the rows are the
+        tensor's innermost dimension, ``clamp_align`` must keep the start 16-byte aligned)."""
+        atom, s_part, g_part, tma_tensor, staged, box = prepared
+        if cutlass.const_expr(row_shift is not None):
+            _, g_part = self._row_box_partition(atom, cute.domain_offset((row_shift, 0, 0), tma_tensor), staged, box)
         cute.copy(atom, g_part[(None, row_tile, column_tile, l_idx)], s_part[(None, stage)], tma_bar_ptr=bar)
 
     @cute.jit
