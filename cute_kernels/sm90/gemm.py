@@ -70,7 +70,7 @@ class Sm90GemmKernel:
         """l2_warmup: K-tiles of the CTA's first work tile whose A and B the producer asks L2 for (TMA prefetch)
         before ``griddepcontrol.wait``, i.e. while the previous kernel on the stream may still run (PDL); 0 = off.
         raster: (swizzle, raster_along_m) of the persistent schedule (``configs.raster_for``).
-        clamp: (M, N): move the last tile of that dimension back so that it ends at the tensor's edge (``tile_shift``);
+        clamp: (M, N): move the last tile of that dimension back so that it ends at the tensor's edge (``tile_shifts``);
         for the token dimension, whose TMA boxes past the end are slow. Only for epilogues that do not read what
         they write (no added ``c``, which may alias the output) and mainloops whose per-row / per-column operands
         follow the tile origin."""
