@@ -100,8 +100,9 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
                 raise ValueError(f"{name} = {value}: must be one of {allowed}")
         self.mainloop_operand_names = ("params",) if (has_scales or has_zeros) else ()
         self.kps = k_tiles_per_stage
-        # The tokens (the kernel's N) end their last tile at the last token (``Sm90GemmKernel.tile_shifts``): no
-        # box of x runs past its end once there are as many tokens as one tile (``wgmma.x_rows`` pads below that).
+        # The tokens (the kernel's N) end their last tile at x's last row (``Sm90GemmKernel.tile_shifts``): no box
+        # of x runs past its end once x has one tile's rows (``wgmma.x_rows`` pads x below one tile, and for two
+        # 256-token tiles, where a moved tile measured slower than a padded one).
         super().__init__(config, epilogue, Float32, sm_count=sm_count, l2_warmup=l2_warmup, clamp=(False, True))
         self.fmt, self.group, self.has_scales, self.has_zeros = fmt, group, has_scales, has_zeros
         self.a_buffers = a_buffers  # wait_group(a_buffers - 1) after each K-tile
