@@ -18,7 +18,7 @@ HBM_TBPS = 4.8
 L2_BYTES = 50 * 2**20
 
 INT8_SHAPES_NK = [(4096, 4096), (14336, 4096), (4096, 14336)]
-INT8_MS = [1, 16, 32, 128, 1024, 4096]
+INT8_MS = [1, 16, 32, 128, 256, 1024, 4096]  # 256: a common serving batch (not in #2's list)
 
 
 def graph_time_us(calls, replays: int = 12):

@@ -43,8 +43,11 @@ class TileConfig:
     def __post_init__(self):
         if self.tile_m not in (64, 128):
             raise ValueError(f"TileConfig.tile_m must be 64 or 128 (WGMMA M per warpgroup is 64); got {self.tile_m}")
-        if not (8 <= self.tile_n <= 256 and self.tile_n % 8 == 0):
-            raise ValueError(f"TileConfig.tile_n must be a multiple of 8 in [8, 256]; got {self.tile_n}")
+        # A multiple of 16, not 8: the epilogue's register -> smem copy (stmatrix x4) covers 16 columns per step, so
+        # a tile 8 columns short of that stored wrong results (session 23: FP8 with tile_n = 56, relative error 1.4).
+        if not (16 <= self.tile_n <= 256 and self.tile_n % 16 == 0):
+            raise ValueError(f"TileConfig.tile_n must be a multiple of 16 in [16, 256] (the epilogue stores 16-column "
+                             f"steps); got {self.tile_n}")
         for name in ("cluster_m", "cluster_n"):
             v = getattr(self, name)
             if v not in (1, 2, 4):
@@ -157,17 +160,50 @@ def raster_for(cfg: TileConfig, m: int, n: int, k: int, batch: int = 1, sm_count
     return swizzle, along_m
 
 
+# Tile widths an unswapped int8 row may take instead of its own (keyed by the row's tile_n), picked by the wave model
+# (``fit_tile_width``) with these per-column cost factors; ties keep the row's width. Measured on an H100 (session 23,
+# benchmarks/experiments/wave_fit.py, CUDA-graph medians, µs shipped -> fitted):
+# * 129-512 tokens on 4096-wide layers: 128x128 tiles are 2 x 32 = 64 tiles at M = 256 (half the SMs idle); 128x64
+#   makes 128: M = 192 / 256, N = K = 4096 15.60 / 15.10 -> 11.89 / 11.37; 4096 x 14336 40.88 / 40.48 -> 31.94 /
+#   31.99. At M = 384 (96 tiles of 128 or 192 of 64: the same waves x width, the tie keeps 128) 128x64 was 1.15-1.34x
+#   slower.
+# * 14336-row layers above 512 tokens: 8 x 56 = 448 tiles of 128x256 are 3.4 waves; 128x224 makes 512 (3.9): M = 1024
+#   104.9 -> 95.1. At M = 4096 the model ties and 224 measured the same (342.6 / 339.6). The 1.02 keeps 256 where the
+#   model finds only a sliver (8192^3: 16 waves of 256 against 17.9 of 224).
+# Not taken: FP8 (docs/fp8_blockwise.md, session 23) - 112-wide tiles on the 7168-row layers were 2-27% slower at
+# every M measured.
+INT8_TILE_WIDTHS = {128: (128, 64), 256: (256, 224)}
+INT8_TILE_WIDTH_COST = {64: 1.0, 128: 1.0, 224: 1.02, 256: 1.0}
+
+
+def fit_tile_width(cfg: TileConfig, m: int, n: int, batch: int, sm_count: int, widths, cost_factor) -> TileConfig:
+    """``cfg`` at the width among ``widths`` (the first is its own) with the fewest persistent waves x tile width x
+    ``cost_factor[width]``; the output tiles are rounded up to whole clusters. Ties keep the earlier width."""
+    def cost(w):
+        tiles_m = -(-(-(-m // cfg.tile_m)) // cfg.cluster_m) * cfg.cluster_m
+        tiles_n = -(-(-(-n // w)) // cfg.cluster_n) * cfg.cluster_n
+        return -(-tiles_m * tiles_n * batch // cfg.slots(sm_count)) * w * cost_factor[w]
+
+    return replace(cfg, tile_n=min(widths, key=cost))
+
+
 def select_sm90_int8(m: int, n: int, k: int, batch: int = 1, sm_count: int = 132) -> TileConfig:
-    """The table's row for M; for the swapped rows, the weight-tile height that the wave model prefers."""
+    """The table's row for M; for the swapped rows, the weight-tile height that the wave model prefers; for the
+    unswapped rows, the tile width it prefers (``INT8_TILE_WIDTHS``)."""
     cfg = next(c for max_m, c in SM90_INT8_TABLE if m <= max_m)
-    return size_swapped_tile(cfg, m, n, k, batch, sm_count) if cfg.swap_ab else cfg
+    if cfg.swap_ab:
+        return size_swapped_tile(cfg, m, n, k, batch, sm_count)
+    widths = INT8_TILE_WIDTHS.get(cfg.tile_n)
+    return fit_tile_width(cfg, m, n, batch, sm_count, widths, INT8_TILE_WIDTH_COST) if widths else cfg
 
 
 def shipped_sm90_int8_configs() -> list[TileConfig]:
     """Every config the table can return (CI compiles each one and checks its SASS). A split row also ships its
     unsplit sibling: the host runs that one when the wave model picks a single K slice (``ops.split_k``)."""
     seen: list[TileConfig] = []
-    for _, cfg in SM90_INT8_TABLE:
+    rows = [replace(cfg, tile_n=w) for _, cfg in SM90_INT8_TABLE
+            for w in (() if cfg.swap_ab else INT8_TILE_WIDTHS.get(cfg.tile_n, ())) or (cfg.tile_n,)]
+    for cfg in rows:
         for tile_m in (SWAP_TILE_M if cfg.swap_ab else (cfg.tile_m,)):
             for split_k in dict.fromkeys((cfg.split_k, 1)):
                 c = replace(cfg, tile_m=tile_m, split_k=split_k)

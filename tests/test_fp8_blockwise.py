@@ -110,6 +110,10 @@ def test_unswapped_small_m_switch(monkeypatch):
     (1024, 2112, 7168, 160),  # 8 x 17 = 136 tiles of 128 (two waves) vs 8 x 14 = 112 of 160
     (4096, 4096, 7168, 128),  # 1024 tiles of 128 = 7.8 waves; wider tiles leave more of their last wave idle
     (128, 7168, 16384, 128),  # split-K evens the waves out at 128
+    # 129-256 tokens (the split 128x128 row) may take 64-wide tiles (session 23): 2 x 17 tiles of 128 x 3 slices
+    # = 102 of 132 SMs on 2112 x 7168; 64-wide doubles the tiles. The 7168-row layers keep 128 (64 measured slower).
+    (256, 2112, 7168, 64), (129, 4096, 7168, 64), (256, 7168, 16384, 128), (256, 7168, 2048, 128),
+    (100, 7168, 16384, 128), (1024, 4096, 7168, 128),
 ])
 def test_tile_width_follows_the_wave_model(m, n, k, tile_n):
     assert select_config(m, n, k, 1, 132).tile_n == tile_n

@@ -58,6 +58,18 @@ def test_shapes(m, n, k, gran, out_dtype):
     _check(out, a, b, a_s, b_s, gran, out_dtype)
 
 
+@pytest.mark.parametrize("m", [129, 200, 256])
+def test_64_wide_tiles_through_the_dispatch(m):
+    """129-256 tokens on 2112 x 7168 run 128x64 split-K tiles (session 23) from the table's own call path."""
+    from cute_kernels.ops.fp8_blockwise_scaled_mm import select_config
+
+    assert select_config(m, 2112, 7168).tile_n == 64
+    a, b, a_s, b_s = _operands(m, 2112, 7168, GROUPWISE, seed=m)
+    out = torch.full((m, 2112), float("nan"), dtype=torch.bfloat16, device="cuda")
+    fp8_blockwise_scaled_mm(a, b, a_s, b_s, out=out)
+    _check(out, a, b, a_s, b_s, GROUPWISE, torch.bfloat16)
+
+
 @pytest.mark.parametrize("gran", [GROUPWISE, BLOCKWISE], ids=["groupwise", "blockwise"])
 @pytest.mark.parametrize("m", [70, 72])  # 72: batched MN-major per-token scales qualify for TMA staging
 def test_batched_and_k_major_scales(gran, m):

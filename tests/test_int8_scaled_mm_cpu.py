@@ -83,13 +83,22 @@ def test_config_table_buckets():
     assert select_sm90_int8(8192, 8192, 8192) == TileConfig(tile_m=128, tile_n=256, cluster_m=1, cluster_n=2)
     assert all(select_sm90_int8(m, 4096, 4096).split_k > 1 for m in (1, 16, 32, 64, 128))
     assert not select_sm90_int8(1024, 4096, 4096).swap_ab
+    # widths by the wave model (configs.fit_tile_width): 129-512 tokens on a 4096-wide layer fill the SMs with 128x64
+    # tiles; 14336-row layers take 224-wide tiles at 1024 tokens; 8192^3 and a whole wave of 128x128 keep their width
+    assert select_sm90_int8(256, 4096, 4096) == TileConfig(tile_m=128, tile_n=64, cluster_m=2, cluster_n=1)
+    assert select_sm90_int8(192, 4096, 14336).tile_n == 64
+    assert select_sm90_int8(512, 4096, 4096).tile_n == 128 and select_sm90_int8(384, 4096, 4096).tile_n == 128
+    assert select_sm90_int8(256, 14336, 4096).tile_n == 128
+    assert select_sm90_int8(1024, 14336, 4096) == TileConfig(tile_m=128, tile_n=224, cluster_m=1, cluster_n=2)
+    assert select_sm90_int8(4096, 14336, 4096).tile_n == 256
     # monotone buckets, last row covers everything
     bounds = [mx for mx, _ in SM90_INT8_TABLE]
     assert bounds == sorted(bounds) and bounds[-1] >= 2**62
 
 
 @pytest.mark.parametrize("kwargs,match", [
-    (dict(tile_m=96), "tile_m must be 64 or 128"), (dict(tile_n=12), "tile_n must be a multiple of 8"),
+    (dict(tile_m=96), "tile_m must be 64 or 128"), (dict(tile_n=12), "tile_n must be a multiple of 16"),
+    (dict(tile_n=56), "tile_n must be a multiple of 16"), (dict(tile_n=8), "tile_n must be a multiple of 16"),
     (dict(cluster_m=3), "cluster_m must be 1, 2 or 4"), (dict(cluster_m=4, cluster_n=2), "cluster size must be <= 4"),
     (dict(ctas_per_sm=0), "ctas_per_sm must be 1, 2, 3 or 4"), (dict(ctas_per_sm=5), "ctas_per_sm must be 1, 2, 3 or 4"),
 ])
@@ -319,7 +328,7 @@ def test_swizzled_schedule_compiles(raster):
 
 
 @pytest.mark.parametrize("tile_m,tile_n,swap", [(64, 48, True), (128, 80, True), (64, 112, True), (128, 96, True),
-                                                (128, 24, True), (128, 160, False), (128, 192, False),
+                                                (128, 224, False), (128, 160, False), (128, 192, False),
                                                 (128, 256, False), (64, 16, True)])
 def test_epilogue_sub_tiles_divide_the_tile(tile_m, tile_n, swap):
     """The epilogue walks the CTA tile in sub-tiles; one that does not divide it stores columns of the next tile

@@ -54,6 +54,16 @@ def test_every_shipped_config(cfg):
     _check(out, a, b, a_s, b_s, bias, torch.bfloat16)
 
 
+@pytest.mark.parametrize("m,n,k,tile_n", [(200, 4096, 512, 64), (129, 2048, 1024, 64), (1024, 14336, 256, 224)])
+def test_fitted_tile_width_through_the_dispatch(m, n, k, tile_n):
+    """The table's own call path onto the widths of ``configs.fit_tile_width`` (session 23), ragged M included."""
+    assert select_sm90_int8(m, n, k).tile_n == tile_n
+    a, b, a_s, b_s, bias = int8_gemm_inputs(m, n, k, seed=m + n)
+    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    int8_scaled_mm(a, b, a_s, b_s, bias, out=out)
+    _check(out, a, b, a_s, b_s, bias, torch.bfloat16)
+
+
 @pytest.mark.parametrize("m", [3, 513])
 def test_batched(m):
     a, b, a_s, b_s, bias = int8_gemm_inputs(m, 256, 512, batch=3, seed=m)

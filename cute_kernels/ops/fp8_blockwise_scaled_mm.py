@@ -86,7 +86,13 @@ MID_M_64_ROWS = (128, 8192)  # (max tokens, max K)
 # 64x256 per warpgroup would take every register. What the width buys is wave quantization: N = 24576 at M = 64 is
 # 192 tiles of 128 columns (two waves on 132 SMs) but 128 tiles of 192 (one wave, 23.7 -> 14.4 us); M = 1024,
 # N = 2112 is 136 tiles of 128 but 112 of 160 (49.2 -> 33.7 us). At equal wave counts 160 is ~8% slower per column.
-TILE_N_COST = {128: 1.0, 160: 1.08, 192: 1.0}
+TILE_N_COST = {128: 1.0, 160: 1.08, 192: 1.0, 64: 1.0}
+# 64 is offered to the 129-256-token problems of the 128x128 split-K row only: there it halves the tiles' width where 128-wide
+# tiles leave SMs idle. Measured on an H100 (session 23, benchmarks/experiments/wave_fit.py WF_FP8_MID, CUDA-graph
+# medians, µs 128 -> 64 wide): M = 192 / 256, 2112 x 7168 17.43 / 17.61 -> 15.79 / 15.99; 4096 x 7168 24.86 / 24.99 ->
+# 23.91 / 23.53; the model keeps 128 on the 7168-row layers, where 64 was 1.2-1.4x slower. Offered to every row, the
+# model's ties would move the swapped decode tiles and the large-M rows too (not measured there).
+SPLIT_ROW_EXTRA_WIDTHS = (64,)
 
 
 def _wave_cost(cfg: TileConfig, m: int, n: int, k: int, batch: int, sm_count: int) -> float:
@@ -120,7 +126,10 @@ def select_config(m: int, n: int, k: int, batch: int = 1, sm_count: int = 132) -
             and -(-n // 128) * batch <= sm_count // 2):
         return _UNSWAPPED_SMALL_M
     unswapped = base if not base.swap_ab else _UNSWAPPED_SMALL_M
-    widths = [replace(unswapped, tile_n=w) for w in TILE_N_COST]
+    # (the row's 65-128-token problems, not measured with 64-wide tiles, keep the other widths)
+    split_row = not base.swap_ab and base.tile_m == 128 and base.split_k > 1 and m > MID_M_64_ROWS[0]
+    widths = [replace(unswapped, tile_n=w) for w in TILE_N_COST
+              if w not in SPLIT_ROW_EXTRA_WIDTHS or split_row]
     costs = [_wave_cost(c, m, n, k, batch, sm_count) for c in widths]
     cost = min(costs)
     unswapped = widths[costs.index(cost)]  # ties keep the first (narrowest) width
@@ -135,8 +144,12 @@ def shipped_configs() -> list[TileConfig]:
     """Every config ``select_config`` can return (the table's rows at each tile size), each split row followed by
     its unsplit sibling (run when one K slice is planned)."""
     rows = [cfg for _, cfg in SM90_FP8_BLOCKWISE_TABLE] + [_UNSWAPPED_SMALL_M]
+    def widths(cfg):
+        split_row = cfg.tile_m == 128 and cfg.split_k > 1
+        return [w for w in TILE_N_COST if w not in SPLIT_ROW_EXTRA_WIDTHS or split_row]
+
     sized = [c for cfg in rows for c in ([replace(cfg, tile_m=h) for h in SWAP_TILE_M] if cfg.swap_ab
-                                         else [replace(cfg, tile_n=w) for w in TILE_N_COST])]
+                                         else [replace(cfg, tile_n=w) for w in widths(cfg)])]
     return list(dict.fromkeys(c for cfg in sized for c in (cfg, replace(cfg, split_k=1))))
 
 

@@ -1,0 +1,170 @@
+"""Session 23: tile shapes that fill the GPU where the shipped tables leave SMs idle.
+
+The wave model (``configs.split_cost``) finds two families of problems whose shipped tiles cannot fill 132 SMs:
+  * int8 at 129-512 tokens on 4096-wide layers: the 128x128 2x1 row gives 2 x 32 = 64 tiles (half the SMs idle at
+    M = 256; the issue's benchmark has no M = 256 row, so it never showed);
+  * layers of 7168 / 14336 weight rows (the DeepSeek-V3 and Llama-3 FFN widths, 7 x 2^k): 112 tiles of 64 / 128 rows
+    or 448 of 128 x 128 - 0.85 of whole waves at every M. A tile width of 112 (or 224, 56) gives 128 / 512 tiles
+    (0.97).
+Each problem is timed with the shipped config (``config=None``) and the candidate configs through the op's
+``config=`` override: every call float64-checked first (NaN-poisoned out), then CUDA-graph medians with operands
+rotated beyond L2, three interleaved rounds. Writes wave_fit.json to $OUT. Env WF_OPS=int8,fp8 selects the ops.
+"""
+import json
+import os
+import statistics
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+from cute_kernels import TileConfig, fp8_blockwise_scaled_mm, int8_scaled_mm  # noqa: E402
+from cute_kernels.bench import graph_time_us  # noqa: E402
+from cute_kernels.formats.fp8 import quantize_fp8_blockwise, quantize_fp8_per_token_group  # noqa: E402
+from cute_kernels.formats.scale_layouts import to_mn_major  # noqa: E402
+from cute_kernels.reference import fp8_blockwise_scaled_mm_ref, int8_scaled_mm_ref  # noqa: E402
+
+OUT = os.environ.get("OUT", ".")
+OPS = os.environ.get("WF_OPS", "int8,fp8").split(",")
+ROUNDS = 3
+
+
+def T(tm, tn, cm=1, cn=1, swap=False, split=1):
+    return TileConfig(tile_m=tm, tile_n=tn, cluster_m=cm, cluster_n=cn, swap_ab=swap, split_k=split)
+
+
+def odd_width(tm, tn, swap):
+    """A TileConfig with a tile_n that is a multiple of 8 but not 16 (TileConfig refuses those since session 23)."""
+    cfg = T(tm, 64, swap=swap)
+    object.__setattr__(cfg, "tile_n", tn)
+    return cfg
+
+
+INT8 = [  # (m, n, k, {label: config})
+    *[(m, n, k, {"128x128 split4": T(128, 128, split=4), "128x64": T(128, 64), "128x64 2x1": T(128, 64, 2, 1),
+                 "swap 64x128 split4": T(64, 128, swap=True, split=4)})
+      for m in (192, 256, 384) for n, k in ((4096, 4096), (4096, 14336))],
+    *[(m, 14336, 4096, {"128x112": T(128, 112), "64x112": T(64, 112)}) for m in (32, 64, 128)],
+    *[(m, 14336, 4096, {"128x112 2x1": T(128, 112, 2, 1), "128x112": T(128, 112)}) for m in (256,)],
+    *[(m, 14336, 4096, {"128x224 1x2": T(128, 224, 1, 2), "128x224": T(128, 224)}) for m in (1024, 4096)],
+]
+FP8 = [
+    *[(m, 7168, k, {"64x112": T(64, 112), "64x56": odd_width(64, 56, False)}) for m in (32, 64)
+      for k in (16384, 2048)],
+    *[(m, 7168, k, {"128x112": T(128, 112), "128x56": odd_width(128, 56, False)}) for m in (128, 256)
+      for k in (16384, 2048)],
+    *[(m, 7168, k, {"128x112 2x1": T(128, 112, 2, 1), "128x112": T(128, 112)}) for m in (1024,)
+      for k in (16384, 2048)],
+]
+
+
+# WF_CONFIRM=1: the shipped dispatch (config=None, with configs.fit_tile_width) against session 22's rows - 128x128 2x1
+# for 129-512 tokens, 128x256 1x2 above - on the layers of the benchmark and three the fit flips or leaves alone.
+CONFIRM = [(m, n, k, {"session22": T(128, 128, 2, 1)}) for n, k in ((4096, 4096), (4096, 14336), (2048, 4096))
+           for m in (129, 192, 256, 320, 384, 512)] + \
+          [(m, n, k, {"session22": T(128, 256, 1, 2)}) for n, k in ((14336, 4096), (5120, 4096), (11008, 4096))
+           for m in (1024, 2048)] + [(8192, 8192, 8192, {"session22": T(128, 256, 1, 2)})]
+
+
+# WF_ODD=1: did such widths give wrong int8 results too, or only FP8's (session 23 found FP8 64x56 / 128x56 wrong)?
+ODD = [(m, 4096, 4096, {"64x56 swap": odd_width(64, 56, True)}) for m in (56, 200)] + \
+      [(256, 4096, 4096, {"128x56": odd_width(128, 56, False), "128x40": odd_width(128, 40, False)})]
+
+
+# WF_MID=1: 65-128 tokens, which run swapped 64 / 128 x 80-128 tiles (tokens on WGMMA's N); at M = 128 on N = K =
+# 4096 that took 11.0 µs against 10.3 for M = 256 on 128x64 tiles (session 23 benchmark, H100).
+MID = [(m, n, k, {"128x64 split4": T(128, 64, split=4), "128x128 split4": T(128, 128, split=4),
+                  "64x64 split4": T(64, 64, split=4), "64x128 split4": T(64, 128, split=4)})
+       for n, k in ((4096, 4096), (4096, 14336), (14336, 4096)) for m in (80, 128)]
+
+
+# WF_FP8_MID=1: FP8 at 129-256 tokens, where the 128x128 split row leaves SMs idle on narrow layers (2112 x 7168 at
+# M = 256: 34 tiles x 3 slices = 102 of 132); 64-wide tiles (one b_scale segment each) double the tiles.
+FP8_MID = [(m, n, k, {"128x64 split4": T(128, 64, split=4), "128x64 2x1": T(128, 64, 2, 1)})
+           for n, k in ((2112, 7168), (4096, 7168), (7168, 2048), (7168, 16384)) for m in (192, 256)]
+
+
+# WF_FP8_CONFIRM=1: the shipped FP8 dispatch (64-wide tiles at 129-256 tokens where the model takes them) against
+# session 22's 128x128 split row.
+FP8_CONFIRM = [(m, n, k, {"session22": T(128, 128, split=4)}) for n, k in ((2112, 7168), (4096, 7168))
+               for m in (129, 192, 256)]
+
+
+def int8_case(m, n, k):
+    sets = []
+    for _ in range(max(2, int(64e6 // (n * k)) + 1)):
+        a = torch.randint(-128, 128, (m, k), dtype=torch.int8, device="cuda")
+        b = torch.randint(-128, 128, (n, k), dtype=torch.int8, device="cuda").t()
+        sa, sb = torch.rand(m, device="cuda") + 0.5, torch.rand(n, device="cuda") / 64
+        bias = torch.randn(n, device="cuda").bfloat16()
+        sets.append((a, b, sa, sb, bias))
+    a, b, sa, sb, bias = sets[0]
+    ref = int8_scaled_mm_ref(a, b, sa, sb, bias)
+
+    def call(cfg, s, out=None):
+        return int8_scaled_mm(*s, out_dtype=torch.bfloat16, config=cfg, out=out)
+    return sets, ref, call
+
+
+def fp8_case(m, n, k):
+    sets = []
+    for i in range(max(2, int(64e6 // (n * k)) + 1)):
+        a, a_s = quantize_fp8_per_token_group(torch.randn(m, k, device="cuda"), 128)
+        b, b_s = quantize_fp8_blockwise(torch.randn(n, k, device="cuda"), 128)
+        sets.append((a, b, to_mn_major(a_s), to_mn_major(b_s)))
+    ref = fp8_blockwise_scaled_mm_ref(*sets[0], (1, 128, 128))
+
+    def call(cfg, s, out=None):
+        return fp8_blockwise_scaled_mm(*s, out_dtype=torch.bfloat16, config=cfg, out=out)
+    return sets, ref, call
+
+
+def main():
+    rows = []
+    if os.environ.get("WF_CONFIRM") == "1":
+        cases = [("int8", c, int8_case) for c in CONFIRM]
+    elif os.environ.get("WF_MID") == "1":
+        cases = [("int8", c, int8_case) for c in MID]
+    elif os.environ.get("WF_FP8_MID") == "1":
+        cases = [("fp8", c, fp8_case) for c in FP8_MID]
+    elif os.environ.get("WF_FP8_CONFIRM") == "1":
+        cases = [("fp8", c, fp8_case) for c in FP8_CONFIRM]
+    elif os.environ.get("WF_ODD") == "1":
+        cases = [("int8", c, int8_case) for c in ODD]
+    else:
+        cases = [("int8", c, int8_case) for c in INT8 if "int8" in OPS] + \
+                [("fp8", c, fp8_case) for c in FP8 if "fp8" in OPS]
+    for op, (m, n, k, cands), make in cases:
+        sets, ref, call = make(m, n, k)
+        variants = {"shipped": None, **cands}
+        ok, errs = {}, {}
+        for label, cfg in variants.items():
+            out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+            try:
+                call(cfg, sets[0], out)
+                torch.cuda.synchronize()
+            except Exception as exc:  # noqa: BLE001 - a candidate that does not build is reported and skipped
+                print(f"  {op} {m}x{n}x{k} {label}: skipped ({type(exc).__name__}: {str(exc)[:200]})", flush=True)
+                continue
+            err = ((out.double() - ref).norm() / ref.norm()).item()
+            errs[label] = err
+            if not err < 1e-2 or bool(out.isnan().any()):
+                print(f"  WRONG {op} {m}x{n}x{k} {label}: rel err {err:.3e}", flush=True)
+                continue
+            ok[label] = cfg
+        us = {label: [] for label in ok}
+        for _ in range(ROUNDS):
+            for label, cfg in ok.items():
+                us[label].append(graph_time_us([lambda s=s, c=cfg: call(c, s) for s in sets])[0])
+        med = {label: statistics.median(v) for label, v in us.items()}
+        rows.append(dict(op=op, m=m, n=n, k=k, us=med, errs=errs, rounds=us))
+        base = med.get("shipped")
+        print(f"{op} M={m} N={n} K={k}: " + " ".join(
+            f"[{l}] {u:.2f}" + ("" if base is None or l == "shipped" else f" ({u / base:.2f})") for l, u in med.items()),
+            flush=True)
+        json.dump(dict(device=torch.cuda.get_device_name(), rows=rows), open(os.path.join(OUT, "wave_fit.json"), "w"),
+                  indent=1)
+
+
+if __name__ == "__main__":
+    main()
