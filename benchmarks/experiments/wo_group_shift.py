@@ -9,6 +9,7 @@ their tiles from 94 to 80 registers and so three CTAs per SM; docs/weight_only.m
 patches/wo_group_shift.patch first.
 """
 import sys
+from dataclasses import replace
 
 sys.path.insert(0, "benchmarks")
 sys.path.insert(0, "benchmarks/experiments")
@@ -26,8 +27,11 @@ def variants(m, oc, ic, sms, kws, sets, x):
     tile = config.decode_tile("awq", m, oc, sms, scaled=True, k=ic)
     promote = use_promoted_scales("awq", True, 128, torch.float16, tile)
     out = {}
-    for name, shift in (("division", False), ("shift", True)):
-        fn = compile_weight_only("awq", torch.float16, torch.float16, torch.float16, tile, promote_scales=promote,
+    # "shift cap2" (not run yet): the shift with the tile held to two CTAs per SM (TileShape.max_ctas_per_sm), the
+    # occupancy the grid is sized for - the 80-register build otherwise fits three.
+    for name, shift, t in (("division", False, tile), ("shift", True, tile),
+                           ("shift cap2", True, replace(tile, max_ctas_per_sm=2))):
+        fn = compile_weight_only("awq", torch.float16, torch.float16, torch.float16, t, promote_scales=promote,
                                  group_shift=shift)
         res = torch.full((m, oc), float("nan"), device="cuda", dtype=torch.float16)
         out[name] = ([lambda k=k, fn=fn, res=res: fn(x, k.w, res, 1.0, k.scales, k.zeros, 128) for k in kws], res)
