@@ -179,10 +179,12 @@ INT8_TILE_WIDTH_COST = {64: 1.0, 128: 1.0, 224: 1.02, 256: 1.0}
 def fit_tile_width(cfg: TileConfig, m: int, n: int, batch: int, sm_count: int, widths, cost_factor) -> TileConfig:
     """``cfg`` at the width among ``widths`` (the first is its own) with the fewest persistent waves x tile width x
     ``cost_factor[width]``; the output tiles are rounded up to whole clusters. Ties keep the earlier width."""
+    def whole_clusters(tiles: int, cluster: int) -> int:
+        return -(-tiles // cluster) * cluster
+
     def cost(w):
-        tiles_m = -(-(-(-m // cfg.tile_m)) // cfg.cluster_m) * cfg.cluster_m
-        tiles_n = -(-(-(-n // w)) // cfg.cluster_n) * cfg.cluster_n
-        return -(-tiles_m * tiles_n * batch // cfg.slots(sm_count)) * w * cost_factor[w]
+        tiles = whole_clusters(-(-m // cfg.tile_m), cfg.cluster_m) * whole_clusters(-(-n // w), cfg.cluster_n) * batch
+        return split_cost(tiles, 1, w, cfg.slots(sm_count)) * cost_factor[w]
 
     return replace(cfg, tile_n=min(widths, key=cost))
 

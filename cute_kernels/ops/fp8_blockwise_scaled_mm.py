@@ -95,6 +95,13 @@ TILE_N_COST = {128: 1.0, 160: 1.08, 192: 1.0, 64: 1.0}
 SPLIT_ROW_EXTRA_WIDTHS = (64,)
 
 
+def _row_widths(row: TileConfig, m: int | None = None) -> list[int]:
+    """Tile widths an unswapped row may take: ``TILE_N_COST``'s, plus ``SPLIT_ROW_EXTRA_WIDTHS`` for the 128-row
+    split-K row at more than ``MID_M_64_ROWS[0]`` tokens (``m`` None: any M it may see, for ``shipped_configs``)."""
+    split_row = row.tile_m == 128 and row.split_k > 1 and (m is None or m > MID_M_64_ROWS[0])
+    return [w for w in TILE_N_COST if w not in SPLIT_ROW_EXTRA_WIDTHS or split_row]
+
+
 def _wave_cost(cfg: TileConfig, m: int, n: int, k: int, batch: int, sm_count: int) -> float:
     """``configs.split_cost`` of a config (K slices from ``best_split``) in weight rows x K-tiles, so that swapped and
     unswapped tiles compare; the unswapped tile width's measured cost factor (``TILE_N_COST``) included."""
@@ -126,13 +133,10 @@ def select_config(m: int, n: int, k: int, batch: int = 1, sm_count: int = 132) -
             and -(-n // 128) * batch <= sm_count // 2):
         return _UNSWAPPED_SMALL_M
     unswapped = base if not base.swap_ab else _UNSWAPPED_SMALL_M
-    # (the row's 65-128-token problems, not measured with 64-wide tiles, keep the other widths)
-    split_row = not base.swap_ab and base.tile_m == 128 and base.split_k > 1 and m > MID_M_64_ROWS[0]
-    widths = [replace(unswapped, tile_n=w) for w in TILE_N_COST
-              if w not in SPLIT_ROW_EXTRA_WIDTHS or split_row]
+    widths = [replace(unswapped, tile_n=w) for w in _row_widths(unswapped, m)]
     costs = [_wave_cost(c, m, n, k, batch, sm_count) for c in widths]
     cost = min(costs)
-    unswapped = widths[costs.index(cost)]  # ties keep the first (narrowest) width
+    unswapped = widths[costs.index(cost)]  # ties keep the earlier width (128 first)
     if base.swap_ab and _swap_allowed(m, k):
         swapped = size_swapped_tile(base, m, n, k, batch, sm_count)
         if _wave_cost(swapped, m, n, k, batch, sm_count) < cost:
@@ -144,12 +148,8 @@ def shipped_configs() -> list[TileConfig]:
     """Every config ``select_config`` can return (the table's rows at each tile size), each split row followed by
     its unsplit sibling (run when one K slice is planned)."""
     rows = [cfg for _, cfg in SM90_FP8_BLOCKWISE_TABLE] + [_UNSWAPPED_SMALL_M]
-    def widths(cfg):
-        split_row = cfg.tile_m == 128 and cfg.split_k > 1
-        return [w for w in TILE_N_COST if w not in SPLIT_ROW_EXTRA_WIDTHS or split_row]
-
     sized = [c for cfg in rows for c in ([replace(cfg, tile_m=h) for h in SWAP_TILE_M] if cfg.swap_ab
-                                         else [replace(cfg, tile_n=w) for w in widths(cfg)])]
+                                         else [replace(cfg, tile_n=w) for w in _row_widths(cfg)])]
     return list(dict.fromkeys(c for cfg in sized for c in (cfg, replace(cfg, split_k=1))))
 
 
