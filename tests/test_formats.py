@@ -7,7 +7,8 @@ from cute_kernels.formats import (awq_dequantize_reference, awq_pack, awq_quanti
                                   dequantize_fp8_blockwise, dequantize_fp8_per_token_group, dequantize_weights,
                                   describe_scale_layouts, is_mn_major, make_scale_factor_layout, pack_weights,
                                   quantize_fp8_blockwise, quantize_fp8_per_token_group, quantize_weights,
-                                  scale_factor_layout, smem_atom_layout, to_mn_major, unpack_weights)
+                                  scale_factor_layout, smem_atom_layout, to_mn_major,
+                                  to_tma_aligned_mn_major, unpack_weights)
 
 BITS = (1, 2, 4, 8)
 
@@ -369,6 +370,20 @@ def test_scale_layout_addresses_the_torch_scale_tensor(major, gran, kind):
                 idx = (l, m // g_mn, k // gk)
                 want = sum(i * s for i, s in zip(idx, scale.stride()))
                 assert lay.offset(m, k, l) == want
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (8, 3), (1, 4), (2, 65, 56)])
+def test_tma_aligned_mn_major(shape):
+    """Same values as the input, MN-major, column (and batch) strides multiples of 4 floats: what
+    fp8_blockwise_scaled_mm stages with TMA at any M (its eligibility rule run on the result)."""
+    from cute_kernels.ops.fp8_blockwise_scaled_mm import sfa_tma_eligible
+
+    x = torch.randn(shape)
+    y = to_tma_aligned_mn_major(x)
+    assert torch.equal(x, y) and y.stride(-2) == 1 and y.stride(-1) == -(-shape[-2] // 4) * 4
+    assert all(st % 4 == 0 for i, st in enumerate(y.stride()) if i != y.dim() - 2)
+    assert sfa_tma_eligible(y, (1, 128, 128))
+    assert sfa_tma_eligible(to_mn_major(x), (1, 128, 128)) == (shape[-2] % 4 == 0)
 
 
 def test_scale_layout_errors():

@@ -75,13 +75,29 @@ def test_granularity_names_and_table():
             assert cfg.swap_ab == (m <= 8 or (m <= 64 and k <= 4096)) and cfg.tile_n <= 192
             assert not cfg.swap_ab or cfg.tile_n == max(16, 1 << (m - 1).bit_length())
             assert cfg.swap_ab or m > 64 or cfg.tile_m == 64
-            # 65-128 tokens, K <= 8192, 56 weight tiles (<= 66): two 64-row token tiles (MID_M_64_ROWS)
-            assert cfg.tile_m == (64 if m <= 64 or (m <= 128 and k <= 8192) else 128)
+            # 65-128 tokens, 56 weight tiles (<= 66): two 64-row token tiles (MID_M_64_ROWS; at K = 16384 because
+            # a_scale is staged and 112 work tiles of 64 rows fill the wave as the 128-row tile's 56 x 2 slices do)
+            assert cfg.tile_m == (64 if m <= 128 else 128)
             assert cfg in shipped_configs() or replace(cfg, split_k=1) in shipped_configs()
+            # an a_scale the consumers load keeps the 128-row tile above MID_M_64_ROWS's K
+            staged = select_config(m, 7168, k, a_scale_staged=False)
+            assert staged.tile_m == (64 if m <= 64 or (m <= 128 and k <= 8192) else 128)
     # N = 24576: 128 unswapped tiles of 64x192 fill the GPU as well as the swapped tiles do - a tie, kept unswapped;
     # at 65-128 tokens its 192 weight tiles keep the 128-row tile
     assert not select_config(1, 24576, 1536).swap_ab
     assert select_config(128, 24576, 1536).tile_m == 128
+
+
+@pytest.mark.parametrize("n,k,rows", [(7168, 16384, 64), (4096, 14336, 64), (2048, 16384, 64), (8192, 28672, 64),
+                                      (5120, 13824, 128), (14336, 4096, 128), (24576, 1536, 128)])
+def test_mid_m_long_k_rows(n, k, rows):
+    """65-128 tokens with K > 8192 (MID_M_64_ROWS_LONG_K, session 24): 64-row tiles where their work tiles fill
+    one wave at least as fully as the 128-row tile's; 5120 x 13824's 64-row problem would take two waves (240 work
+    tiles), and the wide layers are not narrow."""
+    for m in (65, 97, 128):
+        assert select_config(m, n, k).tile_m == rows
+        assert select_config(m, n, k, a_scale_staged=False).tile_m == (128 if k > 8192 else rows)
+    assert select_config(129, n, k).tile_m == 128
 
 
 def test_swapped_rows_pick_the_weight_tile_height_by_waves():

@@ -5,7 +5,7 @@ import torch
 
 from cute_kernels.configs import TileConfig
 from cute_kernels.formats.fp8 import quantize_fp8_blockwise, quantize_fp8_per_token_group
-from cute_kernels.formats.scale_layouts import to_mn_major
+from cute_kernels.formats.scale_layouts import to_mn_major, to_tma_aligned_mn_major
 from cute_kernels.ops.fp8_blockwise_scaled_mm import fp8_blockwise_scaled_mm, shipped_configs
 from cute_kernels.reference import fp8_blockwise_scaled_mm_ref
 
@@ -66,6 +66,23 @@ def test_64_wide_tiles_through_the_dispatch(m):
     assert select_config(m, 2112, 7168).tile_n == 64
     a, b, a_s, b_s = _operands(m, 2112, 7168, GROUPWISE, seed=m)
     out = torch.full((m, 2112), float("nan"), dtype=torch.bfloat16, device="cuda")
+    fp8_blockwise_scaled_mm(a, b, a_s, b_s, out=out)
+    _check(out, a, b, a_s, b_s, GROUPWISE, torch.bfloat16)
+
+
+@pytest.mark.parametrize("m", [65, 97, 128])
+def test_mid_m_long_k_64_row_tiles_through_the_dispatch(m):
+    """65-128 tokens at K > 8192 on a narrow layer run 64-row split-K tiles when a_scale is staged by TMA (session
+    24), through the op's own call path; the a_scale has a 4-row-aligned column stride (``to_tma_aligned_mn_major``),
+    so it is TMA-eligible at every M, and the last 64-row token tile moves back (M = 65, 97)."""
+    from cute_kernels.ops.fp8_blockwise_scaled_mm import select_config, sfa_tma_eligible
+
+    n, k = 2048, 8448 + 128
+    assert select_config(m, n, k).tile_m == 64
+    a, b, a_s, b_s = _operands(m, n, k, GROUPWISE, mn_major=False, seed=m)
+    a_s, b_s = to_tma_aligned_mn_major(a_s), to_mn_major(b_s)
+    assert sfa_tma_eligible(a_s, GROUPWISE)
+    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
     fp8_blockwise_scaled_mm(a, b, a_s, b_s, out=out)
     _check(out, a, b, a_s, b_s, GROUPWISE, torch.bfloat16)
 

@@ -13,7 +13,7 @@ from .bitpack import (dequantize_weights, pack_weights, quantize_weights, unpack
 from .fp8 import (dequantize_fp8_blockwise, dequantize_fp8_per_token_group, quantize_fp8_blockwise,
                   quantize_fp8_per_token_group)
 from .scale_layouts import (describe_scale_layouts, is_mn_major, make_scale_factor_layout, scale_factor_layout,
-                            smem_atom_layout, to_mn_major)
+                            smem_atom_layout, to_mn_major, to_tma_aligned_mn_major)
 
 __all__ = [
     "pack_weights", "unpack_weights", "quantize_weights", "dequantize_weights",
@@ -21,5 +21,5 @@ __all__ = [
     "quantize_fp8_per_token_group", "dequantize_fp8_per_token_group",
     "quantize_fp8_blockwise", "dequantize_fp8_blockwise",
     "scale_factor_layout", "make_scale_factor_layout", "smem_atom_layout", "describe_scale_layouts",
-    "to_mn_major", "is_mn_major",
+    "to_mn_major", "to_tma_aligned_mn_major", "is_mn_major",
 ]

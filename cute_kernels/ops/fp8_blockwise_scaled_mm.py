@@ -79,6 +79,16 @@ _UNSWAPPED_SMALL_M = TileConfig(tile_m=64, tile_n=128, cluster_m=1, cluster_n=1,
 # N = 24576 (192 tiles) 15.0 vs 17.0 and N = 7168, K = 16384 at M = 96 42.7 vs 51.7; at M = 192 two or three
 # 64-row token tiles lost on three of five layers.
 MID_M_64_ROWS = (128, 8192)  # (max tokens, max K)
+# Longer K on those narrow layers: the 64-row tiles where a_scale is staged by TMA (``sfa_tma_eligible``) and their
+# work tiles (token tiles x weight tiles x K slices) fill one persistent wave at least as fully as the 128-row tile's
+# do. Measured on an H100 (session 24, benchmarks/experiments/fp8_one_tile_pad.py, CUDA-graph medians, a_scale with a
+# 4-row-aligned stride, M = 65-128): 128-row -> 64-row 0.93x on 7168 x 16384 (112 -> 112 work tiles), 0.91x on 4096 x
+# 14336 and 4096 x 8448 (128 -> 128), 0.95x on 7168 x 18432, 0.88-0.90x on 2048 x 16384 (64 -> 128), 0.99-1.02x on
+# 8192 x 28672 (128 -> 128); 1.07-1.09x on 5120 x 13824, whose 64-row problem takes two waves (240 work tiles), so
+# it stays on 128 rows. With a_scale loaded by the consumers (a stride that is not a multiple of 4 rows) the 64-row
+# tile lost 4-8% on 8192 x 28672 and 7168 x 18432, so it is not taken there. Session 6 (H200, older code) had found
+# the opposite at 7168 x 16384, M = 96 (42.7 vs 51.7 us); not re-measured on an H200.
+MID_M_64_ROWS_LONG_K = True
 
 # Tile widths the host chooses among, with their measured cost per output column relative to 128 (H200,
 # 2026-11-22, benchmarks/experiments/fp8_tile_n.py: 21 shapes, each width's time / its wave count). tile_n is at
@@ -122,21 +132,34 @@ def _swap_allowed(m: int, k: int) -> bool:
     return max_k is None or k <= max_k
 
 
-def select_config(m: int, n: int, k: int, batch: int = 1, sm_count: int = 132) -> TileConfig:
+def _work_tiles(cfg: TileConfig, m: int, n: int, k: int, batch: int, sm_count: int) -> int:
+    """Work tiles of an unswapped config's problem: output tiles x the K slices ``best_split`` plans."""
+    tiles = -(-m // cfg.tile_m) * -(-n // cfg.tile_n) * batch
+    return tiles * best_split(tiles, cfg.tile_m, cfg.split_k, -(-k // 128), cfg.slots(sm_count))
+
+
+def select_config(m: int, n: int, k: int, batch: int = 1, sm_count: int = 132,
+                  a_scale_staged: bool = True) -> TileConfig:
     """The table's row for M, at the tile size that the wave model (``configs.split_cost``: persistent waves x work
     per tile, K slices included) finds cheapest for this problem: the tile width of an unswapped row
     (``TILE_N_COST``, ties keep 128); for a swapped row the weight-tile height (``SWAP_TILE_M``, ties to the taller),
     and the swapped row only within ``SWAP_LIMITS`` and where it beats the unswapped 64-row tile; 65-128 tokens on
-    narrow layers run 64-row tiles (``MID_M_64_ROWS``)."""
+    narrow layers run 64-row tiles (``MID_M_64_ROWS``; above its K only with ``a_scale_staged`` - the call's a_scale
+    is ``sfa_tma_eligible`` - and where the 64-row problem fills one wave at least as well, see
+    ``MID_M_64_ROWS_LONG_K``)."""
     base = next(cfg for max_m, cfg in SM90_FP8_BLOCKWISE_TABLE if m <= max_m)
-    if (not base.swap_ab and m <= MID_M_64_ROWS[0] and k <= MID_M_64_ROWS[1]
-            and -(-n // 128) * batch <= sm_count // 2):
+    narrow_mid_m = (not base.swap_ab and m <= MID_M_64_ROWS[0] and -(-n // 128) * batch <= sm_count // 2)
+    if narrow_mid_m and k <= MID_M_64_ROWS[1]:
         return _UNSWAPPED_SMALL_M
     unswapped = base if not base.swap_ab else _UNSWAPPED_SMALL_M
     widths = [replace(unswapped, tile_n=w) for w in _row_widths(unswapped, m)]
     costs = [_wave_cost(c, m, n, k, batch, sm_count) for c in widths]
     cost = min(costs)
     unswapped = widths[costs.index(cost)]  # ties keep the earlier width (128 first)
+    if narrow_mid_m and MID_M_64_ROWS_LONG_K and a_scale_staged:
+        rows64 = _work_tiles(_UNSWAPPED_SMALL_M, m, n, k, batch, sm_count)
+        if _work_tiles(unswapped, m, n, k, batch, sm_count) <= rows64 <= _UNSWAPPED_SMALL_M.slots(sm_count):
+            return _UNSWAPPED_SMALL_M
     if base.swap_ab and _swap_allowed(m, k):
         swapped = size_swapped_tile(base, m, n, k, batch, sm_count)
         if _wave_cost(swapped, m, n, k, batch, sm_count) < cost:
@@ -317,8 +340,9 @@ def fp8_blockwise_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Ten
         raise _arch.unsupported(dev_arch, "fp8_blockwise_scaled_mm (SM90 only)")
     sms = _arch.sm_count(device.index)
     batch = a.shape[0] if a.dim() == 3 else 1
-    cfg = config if config is not None else select_config(m, n, k, batch, sms)
-    sfa_tma = USE_SFA_TMA and not cfg.swap_ab and sfa_tma_eligible(a_scale, gran)
+    staged = USE_SFA_TMA and sfa_tma_eligible(a_scale, gran)
+    cfg = config if config is not None else select_config(m, n, k, batch, sms, a_scale_staged=staged)
+    sfa_tma = staged and not cfg.swap_ab
     cfg, split = resolve_split(cfg, m, n, k, batch, sms)
     fn = _compile_sm90(a.dim(), out_dtype, gran, cfg, sms, sfa_tma, a.dtype, b.dtype,
                        raster_for(cfg, m, n, k, batch, sms))

@@ -20,8 +20,8 @@ Roles (one CTA = 1 producer warpgroup + 2 consumer warpgroups, launched persiste
     (which clips at the tensor edge, so ragged M/N need no predication). TMA loads zero-fill past the edge, so
     a ragged K adds zeros. Along a ``clamp``ed dimension (the tokens) the last tile is moved back to end at the
     edge instead (``tile_shifts``): a box far past the edge is slower than real rows (session 22).
-The schedule is cutlass.utils.StaticPersistentTileScheduler over (M tiles, N tiles, L), M-fastest or, on large
-problems, swizzled (``raster``: ``configs.raster_for``, fewer operand panels per wave); all roles advance it in
+The schedule is ``tile_schedule.PersistentTileSchedule`` over (M tiles, N tiles, L), M-fastest or, on large
+problems, swizzled (``raster``: ``configs.raster_for``, fewer operand panels per wave); all roles walk it in
 lockstep, so they agree on the tile without communicating. With ``l2_warmup`` the producer warp first asks L2 for
 the first K-tiles of its first tile (TMA prefetch), before the programmatic-dependent-launch wait, so the pipeline
 fill overlaps the previous kernel's tail (``warm_l2``).
@@ -42,7 +42,6 @@ import math
 import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
-import cutlass.utils as utils
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.cute.nvgpu import cpasync, warpgroup
 from cutlass.pipeline import pipeline_init_arrive, pipeline_init_wait
@@ -50,6 +49,7 @@ from cutlass.tensor_utils import LayoutEnum
 
 from ..configs import TileConfig
 from ..epilogues import EpilogueContext, EpilogueTree
+from .tile_schedule import PersistentTileSchedule
 
 SM90_SMEM_BYTES = 232448  # 227 KB per CTA (cudaDevAttrMaxSharedMemoryPerBlockOptin on H100/H200)
 SM90_SMEM_PER_SM = 233472  # 228 KB per SM, shared by its CTAs (each also costs 1 KB of driver reservation)
@@ -82,6 +82,7 @@ class Sm90GemmKernel:
         # past the edge.
         self.clamp_align = (1, 1)
         self.raster = raster
+        self.schedule = PersistentTileSchedule((config.cluster_m, config.cluster_n), *raster)
         self.use_pdl = use_pdl
         self.l2_warmup = l2_warmup if use_pdl else 0
         self.epilogue = epilogue
@@ -215,15 +216,13 @@ class Sm90GemmKernel:
         if cutlass.const_expr(split is not None):
             # Split-K: every (m, n, l) tile becomes ``num_splits`` work tiles; work index l * S + s.
             num_tiles = (num_tiles[0], num_tiles[1], num_tiles[2] * split[2])
-        sched_params = utils.PersistentTileSchedulerParams(num_tiles, (*self.cluster_shape_mn, 1),
-                                                           swizzle_size=self.raster[0], raster_along_m=self.raster[1])
-        grid = utils.StaticPersistentTileScheduler.get_grid_shape(sched_params, self.max_active_clusters)
+        grid = self.schedule.grid(num_tiles, self.max_active_clusters)
 
         mainloop_tma = self.make_mainloop_tma(dict(zip(self.operand_names, epi_tensors)))
 
         self.kernel(
             tma_a, tA, tma_b, tB, tma_d, tD, mD.shape, epi_tensors, self.tiled_mma, self.cta_layout_mnk,
-            self.sA_layout, self.sB_layout, self.sD_layout, sched_params, split, mainloop_tma,
+            self.sA_layout, self.sB_layout, self.sD_layout, self.schedule.device_args(num_tiles), split, mainloop_tma,
         ).launch(grid=grid, block=[self.num_threads, 1, 1], cluster=(*self.cluster_shape_mn, 1),
                  min_blocks_per_mp=self.config.ctas_per_sm, stream=stream, use_pdl=self.use_pdl,
                  # all of the SM's unified L1/shared memory as shared memory (also spares the DSL a device query
@@ -235,7 +234,7 @@ class Sm90GemmKernel:
     def kernel(self, tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom, mB: cute.Tensor,
                tma_d: cute.CopyAtom, mD: cute.Tensor, d_shape, epi_tensors: tuple, tiled_mma: cute.TiledMma,
                cta_layout_mnk: cute.Layout, sA_layout: cute.ComposedLayout, sB_layout: cute.ComposedLayout,
-               sD_layout: cute.ComposedLayout, sched_params: utils.PersistentTileSchedulerParams, split,
+               sD_layout: cute.ComposedLayout, sched_args: tuple, split,
                mainloop_tma: tuple):
         tidx, _, _ = cute.arch.thread_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
@@ -290,7 +289,7 @@ class Sm90GemmKernel:
         pipeline_init_wait(cluster_shape_mn=self.cluster_shape_mn)
         if cutlass.const_expr(self.l2_warmup > 0):
             if warp_idx == 0:
-                self.warm_l2(tma_a, tAgA, tma_b, tBgB, sched_params, k_tiles, split)
+                self.warm_l2(tma_a, tAgA, tma_b, tBgB, sched_args, k_tiles, split)
         if cutlass.const_expr(self.use_pdl):
             # Programmatic dependent launch: this grid may be scheduled while the previous kernel on the stream is
             # finishing, so the setup above (barrier init, descriptor prefetch, layouts) overlaps that kernel's
@@ -302,26 +301,25 @@ class Sm90GemmKernel:
         if wg_idx == 0:
             cute.arch.setmaxregister_decrease(self.producer_regs)
             if warp_idx == 0:
-                sched = utils.StaticPersistentTileScheduler.create(
-                    sched_params, cute.arch.block_idx(), cute.arch.grid_dim())
-                work = sched.initial_work_tile_info()
+                sched = self.schedule
+                work, work_end, work_stride = sched.first_work(), sched.work_count(sched_args), sched.work_stride()
                 state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.ab_stages)
                 ml_loads = self.prepare_mainloop_loads(mainloop_tma, sML)
-                while work.is_valid_tile:
-                    tile = work.tile_idx
+                while work < work_end:
+                    tile = sched.tile_of(sched_args, work)
                     l_idx, _s, k_begin, k_count = self.split_range(tile[2], k_tiles, split)
                     shift = self.tile_shifts(tile, extents)
                     tAgA_t = tAgA[(None, tile[0], None, l_idx)]
                     tBgB_t = tBgB[(None, tile[1], None, l_idx)]
                     if cutlass.const_expr(self.clamp[0]):
-                        tAgA_t = self.shifted_partition(tma_a, mA, self.a_tile, shift[0], cluster_coord[1],
-                                                        cute.slice_(cta_layout_mnk, (0, None, 0)), sA)[
-                            (None, tile[0], None, l_idx)]
+                        _, tAgA_s = self.tma_box_partition(tma_a, mA, self.a_tile, sA, shift[0], cluster_coord[1],
+                                                           cute.slice_(cta_layout_mnk, (0, None, 0)))
+                        tAgA_t = tAgA_s[(None, tile[0], None, l_idx)]
                     if cutlass.const_expr(self.clamp[1]):
-                        tBgB_t = self.shifted_partition(tma_b, mB, cute.slice_(self.tile_mnk, (0, None, None)),
-                                                        shift[1], cluster_coord[0],
-                                                        cute.slice_(cta_layout_mnk, (None, 0, 0)), sB)[
-                            (None, tile[1], None, l_idx)]
+                        _, tBgB_s = self.tma_box_partition(tma_b, mB, cute.slice_(self.tile_mnk, (0, None, None)),
+                                                           sB, shift[1], cluster_coord[0],
+                                                           cute.slice_(cta_layout_mnk, (None, 0, 0)))
+                        tBgB_t = tBgB_s[(None, tile[1], None, l_idx)]
                     state.reset_count()
                     for _k in range(k_count):
                         ab_pipe.producer_acquire(state)
@@ -334,19 +332,18 @@ class Sm90GemmKernel:
                                                   k_begin + state.count)
                         ab_pipe.producer_commit(state)
                         state.advance()
-                    sched.advance_to_next_work()
-                    work = sched.get_current_work()
+                    work += work_stride
                 ab_pipe.producer_tail(state)
         else:
             cute.arch.setmaxregister_increase(self.consumer_regs)
             self.consumer(tiled_mma, ab_pipe, sA, sB, sD, gD, cD, extents, epi_tensors, tma_d, k_tiles,
-                          sched_params, tidx, warp_idx, wg_idx, split, storage.split_flag.get_tensor(cute.make_layout(1)),
+                          sched_args, tidx, warp_idx, wg_idx, split, storage.split_flag.get_tensor(cute.make_layout(1)),
                           sML)
 
     @cute.jit
     def consumer(self, tiled_mma: cute.TiledMma, ab_pipe, sA: cute.Tensor, sB: cute.Tensor, sD: cute.Tensor,
                  gD: cute.Tensor, cD: cute.Tensor, extents, epi_tensors: tuple, tma_d: cute.CopyAtom,
-                 k_tiles, sched_params, tidx, warp_idx, wg_idx, split, split_flag: cute.Tensor, sML: cute.Tensor):
+                 k_tiles, sched_args, tidx, warp_idx, wg_idx, split, split_flag: cute.Tensor, sML: cute.Tensor):
         mma_tidx = tidx - self.threads_per_wg
         thr_mma = tiled_mma.get_slice(
             cute.make_layout(self.num_mma_wg, stride=self.threads_per_wg)(wg_idx - 1))
@@ -377,13 +374,15 @@ class Sm90GemmKernel:
         tensors["smem"] = sML  # the mainloop's per-stage shared-memory operands (``choose_stage_extra_bytes``)
         tensors["sA"] = sA  # the staged A operand, for mainloops that read it themselves (register-sourced WGMMA)
 
-        sched = utils.StaticPersistentTileScheduler.create(sched_params, cute.arch.block_idx(), cute.arch.grid_dim())
-        work = sched.initial_work_tile_info()
+        sched = self.schedule
+        work, work_end, work_stride = sched.first_work(), sched.work_count(sched_args), sched.work_stride()
+        tiles_done = cutlass.Int32(0)  # work tiles this CTA finished: the epilogue's store-buffer phase
         read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stages)
         release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stages)
-        while work.is_valid_tile:
-            l_idx, s_idx, k_begin, k_count = self.split_range(work.tile_idx[2], k_tiles, split)
-            tile = (work.tile_idx[0], work.tile_idx[1], l_idx)  # the output tile
+        while work < work_end:
+            work_tile = sched.tile_of(sched_args, work)
+            l_idx, s_idx, k_begin, k_count = self.split_range(work_tile[2], k_tiles, split)
+            tile = (work_tile[0], work_tile[1], l_idx)  # the output tile
             shift = self.tile_shifts(tile, extents)
             origin = (tile[0] * self.tile_mnk[0] + shift[0], tile[1] * self.tile_mnk[1] + shift[1])
             # Coordinates of this thread's accumulator registers. thr_mma is a warpgroup-wide slice (right for the
@@ -402,14 +401,14 @@ class Sm90GemmKernel:
                 if tile[1] < tiles_n:
                     if cutlass.const_expr(split is None):
                         self.epilogue_tile(acc, tile, shift, gD, sD, tCcD, tensors, tma_d, tiled_r2s, tRS_sD,
-                                           tRS_rAcc, tRS_rFrag, tRS_rOut, frag_size, store_pipe, sched, warp_idx)
+                                           tRS_rAcc, tRS_rFrag, tRS_rOut, frag_size, store_pipe, tiles_done, warp_idx)
                     else:
                         tile_lin = (l_idx * tiles_m + tile[0]) * tiles_n + tile[1]
                         if self.split_k_fixup(acc, split, s_idx, tile_lin, mma_tidx, split_flag):
                             self.epilogue_tile(acc, tile, shift, gD, sD, tCcD, tensors, tma_d, tiled_r2s, tRS_sD,
-                                               tRS_rAcc, tRS_rFrag, tRS_rOut, frag_size, store_pipe, sched, warp_idx)
-            sched.advance_to_next_work()
-            work = sched.get_current_work()
+                                               tRS_rAcc, tRS_rFrag, tRS_rOut, frag_size, store_pipe, tiles_done, warp_idx)
+            work += work_stride
+            tiles_done += 1
         store_pipe.producer_tail()
 
     @cute.jit
@@ -435,25 +434,29 @@ class Sm90GemmKernel:
             shifts.append(s)
         return tuple(shifts)
 
-    @cute.jit
-    def shifted_partition(self, tma, mX: cute.Tensor, tiler, shift, cta_coord, cta_layout, sX):
-        """The producer's TMA partition of operand ``mX`` (rows, K, L) with its tiles' row origins moved by
-        ``shift`` rows (``tile_shifts``)."""
-        gX = cute.local_tile(cute.domain_offset((shift, 0, 0), mX), tiler, (None, None, None))
-        _, tXgX = cpasync.tma_partition(tma, cta_coord, cute.make_layout(cta_layout.shape),
-                                        cute.group_modes(sX, 0, 2), cute.group_modes(gX, 0, 2))
-        return tXgX
+    def tma_box_partition(self, atom, tensor: cute.Tensor, tiler, staged: cute.Tensor, row_shift=None, cta_coord=0,
+                          cta_layout=None):
+        """(shared-memory, global) TMA partitions of ``tensor`` (rows, columns, L) in boxes of ``tiler`` into
+        ``staged`` (box rows, box columns, stages): the global one indexed (box, row tile, column tile, L). With
+        ``row_shift`` every box's rows move by that many rows (a clamped tile's ``tile_shifts`` entry); with a
+        multicast atom, ``cta_coord`` / ``cta_layout`` are this CTA's place among the CTAs that share the box.
+        Used by the producer for A / B of clamped tiles and for the mainloops' per-stage row boxes."""
+        if row_shift is not None:
+            tensor = cute.domain_offset((row_shift, 0, 0), tensor)
+        boxes = cute.local_tile(tensor, tiler, (None, None, None))
+        layout = cute.make_layout(1) if cta_layout is None else cute.make_layout(cta_layout.shape)
+        return cpasync.tma_partition(atom, cta_coord, layout, cute.group_modes(staged, 0, 2),
+                                     cute.group_modes(boxes, 0, 2))
 
     @cute.jit
-    def warm_l2(self, tma_a, tAgA, tma_b, tBgB, sched_params, k_tiles, split):
+    def warm_l2(self, tma_a, tAgA, tma_b, tBgB, sched_args, k_tiles, split):
         """TMA prefetches into L2 of the first ``l2_warmup`` K-tiles of this CTA's first work tile. Safe before
         ``griddepcontrol.wait`` even if the previous kernel writes these operands: L2 is where every write to this
         GPU's memory lands, so the loads issued after the wait read the current bytes whether or not the prefetch
         saw them."""
-        sched = utils.StaticPersistentTileScheduler.create(sched_params, cute.arch.block_idx(), cute.arch.grid_dim())
-        work = sched.initial_work_tile_info()
-        if work.is_valid_tile:
-            tile = work.tile_idx
+        work = self.schedule.first_work()
+        if work < self.schedule.work_count(sched_args):
+            tile = self.schedule.tile_of(sched_args, work)
             l_idx, _s, k_begin, k_count = self.split_range(tile[2], k_tiles, split)
             for k in range(cutlass.min(k_count, self.l2_warmup)):
                 cute.prefetch(tma_b, tBgB[(None, tile[1], k_begin + k, l_idx)])
@@ -528,14 +531,14 @@ class Sm90GemmKernel:
     @cute.jit
     def epilogue_tile(self, acc: cute.Tensor, tile, shift, gD: cute.Tensor, sD: cute.Tensor, tCcD: cute.Tensor,
                       tensors: dict, tma_d: cute.CopyAtom, tiled_r2s, tRS_sD: cute.Tensor, tRS_rAcc: cute.Tensor,
-                      tRS_rFrag: cute.Tensor, tRS_rOut: cute.Tensor, frag_size, store_pipe, sched, warp_idx):
+                      tRS_rFrag: cute.Tensor, tRS_rOut: cute.Tensor, frag_size, store_pipe, tiles_done, warp_idx):
         """Registers -> epilogue tree -> smem (stmatrix) -> gmem (TMA store), one epilogue sub-tile at a time."""
         gD_tile = cute.domain_offset(shift, gD[(None, None, *tile)])
         gD_epi = cute.zipped_divide(gD_tile, self.epi_tile)
         bSG_sD, bSG_gD = cpasync.tma_partition(tma_d, 0, cute.make_layout(1), cute.group_modes(sD, 0, 2), gD_epi)
         epi_count = cute.size(gD_epi, mode=[1])
         epi_grid = cute.make_layout(gD_epi.shape[1], stride=(gD_epi.shape[1][1], 1))
-        done_before = sched.num_tiles_executed * epi_count
+        done_before = tiles_done * epi_count
         # Full-matrix operands (an added c) come from global memory: each sub-tile's loads are issued one sub-tile
         # ahead, before the current one's barriers, so their latency is not paid once per sub-tile (session 10:
         # M = 1024, N = K = 8192 with fp32 c 113.4 -> 109.4 µs, bf16 c 112.0 -> 104.8, plain GEMM ~95-98).
@@ -620,14 +623,8 @@ class Sm90GemmKernel:
         """``prepare_mainloop_loads`` of a ``row_box_tma`` operand; ``staged``: its (box rows, box columns, stage)
         shared-memory view."""
         atom, tma_tensor = mainloop_tma
-        s_part, g_part = self._row_box_partition(atom, tma_tensor, staged, box)
+        s_part, g_part = self.tma_box_partition(atom, tma_tensor, box, staged)
         return atom, s_part, g_part, tma_tensor, staged, box
-
-    @cute.jit
-    def _row_box_partition(self, atom, tma_tensor: cute.Tensor, staged: cute.Tensor, box: tuple):
-        boxes = cute.local_tile(tma_tensor, box, (None, None, None))  # (rows, columns, row tiles, column tiles, L)
-        return cpasync.tma_partition(atom, 0, cute.make_layout(1), cute.group_modes(staged, 0, 2),
-                                     cute.group_modes(boxes, 0, 2))
 
     @cute.jit
     def issue_row_box(self, prepared, stage, bar, row_tile, column_tile, l_idx, row_shift=None):
@@ -636,7 +633,7 @@ class Sm90GemmKernel:
         tensor's innermost dimension, ``clamp_align`` must keep the start 16-byte aligned)."""
         atom, s_part, g_part, tma_tensor, staged, box = prepared
         if cutlass.const_expr(row_shift is not None):
-            _, g_part = self._row_box_partition(atom, cute.domain_offset((row_shift, 0, 0), tma_tensor), staged, box)
+            _, g_part = self.tma_box_partition(atom, tma_tensor, box, staged, row_shift)
         cute.copy(atom, g_part[(None, row_tile, column_tile, l_idx)], s_part[(None, stage)], tma_bar_ptr=bar)
 
     @cute.jit

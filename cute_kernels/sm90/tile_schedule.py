@@ -1,0 +1,116 @@
+"""PersistentTileSchedule: the static order in which a persistent grid walks the work tiles of an SM90 GEMM.
+
+What it computes
+    The base kernel (``gemm.Sm90GemmKernel``) launches at most one cluster per free cluster slot and lets every CTA
+    loop over work tiles: cluster c takes work indices c, c + G, c + 2G, ... (G = clusters launched). A work index
+    is a cluster of output tiles, whose CTAs take the tiles of that cluster by their rank in it. The producer warp
+    and the consumer warpgroups of a CTA walk the same sequence independently, so they agree on every tile without
+    communicating.
+
+Order (the inverse of a CuTe layout over (clusters along M, clusters along N, L), so ``get_flat_coord`` maps a work
+index to cluster coordinates)
+    * ``swizzle == 1``: along M first (``along_m``: M fastest, then N, then L) or along N first.
+    * ``swizzle = S > 1``: bands of S clusters across the other dimension; the index runs across the band first,
+      then along the band's length, then to the next band (``configs.raster_for``: consecutive waves then share
+      operand panels in L2). The dimension across the band is rounded up to whole bands: work indices that land past
+      the last real cluster are still walked and yield tiles past the output, which the kernel computes and does
+      not store (the same as the cluster rounding of a ragged tile grid).
+
+Why our own: the DSL's ``cutlass.utils.StaticPersistentTileScheduler`` (the same static schedule) is deprecated in
+nvidia-cutlass-dsl 4.8 ("the wheel copy will be removed") and warns on every compile. This is the part of it we use,
+as plain functions of the loop index: the kernel's loops carry one Int32.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cutlass
+import cutlass.cute as cute
+
+
+@dataclass(frozen=True)
+class PersistentTileSchedule:
+    """Compile-time shape of the schedule: the cluster (CTAs along M, N) and the raster (``swizzle``, ``along_m``).
+
+    The host methods take ``tiles_mnl``, the work-tile counts (M tiles, N tiles, L x K slices), as trace-time values;
+    the kernel gets ``device_args(tiles_mnl)`` and derives the same order from it."""
+
+    cluster_mn: tuple[int, int] = (1, 1)
+    swizzle: int = 1
+    along_m: bool = True
+
+    def __post_init__(self):
+        if self.swizzle < 1:
+            raise ValueError(f"PersistentTileSchedule.swizzle must be >= 1; got {self.swizzle}")
+
+    def cluster_counts(self, tiles_mnl):
+        """(clusters along M, clusters along N): the tile grid rounded up to whole clusters."""
+        return ((tiles_mnl[0] + self.cluster_mn[0] - 1) // self.cluster_mn[0],
+                (tiles_mnl[1] + self.cluster_mn[1] - 1) // self.cluster_mn[1])
+
+    def cluster_layout(self, tiles_mnl) -> cute.Layout:
+        """Layout (clusters_m, clusters_n, L) -> work index; its inverse is the schedule."""
+        cm, cn = self.cluster_counts(tiles_mnl)
+        lc = tiles_mnl[2]
+        s = self.swizzle
+        if s == 1:
+            if self.along_m:
+                return cute.make_layout((cm, cn, lc), stride=(1, cm, cm * cn))
+            return cute.make_layout((cm, cn, lc), stride=(cn, 1, cm * cn))
+        if self.along_m:
+            # bands of s clusters along N; inside a band the index runs across its s columns, then down M
+            cn = (cn + s - 1) // s * s
+            return cute.make_layout((cm, (s, cn // s), lc), stride=(s, (1, s * cm), cm * cn))
+        cm = (cm + s - 1) // s * s
+        return cute.make_layout(((s, cm // s), cn, lc), stride=((1, s * cn), s, cm * cn))
+
+    def grid(self, tiles_mnl, max_active_clusters: int) -> list:
+        """Launch grid (cluster_m, cluster_n, clusters): as many clusters as there is work, at most one per slot."""
+        clusters = cutlass.min(cute.size(self.cluster_layout(tiles_mnl)), max_active_clusters)
+        return [self.cluster_mn[0], self.cluster_mn[1], clusters]
+
+    def device_args(self, tiles_mnl) -> tuple:
+        """What the kernel takes at run time: the work-tile counts and, for the plain (unswizzled) order, fast
+        divisors of the cluster counts along the fast and the slow dimension. The divisors are built on the host, so
+        the device splits a work index with multiplies and shifts: a decode-size CTA walks one tile, and the integer
+        divisions of the generic path would sit on its critical path (~400 more SASS instructions in the producer
+        and consumer of a swap_ab split-K int8 kernel)."""
+        if self.swizzle > 1:
+            return (tiles_mnl,)
+        cm, cn = self.cluster_counts(tiles_mnl)
+        fast, slow = (cm, cn) if self.along_m else (cn, cm)
+        return (tiles_mnl, cute.fast_divmod_create_divisor_v2(fast), cute.fast_divmod_create_divisor_v2(slow))
+
+    @cute.jit
+    def first_work(self):
+        """This cluster's first work index (its index in the grid)."""
+        return cutlass.Int32(cute.arch.block_idx()[2])
+
+    @cute.jit
+    def work_stride(self):
+        """How far every cluster advances per tile: the number of clusters launched."""
+        return cutlass.Int32(cute.arch.grid_dim()[2])
+
+    def work_count(self, args):
+        """Work indices below this are real work (cluster rounding included); ``args`` from ``device_args``."""
+        return cute.size(self.cluster_layout(args[0]))
+
+    def cluster_coord(self, args, work):
+        """Cluster coordinates (m, n, L x K slice) of work index ``work``. Plain arithmetic on what ``device_args``
+        gives (on Python ints too, with plain integers in place of the divisors: the CPU tests check the order)."""
+        if self.swizzle == 1:
+            rest, fast = divmod(work, args[1])
+            lc, slow = divmod(rest, args[2])
+            return (fast, slow, lc) if self.along_m else (slow, fast, lc)
+        return self.cluster_layout(args[0]).get_flat_coord(work)
+
+    @cute.jit
+    def tile_of(self, args, work):
+        """(m tile, n tile, L x K-slice index) of this CTA for work index ``work`` (< ``work_count``)."""
+        coord = self.cluster_coord(args, work)
+        bidx, bidy, _ = cute.arch.block_idx()
+        # the launch's x / y extents are the cluster's, so the block index there is the CTA's rank in its cluster
+        return (cute.arch.make_warp_uniform(cutlass.Int32(coord[0]) * self.cluster_mn[0] + cutlass.Int32(bidx)),
+                cute.arch.make_warp_uniform(cutlass.Int32(coord[1]) * self.cluster_mn[1] + cutlass.Int32(bidy)),
+                cute.arch.make_warp_uniform(cutlass.Int32(coord[2])))
