@@ -2,7 +2,11 @@
 interleaved call by call (each round times old then new, or new then old, alternately), so clock and power drift
 cannot favour either. The previous package is a copy renamed to ``cute_kernels_old`` (its absolute imports
 rewritten), found on $SAB_OLD_PATH (default .device/old). Args: problem names (``sched_ab.PROBLEMS``); env ROUNDS.
-Appends JSON lines to $OUT/sched_ab_interleaved.jsonl.
+Appends JSON lines to $OUT/sched_ab_interleaved.jsonl. Making the copy (session 24 used the commit before 8d41acb):
+
+    mkdir -p .device/old && git archive 6f519d7 cute_kernels | tar -x -C .device/old
+    mv .device/old/cute_kernels .device/old/cute_kernels_old
+    grep -rl cute_kernels .device/old/cute_kernels_old | xargs sed -i 's/\bcute_kernels\b/cute_kernels_old/g'
 """
 import importlib
 import json
