@@ -135,6 +135,18 @@ def test_tile_width_follows_the_wave_model(m, n, k, tile_n):
     assert select_config(m, n, k, 1, 132).tile_n == tile_n
 
 
+@pytest.mark.parametrize("m,n,k,staged,unstaged", [
+    (1024, 7168, 16384, 160, 128), (4096, 7168, 2048, 160, 128), (4096, 24576, 1536, 192, 128),
+    (768, 4096, 14336, 192, 192), (2048, 8192, 8192, 128, 128), (4096, 4096, 7168, 128, 128),
+    (8192, 8192, 8192, 192, 192),
+])
+def test_large_m_widths_with_a_staged_a_scale(m, n, k, staged, unstaged):
+    """The large-M row prices its widths with LARGE_M_STAGED_TILE_N_COST when a_scale is staged by TMA (which the
+    160/192-wide tiles do and the 128-wide one does not; session 24) and with TILE_N_COST otherwise."""
+    assert select_config(m, n, k).tile_n == staged
+    assert select_config(m, n, k, a_scale_staged=False).tile_n == unstaged
+
+
 @pytest.mark.parametrize("rank,out_dtype,gran,cfg", [
     (2, torch.bfloat16, (1, 128, 128), TileConfig(tile_m=128, tile_n=128, cluster_m=2)),
     (3, torch.float16, (128, 128, 128), shipped_configs()[0]),

@@ -87,6 +87,22 @@ def test_mid_m_long_k_64_row_tiles_through_the_dispatch(m):
     _check(out, a, b, a_s, b_s, GROUPWISE, torch.bfloat16)
 
 
+@pytest.mark.parametrize("m,aligned,tile_n", [(1024, True, 160), (1023, True, 160), (1023, False, 128)])
+def test_large_m_width_follows_the_a_scale_layout(m, aligned, tile_n):
+    """M = 1023-1024 on 7168 x 2048 through the op's own call path: a TMA-aligned a_scale takes the 128x160 2x1 tile
+    (LARGE_M_STAGED_TILE_N_COST, session 24), a plain MN-major one at M = 1023 (loaded by the consumers) 128x128."""
+    from cute_kernels.ops.fp8_blockwise_scaled_mm import select_config, sfa_tma_eligible
+
+    n, k = 7168, 2048
+    a, b, a_s, b_s = _operands(m, n, k, GROUPWISE, mn_major=False, seed=m)
+    a_s, b_s = (to_tma_aligned_mn_major(a_s) if aligned else to_mn_major(a_s)), to_mn_major(b_s)
+    staged = sfa_tma_eligible(a_s, GROUPWISE)
+    assert staged == aligned and select_config(m, n, k, a_scale_staged=staged).tile_n == tile_n
+    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    fp8_blockwise_scaled_mm(a, b, a_s, b_s, out=out)
+    _check(out, a, b, a_s, b_s, GROUPWISE, torch.bfloat16)
+
+
 @pytest.mark.parametrize("gran", [GROUPWISE, BLOCKWISE], ids=["groupwise", "blockwise"])
 @pytest.mark.parametrize("m", [70, 72])  # 72: batched MN-major per-token scales qualify for TMA staging
 def test_batched_and_k_major_scales(gran, m):

@@ -97,6 +97,16 @@ MID_M_64_ROWS_LONG_K = True
 # 192 tiles of 128 columns (two waves on 132 SMs) but 128 tiles of 192 (one wave, 23.7 -> 14.4 us); M = 1024,
 # N = 2112 is 136 tiles of 128 but 112 of 160 (49.2 -> 33.7 us). At equal wave counts 160 is ~8% slower per column.
 TILE_N_COST = {128: 1.0, 160: 1.08, 192: 1.0, 64: 1.0}
+# The large-M row (128 rows, 2x1 cluster) when a_scale is staged by TMA, which the 160/192-wide tiles do and the
+# 128-wide one does not (it would cost an A/B stage): the wide tiles are then cheaper per column. Fitted on an H100
+# (session 24, benchmarks/experiments/fp8_large_m_widths.py: M = 1024 / 2048 / 4096 on seven layers, every width
+# forced, CUDA-graph medians) as the costs whose wave-model pick comes closest to the fastest width: mean 0.4% and at
+# most 2.4% slower than the best of the three, where TILE_N_COST's picks were 6.2% / 16.6% slower (7168 x 16384 at
+# M = 1024: 244 -> 209 µs; 7168 x 2048 at M = 4096: 123 -> 109; 24576 x 1536 at M = 4096: 344 -> 310). With a_scale
+# loaded by the consumers (M not a multiple of 4 in the plain MN-major layout) the wide tiles lose that advantage
+# (7168 x 16384 at M = 4093: 885 / 937 / 1049 µs at 128 / 160 / 192), and TILE_N_COST's picks were within 1.5% on
+# average there, so they keep it.
+LARGE_M_STAGED_TILE_N_COST = {128: 1.0, 160: 0.92, 192: 0.89}
 # 64 is offered to the 129-256-token problems of the 128x128 split-K row only: there it halves the tiles' width where 128-wide
 # tiles leave SMs idle. Measured on an H100 (session 23, benchmarks/experiments/wave_fit.py WF_FP8_MID, CUDA-graph
 # medians, µs 128 -> 64 wide): M = 192 / 256, 2112 x 7168 17.43 / 17.61 -> 15.79 / 15.99; 4096 x 7168 24.86 / 24.99 ->
@@ -112,9 +122,10 @@ def _row_widths(row: TileConfig, m: int | None = None) -> list[int]:
     return [w for w in TILE_N_COST if w not in SPLIT_ROW_EXTRA_WIDTHS or split_row]
 
 
-def _wave_cost(cfg: TileConfig, m: int, n: int, k: int, batch: int, sm_count: int) -> float:
+def _wave_cost(cfg: TileConfig, m: int, n: int, k: int, batch: int, sm_count: int,
+               width_cost: dict = TILE_N_COST) -> float:
     """``configs.split_cost`` of a config (K slices from ``best_split``) in weight rows x K-tiles, so that swapped and
-    unswapped tiles compare; the unswapped tile width's measured cost factor (``TILE_N_COST``) included."""
+    unswapped tiles compare; the unswapped tile width's measured cost factor (``width_cost``) included."""
     k_tiles = -(-k // 128)
     if cfg.swap_ab:
         tiles, rows = -(-n // cfg.tile_m) * -(-m // cfg.tile_n) * batch, cfg.tile_m
@@ -122,7 +133,7 @@ def _wave_cost(cfg: TileConfig, m: int, n: int, k: int, batch: int, sm_count: in
         tiles, rows = -(-m // cfg.tile_m) * -(-n // cfg.tile_n) * batch, cfg.tile_n
     slots = cfg.slots(sm_count)
     slices = best_split(tiles, rows, cfg.split_k, k_tiles, slots)
-    return split_cost(tiles, slices, rows, slots) * k_tiles * (1.0 if cfg.swap_ab else TILE_N_COST[cfg.tile_n])
+    return split_cost(tiles, slices, rows, slots) * k_tiles * (1.0 if cfg.swap_ab else width_cost[cfg.tile_n])
 
 
 def _swap_allowed(m: int, k: int) -> bool:
@@ -146,14 +157,17 @@ def select_config(m: int, n: int, k: int, batch: int = 1, sm_count: int = 132,
     and the swapped row only within ``SWAP_LIMITS`` and where it beats the unswapped 64-row tile; 65-128 tokens on
     narrow layers run 64-row tiles (``MID_M_64_ROWS``; above its K only with ``a_scale_staged`` - the call's a_scale
     is ``sfa_tma_eligible`` - and where the 64-row problem fills one wave at least as well, see
-    ``MID_M_64_ROWS_LONG_K``)."""
+    ``MID_M_64_ROWS_LONG_K``). The large-M row prices its widths with ``LARGE_M_STAGED_TILE_N_COST`` when a_scale is
+    staged."""
     base = next(cfg for max_m, cfg in SM90_FP8_BLOCKWISE_TABLE if m <= max_m)
     narrow_mid_m = (not base.swap_ab and m <= MID_M_64_ROWS[0] and -(-n // 128) * batch <= sm_count // 2)
     if narrow_mid_m and k <= MID_M_64_ROWS[1]:
         return _UNSWAPPED_SMALL_M
     unswapped = base if not base.swap_ab else _UNSWAPPED_SMALL_M
     widths = [replace(unswapped, tile_n=w) for w in _row_widths(unswapped, m)]
-    costs = [_wave_cost(c, m, n, k, batch, sm_count) for c in widths]
+    large_m_staged = a_scale_staged and base is SM90_FP8_BLOCKWISE_TABLE[-1][1]
+    width_cost = LARGE_M_STAGED_TILE_N_COST if large_m_staged else TILE_N_COST
+    costs = [_wave_cost(c, m, n, k, batch, sm_count, width_cost) for c in widths]
     cost = min(costs)
     unswapped = widths[costs.index(cost)]  # ties keep the earlier width (128 first)
     if narrow_mid_m and MID_M_64_ROWS_LONG_K and a_scale_staged:
