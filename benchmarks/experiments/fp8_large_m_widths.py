@@ -3,7 +3,7 @@ blockwise) with every tile width the table offers forced through ``config=`` (12
 cluster; the shipped pick is 128 on all eight), and cuBLAS blockwise beside them. Interleaved rounds of CUDA-graph
 medians, weights rotated beyond L2, each output NaN-poisoned and checked against float64 first (a slice).
 Writes fp8_large_m_widths{LW_LABEL}.json to $OUT.   env: LW_ROUNDS (3), LW_MS (1024,4096), LW_LAYERS ("NxK,..."),
-LW_STAGED (1: a_scale in the TMA-aligned layout, staged by the 160/192-wide tiles; 0: plain to_mn_major, staged only
+LW_CLUSTERS ("2x1,1x2": cluster shapes to try), LW_STAGED (1: a_scale in the TMA-aligned layout, staged by the 160/192-wide tiles; 0: plain to_mn_major, staged only
 when M % 4 == 0), LW_LABEL"""
 import json
 import math
@@ -24,7 +24,8 @@ from cute_kernels.reference import fp8_blockwise_scaled_mm_ref  # noqa: E402
 GW = (1, 128, 128)
 LAYERS = [tuple(int(v) for v in lk.split("x")) for lk in
           os.environ.get("LW_LAYERS", "24576x1536,7168x16384,4096x7168,7168x2048").split(",")]
-STAGED = os.environ.get("LW_STAGED", "1") == "1"  # a_scale TMA-eligible (aligned stride) or plain to_mn_major
+STAGED = os.environ.get("LW_STAGED", "1") == "1"
+CLUSTERS = [tuple(int(v) for v in c.split("x")) for c in os.environ.get("LW_CLUSTERS", "2x1").split(",")]  # a_scale TMA-eligible (aligned stride) or plain to_mn_major
 MS = [int(v) for v in os.environ.get("LW_MS", "1024,4096").split(",")]
 ROUNDS = int(os.environ.get("LW_ROUNDS", "3"))
 rows = []
@@ -39,14 +40,15 @@ for n, k in LAYERS:
         out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
         ref = fp8_blockwise_scaled_mm_ref(a[:128], b, a_s[:128], b_s, GW)
         variants = {}
-        for w in (128, 160, 192):
-            cfg = TileConfig(tile_m=128, tile_n=w, cluster_m=2, cluster_n=1)
+        for (cm, cn), w in [(c, w) for c in CLUSTERS for w in (128, 160, 192)]:
+            cfg = TileConfig(tile_m=128, tile_n=w, cluster_m=cm, cluster_n=cn)
             out.fill_(float("nan"))
             fp8_blockwise_scaled_mm(a, b, sa, sb, out=out, config=cfg)
             assert not out.isnan().any()
             err = ((out[:128].double() - ref).norm() / ref.norm()).item()
             assert err < 1e-2, (w, err)
-            variants[f"128x{w}"] = [lambda j=j, cfg=cfg: fp8_blockwise_scaled_mm(a, bs[j], sa, sb, out=out, config=cfg)
+            name = f"128x{w}" if (cm, cn) == (2, 1) else f"128x{w} {cm}x{cn}"
+            variants[name] = [lambda j=j, cfg=cfg: fp8_blockwise_scaled_mm(a, bs[j], sa, sb, out=out, config=cfg)
                                     for j in range(copies)]
         cublas = [lambda j=j: torch._scaled_mm(a, bs[j].t(), to_mn_major(a_s), b_s.t(), out_dtype=torch.bfloat16)
                   for j in range(copies)]
