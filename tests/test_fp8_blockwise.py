@@ -130,6 +130,9 @@ def test_unswapped_small_m_switch(monkeypatch):
     # = 102 of 132 SMs on 2112 x 7168; 64-wide doubles the tiles. The 7168-row layers keep 128 (64 measured slower).
     (256, 2112, 7168, 64), (129, 4096, 7168, 64), (256, 7168, 16384, 128), (256, 7168, 2048, 128),
     (100, 7168, 16384, 128), (1024, 4096, 7168, 128),
+    # session 24: 64-wide only for K <= 8192 and priced 1.05 - the Llama-size layers where it lost keep 128
+    (160, 4096, 4096, 64), (160, 14336, 4096, 128), (160, 13824, 5120, 128), (160, 4096, 14336, 128),
+    (160, 4096, 11008, 128), (256, 2048, 16384, 128),
 ])
 def test_tile_width_follows_the_wave_model(m, n, k, tile_n):
     assert select_config(m, n, k, 1, 132).tile_n == tile_n

@@ -3,7 +3,8 @@ blockwise) with every tile width the table offers forced through ``config=`` (12
 cluster; the shipped pick is 128 on all eight), and cuBLAS blockwise beside them. Interleaved rounds of CUDA-graph
 medians, weights rotated beyond L2, each output NaN-poisoned and checked against float64 first (a slice).
 Writes fp8_large_m_widths{LW_LABEL}.json to $OUT.   env: LW_ROUNDS (3), LW_MS (1024,4096), LW_LAYERS ("NxK,..."),
-LW_CLUSTERS ("2x1,1x2": cluster shapes to try), LW_STAGED (1: a_scale in the TMA-aligned layout, staged by the 160/192-wide tiles; 0: plain to_mn_major, staged only
+LW_CLUSTERS ("2x1,1x2": cluster shapes to try), LW_SPLIT / LW_WIDTHS (e.g. 4 / 64,128,160,192 with
+LW_CLUSTERS=1x1: the 129-256-token split row), LW_STAGED (1: a_scale in the TMA-aligned layout, staged by the 160/192-wide tiles; 0: plain to_mn_major, staged only
 when M % 4 == 0), LW_LABEL"""
 import json
 import math
@@ -25,7 +26,9 @@ GW = (1, 128, 128)
 LAYERS = [tuple(int(v) for v in lk.split("x")) for lk in
           os.environ.get("LW_LAYERS", "24576x1536,7168x16384,4096x7168,7168x2048").split(",")]
 STAGED = os.environ.get("LW_STAGED", "1") == "1"
-CLUSTERS = [tuple(int(v) for v in c.split("x")) for c in os.environ.get("LW_CLUSTERS", "2x1").split(",")]  # a_scale TMA-eligible (aligned stride) or plain to_mn_major
+CLUSTERS = [tuple(int(v) for v in c.split("x")) for c in os.environ.get("LW_CLUSTERS", "2x1").split(",")]
+SPLIT = int(os.environ.get("LW_SPLIT", "1"))  # 4: the 129-256-token row (128 rows, 1x1, split-K up to 4)
+WIDTHS = [int(v) for v in os.environ.get("LW_WIDTHS", "128,160,192").split(",")]  # a_scale TMA-eligible (aligned stride) or plain to_mn_major
 MS = [int(v) for v in os.environ.get("LW_MS", "1024,4096").split(",")]
 ROUNDS = int(os.environ.get("LW_ROUNDS", "3"))
 rows = []
@@ -40,8 +43,8 @@ for n, k in LAYERS:
         out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
         ref = fp8_blockwise_scaled_mm_ref(a[:128], b, a_s[:128], b_s, GW)
         variants = {}
-        for (cm, cn), w in [(c, w) for c in CLUSTERS for w in (128, 160, 192)]:
-            cfg = TileConfig(tile_m=128, tile_n=w, cluster_m=cm, cluster_n=cn)
+        for (cm, cn), w in [(c, w) for c in CLUSTERS for w in WIDTHS]:
+            cfg = TileConfig(tile_m=128, tile_n=w, cluster_m=cm, cluster_n=cn, split_k=SPLIT)
             out.fill_(float("nan"))
             fp8_blockwise_scaled_mm(a, b, sa, sb, out=out, config=cfg)
             assert not out.isnan().any()

@@ -96,7 +96,7 @@ MID_M_64_ROWS_LONG_K = True
 # 64x256 per warpgroup would take every register. What the width buys is wave quantization: N = 24576 at M = 64 is
 # 192 tiles of 128 columns (two waves on 132 SMs) but 128 tiles of 192 (one wave, 23.7 -> 14.4 us); M = 1024,
 # N = 2112 is 136 tiles of 128 but 112 of 160 (49.2 -> 33.7 us). At equal wave counts 160 is ~8% slower per column.
-TILE_N_COST = {128: 1.0, 160: 1.08, 192: 1.0, 64: 1.0}
+TILE_N_COST = {128: 1.0, 160: 1.08, 192: 1.0, 64: 1.05}
 # The large-M row (128 rows, 2x1 cluster) when a_scale is staged by TMA, which the 160/192-wide tiles do and the
 # 128-wide one does not (it would cost an A/B stage): the wide tiles are then cheaper per column. Fitted on an H100
 # (session 24, benchmarks/experiments/fp8_large_m_widths.py: M = 1024 / 2048 / 4096 on seven layers, every width
@@ -112,13 +112,24 @@ LARGE_M_STAGED_TILE_N_COST = {128: 1.0, 160: 0.92, 192: 0.89}
 # medians, µs 128 -> 64 wide): M = 192 / 256, 2112 x 7168 17.43 / 17.61 -> 15.79 / 15.99; 4096 x 7168 24.86 / 24.99 ->
 # 23.91 / 23.53; the model keeps 128 on the 7168-row layers, where 64 was 1.2-1.4x slower. Offered to every row, the
 # model's ties would move the swapped decode tiles and the large-M rows too (not measured there).
+# Session 24 (H100, fp8_large_m_widths.py LW_SPLIT=4, M = 160 / 256 on 15 layers, 64 / 128 / 160 / 192 forced): priced
+# at 1.0 the 64-wide tile was also taken on the Llama-size layers it had not been measured on, and lost there - 14336 x
+# 4096 64.2 vs 36.7 µs (1.75x), 13824 x 5120 74.9 vs 44.1, 4096 x 14336 44.3 vs 38.4, 4096 x 11008 35.0 vs 32.6 -
+# while it won on narrow layers with K <= 8192 (4096 x 4096 14.7 vs 16.4, 576 x 7168 11.0 vs 13.8, 2112 / 1536 /
+# 4096 x 7168 4-13%). With long K the split-K that the 128-wide tile needs costs less than the wave model's per-K
+# slice price and the narrow tile's own overhead wins. So: offered only for K <= ``SPLIT_ROW_EXTRA_WIDTHS_MAX_K``, at
+# 1.05 per column (ties in waves go to 128); that takes the faster of 64 / 128 on 29 of the 30 measured problems
+# (28672 x 8192 at M = 256: 64-wide 169.9 vs 166.2 µs).
 SPLIT_ROW_EXTRA_WIDTHS = (64,)
+SPLIT_ROW_EXTRA_WIDTHS_MAX_K = 8192
 
 
-def _row_widths(row: TileConfig, m: int | None = None) -> list[int]:
+def _row_widths(row: TileConfig, m: int | None = None, k: int | None = None) -> list[int]:
     """Tile widths an unswapped row may take: ``TILE_N_COST``'s, plus ``SPLIT_ROW_EXTRA_WIDTHS`` for the 128-row
-    split-K row at more than ``MID_M_64_ROWS[0]`` tokens (``m`` None: any M it may see, for ``shipped_configs``)."""
-    split_row = row.tile_m == 128 and row.split_k > 1 and (m is None or m > MID_M_64_ROWS[0])
+    split-K row at more than ``MID_M_64_ROWS[0]`` tokens and K <= ``SPLIT_ROW_EXTRA_WIDTHS_MAX_K`` (``m`` / ``k``
+    None: any it may see, for ``shipped_configs``)."""
+    split_row = (row.tile_m == 128 and row.split_k > 1 and (m is None or m > MID_M_64_ROWS[0])
+                 and (k is None or k <= SPLIT_ROW_EXTRA_WIDTHS_MAX_K))
     return [w for w in TILE_N_COST if w not in SPLIT_ROW_EXTRA_WIDTHS or split_row]
 
 
@@ -164,7 +175,7 @@ def select_config(m: int, n: int, k: int, batch: int = 1, sm_count: int = 132,
     if narrow_mid_m and k <= MID_M_64_ROWS[1]:
         return _UNSWAPPED_SMALL_M
     unswapped = base if not base.swap_ab else _UNSWAPPED_SMALL_M
-    widths = [replace(unswapped, tile_n=w) for w in _row_widths(unswapped, m)]
+    widths = [replace(unswapped, tile_n=w) for w in _row_widths(unswapped, m, k)]
     large_m_staged = a_scale_staged and base is SM90_FP8_BLOCKWISE_TABLE[-1][1]
     width_cost = LARGE_M_STAGED_TILE_N_COST if large_m_staged else TILE_N_COST
     costs = [_wave_cost(c, m, n, k, batch, sm_count, width_cost) for c in widths]
