@@ -91,6 +91,10 @@ def test_config_table_buckets():
     assert select_sm90_int8(256, 14336, 4096).tile_n == 128
     assert select_sm90_int8(1024, 14336, 4096) == TileConfig(tile_m=128, tile_n=224, cluster_m=1, cluster_n=2)
     assert select_sm90_int8(4096, 14336, 4096).tile_n == 256
+    # session 24: 128x64 priced 1.2 per column - 13824 x 5120 at 384 / 512 tokens keeps 128 (64 measured 1.13-1.26x
+    # slower), 11008 x 4096 at 200 tokens and 2048 x 16384 at 512 still take 64 (1.10x / 1.26x faster)
+    assert select_sm90_int8(384, 13824, 5120).tile_n == 128 and select_sm90_int8(512, 13824, 5120).tile_n == 128
+    assert select_sm90_int8(200, 11008, 4096).tile_n == 64 and select_sm90_int8(512, 2048, 16384).tile_n == 64
     # monotone buckets, last row covers everything
     bounds = [mx for mx, _ in SM90_INT8_TABLE]
     assert bounds == sorted(bounds) and bounds[-1] >= 2**62

@@ -66,6 +66,15 @@ CONFIRM = [(m, n, k, {"session22": T(128, 128, 2, 1)}) for n, k in ((4096, 4096)
            for m in (1024, 2048)] + [(8192, 8192, 8192, {"session22": T(128, 256, 1, 2)})]
 
 
+# WF_INT8_CHECK=1 (session 24): the shipped int8 dispatch against session 22's row on layers session 23 did not
+# measure where fit_tile_width now takes 128x64 (the FP8 analogue lost up to 1.75x on such layers).
+INT8_CHECK = [(m, n, k, {"session22": T(128, 128, 2, 1)})
+              for n, k, ms in ((11008, 4096, (200, 256)), (28672, 8192, (200,)), (4096, 11008, (200,)),
+                               (3072, 4096, (200,)), (13824, 5120, (384, 512)), (5120, 13824, (384,)),
+                               (6144, 4096, (512,)), (2048, 16384, (256, 512)))
+              for m in ms]
+
+
 # WF_ODD=1: did such widths give wrong int8 results too, or only FP8's (session 23 found FP8 64x56 / 128x56 wrong)?
 ODD = [(m, 4096, 4096, {"64x56 swap": odd_width(64, 56, True)}) for m in (56, 200)] + \
       [(256, 4096, 4096, {"128x56": odd_width(128, 56, False), "128x40": odd_width(128, 40, False)})]
@@ -129,6 +138,8 @@ def main():
         cases = [("fp8", c, fp8_case) for c in FP8_MID]
     elif os.environ.get("WF_FP8_CONFIRM") == "1":
         cases = [("fp8", c, fp8_case) for c in FP8_CONFIRM]
+    elif os.environ.get("WF_INT8_CHECK") == "1":
+        cases = [("int8", c, int8_case) for c in INT8_CHECK]
     elif os.environ.get("WF_ODD") == "1":
         cases = [("int8", c, int8_case) for c in ODD]
     else:
