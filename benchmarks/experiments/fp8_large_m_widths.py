@@ -4,7 +4,7 @@ cluster; the shipped pick is 128 on all eight), and cuBLAS blockwise beside them
 medians, weights rotated beyond L2, each output NaN-poisoned and checked against float64 first (a slice).
 Writes fp8_large_m_widths{LW_LABEL}.json to $OUT.   env: LW_ROUNDS (3), LW_MS (1024,4096), LW_LAYERS ("NxK,..."),
 LW_CLUSTERS ("2x1,1x2": cluster shapes to try), LW_SPLIT / LW_WIDTHS (e.g. 4 / 64,128,160,192 with
-LW_CLUSTERS=1x1: the 129-256-token split row), LW_STAGED (1: a_scale in the TMA-aligned layout, staged by the 160/192-wide tiles; 0: plain to_mn_major, staged only
+LW_CLUSTERS=1x1: the 129-256-token split row), LW_ROWS (tile heights, e.g. 128,64: 64-row tiles split twice as far), LW_STAGED (1: a_scale in the TMA-aligned layout, staged by the 160/192-wide tiles; 0: plain to_mn_major, staged only
 when M % 4 == 0), LW_LABEL"""
 import json
 import math
@@ -28,7 +28,8 @@ LAYERS = [tuple(int(v) for v in lk.split("x")) for lk in
 STAGED = os.environ.get("LW_STAGED", "1") == "1"
 CLUSTERS = [tuple(int(v) for v in c.split("x")) for c in os.environ.get("LW_CLUSTERS", "2x1").split(",")]
 SPLIT = int(os.environ.get("LW_SPLIT", "1"))  # 4: the 129-256-token row (128 rows, 1x1, split-K up to 4)
-WIDTHS = [int(v) for v in os.environ.get("LW_WIDTHS", "128,160,192").split(",")]  # a_scale TMA-eligible (aligned stride) or plain to_mn_major
+WIDTHS = [int(v) for v in os.environ.get("LW_WIDTHS", "128,160,192").split(",")]
+ROWS = [int(v) for v in os.environ.get("LW_ROWS", "128").split(",")]  # tile heights; 64-row tiles split up to 8  # a_scale TMA-eligible (aligned stride) or plain to_mn_major
 MS = [int(v) for v in os.environ.get("LW_MS", "1024,4096").split(",")]
 ROUNDS = int(os.environ.get("LW_ROUNDS", "3"))
 rows = []
@@ -43,14 +44,15 @@ for n, k in LAYERS:
         out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
         ref = fp8_blockwise_scaled_mm_ref(a[:128], b, a_s[:128], b_s, GW)
         variants = {}
-        for (cm, cn), w in [(c, w) for c in CLUSTERS for w in WIDTHS]:
-            cfg = TileConfig(tile_m=128, tile_n=w, cluster_m=cm, cluster_n=cn, split_k=SPLIT)
+        for tm, (cm, cn), w in [(tm, c, w) for tm in ROWS for c in CLUSTERS for w in WIDTHS]:
+            cfg = TileConfig(tile_m=tm, tile_n=w, cluster_m=cm, cluster_n=cn,
+                             split_k=SPLIT if tm == 128 or SPLIT == 1 else 2 * SPLIT)
             out.fill_(float("nan"))
             fp8_blockwise_scaled_mm(a, b, sa, sb, out=out, config=cfg)
             assert not out.isnan().any()
             err = ((out[:128].double() - ref).norm() / ref.norm()).item()
             assert err < 1e-2, (w, err)
-            name = f"128x{w}" if (cm, cn) == (2, 1) else f"128x{w} {cm}x{cn}"
+            name = f"{tm}x{w}" if (cm, cn) == (2, 1) else f"{tm}x{w} {cm}x{cn}"
             variants[name] = [lambda j=j, cfg=cfg: fp8_blockwise_scaled_mm(a, bs[j], sa, sb, out=out, config=cfg)
                                     for j in range(copies)]
         cublas = [lambda j=j: torch._scaled_mm(a, bs[j].t(), to_mn_major(a_s), b_s.t(), out_dtype=torch.bfloat16)

@@ -75,6 +75,15 @@ INT8_CHECK = [(m, n, k, {"session22": T(128, 128, 2, 1)})
               for m in ms]
 
 
+# WF_INT8_CHECK2=1 (session 24): the same for the 224-wide tiles above 512 tokens (session 23 measured 14336 / 5120 /
+# 11008 x 4096 only).
+INT8_CHECK2 = [(m, n, k, {"session22": T(128, 256, 1, 2)})
+               for n, k, ms in ((13824, 5120, (600, 1024)), (5120, 13824, (1024, 2048)), (2112, 7168, (1024, 4096)),
+                                (7168, 16384, (1024, 2048)), (3072, 4096, (1024,)), (7168, 2048, (2048,)),
+                                (24576, 1536, (1536,)))
+               for m in ms]
+
+
 # WF_ODD=1: did such widths give wrong int8 results too, or only FP8's (session 23 found FP8 64x56 / 128x56 wrong)?
 ODD = [(m, 4096, 4096, {"64x56 swap": odd_width(64, 56, True)}) for m in (56, 200)] + \
       [(256, 4096, 4096, {"128x56": odd_width(128, 56, False), "128x40": odd_width(128, 40, False)})]
@@ -140,6 +149,8 @@ def main():
         cases = [("fp8", c, fp8_case) for c in FP8_CONFIRM]
     elif os.environ.get("WF_INT8_CHECK") == "1":
         cases = [("int8", c, int8_case) for c in INT8_CHECK]
+    elif os.environ.get("WF_INT8_CHECK2") == "1":
+        cases = [("int8", c, int8_case) for c in INT8_CHECK2]
     elif os.environ.get("WF_ODD") == "1":
         cases = [("int8", c, int8_case) for c in ODD]
     else:
