@@ -171,8 +171,8 @@ def raster_for(cfg: TileConfig, m: int, n: int, k: int, batch: int = 1, sm_count
 #   104.9 -> 95.1. At M = 4096 the model ties and 224 measured the same (342.6 / 339.6). The 1.02 keeps 256 where the
 #   model finds only a sliver (8192^3: 16 waves of 256 against 17.9 of 224).
 # * Session 24 (H100, WF_INT8_CHECK, layers session 23 had not measured): 128x64 at 1.0 per column also took
-#   13824 x 5120 at M = 384 / 512, where it was 1.13 / 1.26x slower (77.4 / 88.4 vs 68.6 / 70.1 µs: 7 waves of 64 against
-#   4 of 128, the model's 12% edge not enough for the narrow tile's overhead once the GPU is full). Priced at 1.2 it
+#   13824 x 5120 at M = 384 / 512, where it was 1.13 / 1.26x slower (77.4 / 88.4 vs 68.6 / 70.1 µs: 7 waves of 64
+#   against 4 of 128, the model's 12% edge not enough for the narrow tile's overhead once the GPU is full). At 1.2 it
 #   keeps 128 there and still takes 64 where it won by 10-49% (11008 x 4096 at M = 200 / 256, 4096 x 11008, 3072 x 4096
 #   and 2048 x 16384 at M = 200-512, and every point above); 28672 x 8192, 5120 x 13824 and 6144 x 4096 within 2% either
 #   way. The 1.15-1.33 range gives the same picks on every measured problem.

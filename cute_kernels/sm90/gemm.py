@@ -406,7 +406,8 @@ class Sm90GemmKernel:
                         tile_lin = (l_idx * tiles_m + tile[0]) * tiles_n + tile[1]
                         if self.split_k_fixup(acc, split, s_idx, tile_lin, mma_tidx, split_flag):
                             self.epilogue_tile(acc, tile, shift, gD, sD, tCcD, tensors, tma_d, tiled_r2s, tRS_sD,
-                                               tRS_rAcc, tRS_rFrag, tRS_rOut, frag_size, store_pipe, tiles_done, warp_idx)
+                                               tRS_rAcc, tRS_rFrag, tRS_rOut, frag_size, store_pipe, tiles_done,
+                                               warp_idx)
             work += work_stride
             tiles_done += 1
         store_pipe.producer_tail()
