@@ -11,7 +11,9 @@ Layouts (L = optional batch, shared by every tensor of a call):
   a_scale  float32 [(L,) ceil(M/gM), K/gK];  b_scale float32 [(L,) ceil(N/gN), K/gK].
            Any element strides are accepted: the kernel reads the scales element by element. The fast, documented
            layout is the seed's MN-major one (stride 1 along M resp. N: ``s.t().contiguous().t()``, the DeepSeek-V3 /
-           vLLM convention for the activation scale); the plain row-major (K-major) tensor works too.
+           vLLM convention for the activation scale); the plain row-major (K-major) tensor works too. Fastest for
+           per-token scales: MN-major with the column stride a multiple of 4 rows (``formats.to_tma_aligned_mn_major``),
+           which the producer stages with TMA at any M (``sfa_tma_eligible``) and the dispatch prices accordingly.
   out      [(L,) M, N] row-major float16 / bfloat16.
 Granularity (gM, gN, gK): gK = gN = 128, gM in {1, 128}: (1, 128, 128) "groupwise" (per-token x 128 activations,
 128 x 128 weight blocks) and (128, 128, 128) "blockwise". K must be a multiple of gK; N a multiple of 8 (16-byte
