@@ -139,20 +139,14 @@ def fp8_case(m, n, k):
 
 def main():
     rows = []
-    if os.environ.get("WF_CONFIRM") == "1":
-        cases = [("int8", c, int8_case) for c in CONFIRM]
-    elif os.environ.get("WF_MID") == "1":
-        cases = [("int8", c, int8_case) for c in MID]
-    elif os.environ.get("WF_FP8_MID") == "1":
-        cases = [("fp8", c, fp8_case) for c in FP8_MID]
-    elif os.environ.get("WF_FP8_CONFIRM") == "1":
-        cases = [("fp8", c, fp8_case) for c in FP8_CONFIRM]
-    elif os.environ.get("WF_INT8_CHECK") == "1":
-        cases = [("int8", c, int8_case) for c in INT8_CHECK]
-    elif os.environ.get("WF_INT8_CHECK2") == "1":
-        cases = [("int8", c, int8_case) for c in INT8_CHECK2]
-    elif os.environ.get("WF_ODD") == "1":
-        cases = [("int8", c, int8_case) for c in ODD]
+    # one env switch per recorded sweep (the first set wins); none set: the INT8 / FP8 candidate sweep
+    modes = [("WF_CONFIRM", "int8", CONFIRM), ("WF_MID", "int8", MID), ("WF_FP8_MID", "fp8", FP8_MID),
+             ("WF_FP8_CONFIRM", "fp8", FP8_CONFIRM), ("WF_INT8_CHECK", "int8", INT8_CHECK),
+             ("WF_INT8_CHECK2", "int8", INT8_CHECK2), ("WF_ODD", "int8", ODD)]
+    makers = {"int8": int8_case, "fp8": fp8_case}
+    chosen = next(((op, problems) for env, op, problems in modes if os.environ.get(env) == "1"), None)
+    if chosen is not None:
+        cases = [(chosen[0], c, makers[chosen[0]]) for c in chosen[1]]
     else:
         cases = [("int8", c, int8_case) for c in INT8 if "int8" in OPS] + \
                 [("fp8", c, fp8_case) for c in FP8 if "fp8" in OPS]
