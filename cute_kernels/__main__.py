@@ -201,13 +201,18 @@ def _describe_schedule(cfg, m: int, n: int, k: int) -> str:
     from .ops.split_k import resolve_split
 
     cfg, split = resolve_split(cfg, m, n, k, 1, 132)
-    if split is not None:
+    if split is not None and split[3] == 0:
         return f"split-K, {split[0]} K slices per output tile, plain M-fastest tile order"
     swizzle, along_m = raster_for(cfg, m, n, k)
     if swizzle == 1:
-        return "plain M-fastest tile order"
-    return (f"swizzled: {swizzle} {'N' if along_m else 'M'} clusters at a time, rastering along "
-            f"{'M' if along_m else 'N'} (fewer operand panels per wave)")
+        text = "plain M-fastest tile order"
+    else:
+        text = (f"swizzled: {swizzle} {'N' if along_m else 'M'} clusters at a time, rastering along "
+                f"{'M' if along_m else 'N'} (fewer operand panels per wave)")
+    if split is not None:
+        text += (f"; the first {split[3]} cluster positions whole, the last wave's {split[2]} tiles in {split[0]} K "
+                 f"slices each")
+    return text
 
 
 def cmd_bench(args) -> int:

@@ -29,6 +29,9 @@ class TileConfig:
     ctas_per_sm: persistent CTAs per SM (1-4). Above 1 they split the SM's shared memory and registers (fewer
       stages, fewer registers per consumer thread) and the persistent grid and the wave model count
       ``sm_count * ctas_per_sm`` slots (``slots``).
+    split_tail: most K slices for the tiles of the last, partial wave of a problem with more tiles than slots (1 =
+      off). The full waves run whole tiles; the host picks per call whether and how finely the rest is split
+      (``tail_split``), so that a wave a third full takes about a third of a wave's time instead of a whole one.
     """
 
     tile_m: int = 128
@@ -39,6 +42,7 @@ class TileConfig:
     stages: int = 0
     split_k: int = 1
     ctas_per_sm: int = 1
+    split_tail: int = 1
 
     def __post_init__(self):
         if self.tile_m not in (64, 128):
@@ -56,12 +60,19 @@ class TileConfig:
             raise ValueError(f"TileConfig cluster size must be <= 4; got {self.cluster_m}x{self.cluster_n}")
         if self.split_k < 1:
             raise ValueError(f"TileConfig.split_k must be >= 1; got {self.split_k}")
+        if self.split_tail < 1:
+            raise ValueError(f"TileConfig.split_tail must be >= 1; got {self.split_tail}")
         if self.ctas_per_sm not in (1, 2, 3, 4):
             raise ValueError(f"TileConfig.ctas_per_sm must be 1, 2, 3 or 4; got {self.ctas_per_sm}")
 
     def slots(self, sm_count: int) -> int:
         """CTAs that run at once on ``sm_count`` SMs: what the persistent grid and the wave model count."""
         return sm_count * self.ctas_per_sm
+
+    @property
+    def splits(self) -> bool:
+        """Whether the config's kernel is the split-K variant (it may split K, uniformly or the last wave)."""
+        return self.split_k > 1 or self.split_tail > 1
 
     @property
     def key(self) -> tuple:
@@ -73,6 +84,8 @@ class TileConfig:
             s += " swap_ab"
         if self.split_k > 1:
             s += f" split_k={self.split_k}"
+        if self.split_tail > 1:
+            s += f" split_tail={self.split_tail}"
         if self.stages:
             s += f" stages={self.stages}"
         if self.ctas_per_sm > 1:
@@ -95,8 +108,8 @@ SM90_INT8_TABLE: tuple[tuple[int, TileConfig], ...] = (
     (96, TileConfig(tile_m=64, tile_n=96, cluster_m=1, cluster_n=1, swap_ab=True, split_k=4)),
     (112, TileConfig(tile_m=64, tile_n=112, cluster_m=1, cluster_n=1, swap_ab=True, split_k=4)),
     (128, TileConfig(tile_m=64, tile_n=128, cluster_m=1, cluster_n=1, swap_ab=True, split_k=4)),
-    (512, TileConfig(tile_m=128, tile_n=128, cluster_m=2, cluster_n=1)),
-    (1 << 62, TileConfig(tile_m=128, tile_n=256, cluster_m=1, cluster_n=2)),
+    (512, TileConfig(tile_m=128, tile_n=128, cluster_m=2, cluster_n=1, split_tail=4)),
+    (1 << 62, TileConfig(tile_m=128, tile_n=256, cluster_m=1, cluster_n=2, split_tail=4)),
 )
 
 
@@ -114,6 +127,37 @@ def split_cost(tiles: int, slices: int, tile_m: int, sm_count: int) -> float:
 
 def best_split(tiles: int, tile_m: int, max_slices: int, k_tiles: int, sm_count: int) -> int:
     return min(range(1, max(1, min(max_slices, k_tiles)) + 1), key=lambda s: split_cost(tiles, s, tile_m, sm_count))
+
+
+# Cost of a split tail tile's partial sums, per stripe (written by its slice, read back by the tile's last one), in
+# K-tiles of the same tile's mainloop. Its time is set by the stripe's bytes, not by K, so a split pays at long K and
+# not at short K (session 9 split every tile of such problems: FP8 M = 1024, N = 7168, K = 2048 took 33.0 -> 67.6 µs
+# with two slices, its 57 MB of stripes spilling out of L2). Fitted on an H100 (session 25,
+# benchmarks/experiments/tail_split.py, 16 int8 problems with every slice count forced: the pick at 6 is within 1.5%
+# of the fastest measured variant on all of them; 1.5, the bytes alone, took splits that lost up to 7%): it also
+# carries what the model leaves out, e.g. that an unsplit partial wave runs faster than a full one.
+TAIL_STRIPE_KTILES = 6.0
+
+
+def tail_split(units: int, slots: int, max_slices: int, k_tiles: int,
+               split_kernel_cost: float = 1.0) -> tuple[float, int, int]:
+    """(waves, K slices, head) of a multi-wave problem of ``units`` work positions on ``slots`` that runs its full
+    waves whole and splits the last, partial wave's positions into K slices (``TileConfig.split_tail``).
+
+    waves = full waves + the split tail's rounds x (1 / slices + the partial sums' round trip): the tile's last slice
+    waits for its own stripe and reads all ``slices`` of them, so ``slices + 1`` stripes of ``TAIL_STRIPE_KTILES``
+    each per ``k_tiles``; all of it times ``split_kernel_cost``, what the split kernel costs per tile against the
+    unsplit one (it runs the whole tiles too). head = the positions run whole (``units`` when splitting does not pay:
+    one slice)."""
+    full, tail = divmod(units, slots)
+    best = (float(full + (tail > 0)), 1, units)
+    if tail == 0 or full == 0:
+        return best
+    for s in range(2, max(1, min(max_slices, k_tiles)) + 1):
+        waves = (full + -(-tail * s // slots) * (1 / s + TAIL_STRIPE_KTILES * (s + 1) / k_tiles)) * split_kernel_cost
+        if waves < best[0]:
+            best = (waves, s, full * slots)
+    return best
 
 
 def size_swapped_tile(cfg: TileConfig, m: int, n: int, k: int, batch: int, sm_count: int) -> TileConfig:
@@ -149,7 +193,8 @@ def raster_for(cfg: TileConfig, m: int, n: int, k: int, batch: int = 1, sm_count
     swizzle S > 1 over the clusters of the dimension a 2-CTA cluster spans (N for 1x2, M for 2x1), rastering along
     the other, on unsplit multi-wave problems whose walked operand exceeds L2; (1, True) - the plain M-fastest order -
     otherwise."""
-    if cfg.split_k != 1 or cfg.swap_ab or cfg.cluster_m * cfg.cluster_n != 2:
+    # (The decode-size rows, split-K or swapped, are not 2-CTA clusters.)
+    if cfg.swap_ab or cfg.cluster_m * cfg.cluster_n != 2:
         return 1, True
     tiles_m, tiles_n = -(-m // cfg.tile_m), -(-n // cfg.tile_n)
     along_m = cfg.cluster_n == 2  # 1x2 clusters: swizzle N clusters, raster along M; 2x1: the reverse
@@ -182,14 +227,29 @@ INT8_TILE_WIDTHS = {128: (128, 64), 256: (256, 224)}
 INT8_TILE_WIDTH_COST = {64: 1.2, 128: 1.0, 224: 1.02, 256: 1.0}
 
 
-def fit_tile_width(cfg: TileConfig, m: int, n: int, batch: int, sm_count: int, widths, cost_factor) -> TileConfig:
+def wave_cost(cfg: TileConfig, tiles: int, k: int, sm_count: int, split_kernel_cost: float = 1.0) -> float:
+    """Persistent waves of ``tiles`` output tiles (whole clusters) under ``cfg``, the last wave split as
+    ``tail_split`` plans it when ``cfg.split_tail`` allows (a fraction of a wave then)."""
+    csize = cfg.cluster_m * cfg.cluster_n
+    slots = max(1, cfg.slots(sm_count) // csize)
+    units = -(-tiles // csize)
+    if cfg.split_tail > 1:
+        return tail_split(units, slots, cfg.split_tail, -(-k // 128), split_kernel_cost)[0]
+    return float(-(-units // slots))
+
+
+def fit_tile_width(cfg: TileConfig, m: int, n: int, batch: int, sm_count: int, widths, cost_factor,
+                   k: int = 0) -> TileConfig:
     """``cfg`` at the width among ``widths`` (the first is its own) with the fewest persistent waves x tile width x
-    ``cost_factor[width]``; the output tiles are rounded up to whole clusters. Ties keep the earlier width."""
+    ``cost_factor[width]``; the output tiles are rounded up to whole clusters, and with ``cfg.split_tail`` the last wave
+    counts as ``tail_split`` plans it for K = ``k``. Ties keep the earlier width."""
     def whole_clusters(tiles: int, cluster: int) -> int:
         return -(-tiles // cluster) * cluster
 
     def cost(w):
         tiles = whole_clusters(-(-m // cfg.tile_m), cfg.cluster_m) * whole_clusters(-(-n // w), cfg.cluster_n) * batch
+        if cfg.split_tail > 1:
+            return wave_cost(cfg, tiles, k, sm_count) * w * cost_factor[w]
         return split_cost(tiles, 1, w, cfg.slots(sm_count)) * cost_factor[w]
 
     return replace(cfg, tile_n=min(widths, key=cost))
@@ -202,7 +262,7 @@ def select_sm90_int8(m: int, n: int, k: int, batch: int = 1, sm_count: int = 132
     if cfg.swap_ab:
         return size_swapped_tile(cfg, m, n, k, batch, sm_count)
     widths = INT8_TILE_WIDTHS.get(cfg.tile_n)
-    return fit_tile_width(cfg, m, n, batch, sm_count, widths, INT8_TILE_WIDTH_COST) if widths else cfg
+    return fit_tile_width(cfg, m, n, batch, sm_count, widths, INT8_TILE_WIDTH_COST, k) if widths else cfg
 
 
 def shipped_sm90_int8_configs() -> list[TileConfig]:
@@ -213,8 +273,8 @@ def shipped_sm90_int8_configs() -> list[TileConfig]:
             for w in (() if cfg.swap_ab else INT8_TILE_WIDTHS.get(cfg.tile_n, ())) or (cfg.tile_n,)]
     for cfg in rows:
         for tile_m in (SWAP_TILE_M if cfg.swap_ab else (cfg.tile_m,)):
-            for split_k in dict.fromkeys((cfg.split_k, 1)):
-                c = replace(cfg, tile_m=tile_m, split_k=split_k)
+            for split_k, split_tail in dict.fromkeys(((cfg.split_k, cfg.split_tail), (1, 1))):
+                c = replace(cfg, tile_m=tile_m, split_k=split_k, split_tail=split_tail)
                 if c not in seen:
                     seen.append(c)
     return seen

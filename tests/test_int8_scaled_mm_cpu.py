@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from cute_kernels import TileConfig, int8_scaled_mm
-from cute_kernels.configs import SM90_INT8_TABLE, select_sm90_int8, shipped_sm90_int8_configs
+from cute_kernels.configs import SM90_INT8_TABLE, replace, select_sm90_int8, shipped_sm90_int8_configs
 from cute_kernels.epilogues import scaled_mm_tree
 from cute_kernels.reference import int8_scaled_mm_ref
 
@@ -80,16 +80,19 @@ def test_validation_batch_and_out_dtype():
 def test_config_table_buckets():
     assert select_sm90_int8(1, 4096, 4096).swap_ab and select_sm90_int8(1, 4096, 4096).tile_n == 16
     assert select_sm90_int8(32, 4096, 4096).tile_n == 32
-    assert select_sm90_int8(8192, 8192, 8192) == TileConfig(tile_m=128, tile_n=256, cluster_m=1, cluster_n=2)
+    assert select_sm90_int8(8192, 8192, 8192) == TileConfig(tile_m=128, tile_n=256, cluster_m=1, cluster_n=2,
+                                                            split_tail=4)
     assert all(select_sm90_int8(m, 4096, 4096).split_k > 1 for m in (1, 16, 32, 64, 128))
     assert not select_sm90_int8(1024, 4096, 4096).swap_ab
     # widths by the wave model (configs.fit_tile_width): 129-512 tokens on a 4096-wide layer fill the SMs with 128x64
     # tiles; 14336-row layers take 224-wide tiles at 1024 tokens; 8192^3 and a whole wave of 128x128 keep their width
-    assert select_sm90_int8(256, 4096, 4096) == TileConfig(tile_m=128, tile_n=64, cluster_m=2, cluster_n=1)
+    assert select_sm90_int8(256, 4096, 4096) == TileConfig(tile_m=128, tile_n=64, cluster_m=2, cluster_n=1,
+                                                           split_tail=4)
     assert select_sm90_int8(192, 4096, 14336).tile_n == 64
     assert select_sm90_int8(512, 4096, 4096).tile_n == 128 and select_sm90_int8(384, 4096, 4096).tile_n == 128
     assert select_sm90_int8(256, 14336, 4096).tile_n == 128
-    assert select_sm90_int8(1024, 14336, 4096) == TileConfig(tile_m=128, tile_n=224, cluster_m=1, cluster_n=2)
+    assert select_sm90_int8(1024, 14336, 4096) == TileConfig(tile_m=128, tile_n=224, cluster_m=1, cluster_n=2,
+                                                             split_tail=4)
     assert select_sm90_int8(4096, 14336, 4096).tile_n == 256
     # session 24: 128x64 priced 1.2 per column - 13824 x 5120 at 384 / 512 tokens keeps 128 (64 measured 1.13-1.26x
     # slower), 11008 x 4096 at 200 tokens and 2048 x 16384 at 512 still take 64 (1.10x / 1.26x faster)
@@ -208,8 +211,8 @@ def test_split_k_plan_fills_the_gpu_and_respects_limits():
     from cute_kernels.ops.split_k import plan_split_k
 
     cfg = select_sm90_int8(1, 4096, 4096)  # 64-row weight tiles -> 64 tiles for N=4096
-    slices, ws, sems = plan_split_k(cfg, 4096, 1, 4096, 1, 132)
-    assert slices == 2 and sems == 64 and ws == 64 * 2 * cfg.tile_m * cfg.tile_n
+    slices, ws, sems, head = plan_split_k(cfg, 4096, 1, 4096, 1, 132)
+    assert slices == 2 and sems == 64 and ws == 64 * 2 * cfg.tile_m * cfg.tile_n and head == 0
     assert plan_split_k(cfg, 4096, 1, 16, 1, 132)[0] == 1  # one K-tile: nothing to split
     assert plan_split_k(cfg, 64, 1, 8192, 1, 132)[0] == cfg.split_k  # one tile: as many slices as allowed
 
@@ -233,8 +236,8 @@ def test_launch_planned_appends_the_split_operands(monkeypatch):
     fn = lambda *args: calls.append(args)  # noqa: E731 - a stand-in for a compiled launch
     split_k.launch_planned(fn, ("a", "b"), None, "dev")
     monkeypatch.setattr(split_k, "split_workspace", lambda dev, ws, sem, dtype: (("ws", ws, dtype), ("sem", sem)))
-    split_k.launch_planned(fn, ("a", "b"), (3, 100, 7), "dev", "f32")
-    assert calls == [("a", "b"), ("a", "b", ("ws", 100, "f32"), ("sem", 7), 3)]
+    split_k.launch_planned(fn, ("a", "b"), (3, 100, 7, 5), "dev", "f32")
+    assert calls == [("a", "b"), ("a", "b", ("ws", 100, "f32"), ("sem", 7), 3, 5)]
 
 
 def test_k_beyond_int32_accumulation_is_refused():
@@ -275,7 +278,7 @@ def test_added_operand_variant_compiles(c_dtype):
     from cute_kernels.ops.int8_scaled_mm import build_sm90
     from cute_kernels.sass import compile_with_artifacts, summarize_cubin
 
-    cfg = select_sm90_int8(4096, 8192, 8192, 1, 132)
+    cfg = replace(select_sm90_int8(4096, 8192, 8192, 1, 132), split_tail=1)  # as the op runs it with c
     fn = compile_with_artifacts(lambda opts: build_sm90(2, "vector", "vector", False, torch.bfloat16, cfg,
                                                         extra_options=opts, c_dtype=c_dtype))
     s = summarize_cubin(fn.artifacts.CUBIN)

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from cute_kernels import TileConfig, int8_scaled_mm
-from cute_kernels.configs import select_sm90_int8, shipped_sm90_int8_configs
+from cute_kernels.configs import replace, select_sm90_int8, shipped_sm90_int8_configs
 from cute_kernels.reference import int8_scaled_mm_ref
 from tests.conftest import int8_gemm_inputs
 
@@ -196,7 +196,8 @@ def test_swizzled_schedule(raster, m, n, batch):
     last cluster, counts the swizzle does not divide) and batched problems - every element checked."""
     from cute_kernels.ops.int8_scaled_mm import _compile_sm90
 
-    cfg = select_sm90_int8(8192, 8192, 8192)
+    cfg = replace(select_sm90_int8(8192, 8192, 8192), split_tail=1)  # the unsplit kernel (tests/test_split_k_gpu.py
+    # runs the split one with swizzled orders)
     fn = _compile_sm90(3 if batch else 2, "vector", "vector", True, torch.bfloat16, cfg, 132, raster=raster)
     a, b, a_s, b_s, bias = int8_gemm_inputs(m, n, 256, batch=batch, seed=m + n)
     out = torch.full((batch, m, n) if batch else (m, n), float("nan"), dtype=torch.bfloat16, device="cuda")

@@ -1,4 +1,4 @@
-"""GPU tier: the SM90 split-K scratch is never written past its end.
+"""GPU tier: the SM90 split-K scratch is never written past its end; split walks with a whole-tile head.
 
 The persistent scheduler rounds the tile grid up to whole clusters, so a 2x1 cluster on a 5-token problem runs a
 second, empty row of tiles. Those tiles must not write workspace stripes or bump semaphores: both buffers are sized
@@ -35,7 +35,7 @@ class GuardedScratch:
     """Puts exact-size views of canary-tailed buffers where ``split_k.SCRATCH`` looks for this stream's scratch."""
 
     def __init__(self, device, plan):
-        _, ws_words, sem_words = plan
+        ws_words, sem_words = plan[1], plan[2]
         self.device = device
         self.names = ("partials", "semaphores")
         self.saved = []
@@ -91,4 +91,125 @@ def test_fp8_split_k_stays_inside_its_scratch(cfg, m):
             fp8_blockwise_scaled_mm(a, b, a_s, b_s, out=out, config=cfg)
     finally:
         guard.check_and_restore()
+    fp8_check(out, a, b, a_s, b_s, GROUPWISE, torch.bfloat16)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Split walks with a head (``PersistentTileSchedule.split_args``): the first ``head`` positions run whole, the rest in
+# K slices. The kernel must be right for any head and slice count (the host picks whole waves, but correctness may
+# not depend on it), leave every semaphore at zero and stay inside scratch sized for the split positions only.
+
+def _guarded(words, device):
+    buf = torch.full((words + TAIL,), CANARY, dtype=torch.int32, device=device)
+    buf[:words] = 0
+    return buf
+
+
+def _run_walk(launch, positions, csize, tile, slices, head, device, dtype=torch.int32):
+    """Launch ``launch(ws, sem, slices, head)`` twice on canary-guarded scratch of exactly the split positions'
+    size; check no overrun and reset semaphores."""
+    split_tiles = (positions - head) * csize
+    ws_words, sem_words = split_tiles * slices * tile[0] * tile[1], split_tiles
+    ws, sem = _guarded(ws_words, device), _guarded(sem_words, device)
+    for _ in range(2):
+        launch(ws[:ws_words].view(dtype), sem[:sem_words], slices, head)
+    torch.cuda.synchronize()
+    for name, buf, words in (("workspace", ws, ws_words), ("semaphores", sem, sem_words)):
+        assert int((buf[words:] != CANARY).sum()) == 0, f"split walk wrote past the end of its {name}"
+    assert not sem[:sem_words].any(), "a semaphore was left non-zero"
+
+
+# (M, N, K, config, raster): 2-CTA clusters as the large-M rows use them, a ragged edge, and a swizzled order.
+WALKS = [
+    (1000, 2112, 2048, TileConfig(tile_m=128, tile_n=128, cluster_m=2, cluster_n=1, split_tail=4), (1, True)),
+    (640, 1536, 1024, TileConfig(tile_m=128, tile_n=192, cluster_m=2, cluster_n=1, split_tail=4), (2, False)),
+    (520, 1000, 1536, TileConfig(tile_m=128, tile_n=256, cluster_m=1, cluster_n=2, split_tail=4), (1, True)),
+]
+
+
+def _walk_id(v):
+    return v.describe() if isinstance(v, TileConfig) else str(v)
+
+
+def _positions(cfg, m, n, raster):
+    from cute_kernels.sm90.tile_schedule import PersistentTileSchedule
+
+    sched = PersistentTileSchedule((cfg.cluster_m, cfg.cluster_n), *raster)
+    return sched.position_count((-(-m // cfg.tile_m), -(-n // cfg.tile_n), 1))
+
+
+@pytest.mark.parametrize("m,n,k,cfg,raster", WALKS, ids=_walk_id)
+def test_int8_split_walk_any_head(m, n, k, cfg, raster):
+    from cute_kernels.ops.int8_scaled_mm import _compile_sm90
+
+    if cfg.tile_n == 192:
+        cfg = TileConfig(tile_m=128, tile_n=128, cluster_m=2, cluster_n=1, split_tail=4)
+    fn = _compile_sm90(2, "vector", "vector", "out", torch.bfloat16, cfg, 132, raster=raster)
+    a, b, a_s, b_s, bias = int8_gemm_inputs(m, n, k, seed=k)
+    positions = _positions(cfg, m, n, raster)
+    csize = cfg.cluster_m * cfg.cluster_n
+    for slices, head in ((2, 0), (3, positions // 2), (4, positions - 1), (2, positions - 3)):
+        out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        _run_walk(lambda ws, sem, s, h: fn(a, b, out, a_s, b_s, bias, ws, sem, s, h), positions, csize,
+                  (cfg.tile_m, cfg.tile_n), slices, head, a.device)
+        int8_check(out, a, b, a_s, b_s, bias, torch.bfloat16)
+
+
+@pytest.mark.parametrize("m,n,k,cfg,raster", WALKS[:2], ids=_walk_id)
+@pytest.mark.parametrize("staged", [False, True], ids=["loaded_sfa", "tma_sfa"])
+def test_fp8_split_walk_any_head_is_deterministic(m, n, k, cfg, raster, staged):
+    from cute_kernels.formats.scale_layouts import to_tma_aligned_mn_major
+    from cute_kernels.ops.fp8_blockwise_scaled_mm import _compile_sm90
+
+    fn = _compile_sm90(2, torch.bfloat16, GROUPWISE, cfg, 132, staged, torch.float8_e4m3fn, torch.float8_e4m3fn,
+                       raster=raster)
+    a, b, a_s, b_s = fp8_operands(m, n, k, GROUPWISE, seed=k + staged)
+    if staged:
+        a_s = to_tma_aligned_mn_major(a_s)
+    positions = _positions(cfg, m, n, raster)
+    csize = cfg.cluster_m * cfg.cluster_n
+    for slices, head in ((3, positions // 2), (4, positions - 2), (2, 0)):
+        outs = []
+        for _ in range(2):
+            out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+            _run_walk(lambda ws, sem, s, h: fn(a, b, out, a_s, b_s, ws, sem, s, h), positions, csize,
+                      (cfg.tile_m, cfg.tile_n), slices, head, a.device, torch.float32)
+            outs.append(out)
+        fp8_check(outs[0], a, b, a_s, b_s, GROUPWISE, torch.bfloat16)
+        assert torch.equal(outs[0], outs[1]), f"slices={slices} head={head}: results differ between runs"
+
+
+# Problems on which the dispatch itself plans a tail split (checked), run through the public ops.
+def test_dispatch_tail_split_int8():
+    m, n, k = 384, 13824, 5120
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    from cute_kernels.configs import select_sm90_int8
+
+    cfg, plan = split_k.resolve_split(select_sm90_int8(m, n, k, 1, sms), m, n, k, 1, sms)
+    if plan is None:
+        pytest.skip(f"no tail split planned on {sms} SMs")
+    assert plan[3] > 0 and cfg.split_tail > 1
+    a, b, a_s, b_s, bias = int8_gemm_inputs(m, n, k, seed=11)
+    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    int8_scaled_mm(a, b, a_s, b_s, bias, out=out)
+    int8_check(out, a, b, a_s, b_s, bias, torch.bfloat16)
+
+
+@pytest.mark.parametrize("m", [512, 509])
+def test_dispatch_tail_split_fp8(m):
+    from cute_kernels.ops.fp8_blockwise_scaled_mm import SPLIT_TAIL_KERNEL_COST, select_config, sfa_tma_eligible
+
+    n, k = 7168, 16384
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    from cute_kernels.formats.scale_layouts import to_tma_aligned_mn_major
+
+    a, b, a_s, b_s = fp8_operands(m, n, k, GROUPWISE, seed=m)
+    a_s = to_tma_aligned_mn_major(a_s)  # staged at any M (the large-M row prices its widths for that)
+    cfg = select_config(m, n, k, 1, sms, a_scale_staged=sfa_tma_eligible(a_s, GROUPWISE))
+    cfg, plan = split_k.resolve_split(cfg, m, n, k, 1, sms, SPLIT_TAIL_KERNEL_COST)
+    if plan is None:
+        pytest.skip(f"no tail split planned on {sms} SMs")
+    assert plan[3] > 0
+    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    fp8_blockwise_scaled_mm(a, b, a_s, b_s, out=out)
     fp8_check(out, a, b, a_s, b_s, GROUPWISE, torch.bfloat16)

@@ -93,3 +93,70 @@ def test_schedule_order(case):
 def test_schedule_rejects_bad_swizzle():
     with pytest.raises(ValueError, match="swizzle"):
         PersistentTileSchedule((1, 1), 0)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c[:3])) + f"-c{c[3]}-s{c[4]}-{c[5]}")
+def test_position_count_matches_layout(case):
+    """The host's count of schedule positions (which sizes the split scratch) is the device layout's size."""
+    import cutlass.cute as cute
+
+    tm, tn, lc, cluster, swizzle, along_m = case
+    sched = PersistentTileSchedule(cluster, swizzle, along_m)
+    seen = {}
+
+    @cute.jit
+    def trace():
+        seen["count"] = cute.size(sched.cluster_layout((tm, tn, lc)))
+
+    cute.compile(trace)
+    assert sched.position_count((tm, tn, lc)) == int(seen["count"]) == len(expected_order(*case))
+
+
+@pytest.mark.parametrize("positions,head,slices", [(10, 0, 3), (10, 6, 2), (23, 20, 4), (5, 4, 8), (7, 0, 1)])
+def test_split_walk_covers_every_slice_once(positions, head, slices):
+    """A split walk (head positions whole, the tail slice-major): every head position once as (0 of 1), every tail
+    position once per slice, and the slices of one tail position on consecutive rounds of the tail."""
+    sched = PersistentTileSchedule()
+    tail = positions - head
+    args = (slices, head, tail, tail)  # Python ints: the tail count stands in for its fast divisor
+    units = [(w, 0, 1) if w < head else sched.tail_unit(args, w) for w in range(head + tail * slices)]
+    assert units[:head] == [(p, 0, 1) for p in range(head)]
+    tail_units = units[head:]
+    assert sorted(tail_units) == sorted((p, s, slices) for p in range(head, positions) for s in range(slices))
+    assert [u[1] for u in tail_units] == [w // tail for w in range(tail * slices)]  # slice-major
+
+
+def test_tail_split_plans():
+    """The last-wave split of ``configs.tail_split``: only multi-wave problems with a partial last wave, never more
+    slices than allowed or K-tiles, the head whole waves; long K splits a thin tail, short K does not."""
+    from cute_kernels.configs import tail_split
+
+    assert tail_split(132, 132, 4, 64) == (1.0, 1, 132)  # one full wave: nothing to split
+    assert tail_split(100, 132, 4, 64) == (1.0, 1, 100)  # less than a wave: the decode rows' split-K, not this
+    waves, slices, head = tail_split(2 * 132 + 40, 132, 4, 128)
+    assert head == 264 and slices == 3 and 2 < waves < 2.6  # a third of a wave split three ways
+    assert tail_split(2 * 132 + 40, 132, 4, 8)[1] == 1  # K = 1024: the partial sums' round trip costs more
+    assert tail_split(2 * 132 + 40, 132, 2, 128)[1] == 2
+    assert tail_split(2 * 132 + 40, 132, 4, 2)[1] <= 2
+    assert tail_split(2 * 132 + 40, 132, 4, 128, split_kernel_cost=1.2)[1] == 1  # a slower split kernel: not worth it
+
+
+def test_plan_split_k_sizes_the_tail_scratch():
+    """plan_split_k for a split_tail config: head = whole waves of cluster positions, scratch for the rest only
+    (stripes per CTA tile and slice); a config without split_tail or with one wave gets no tail split."""
+    from cute_kernels.configs import TileConfig
+    from cute_kernels.ops.split_k import plan_split_k, resolve_split
+
+    cfg = TileConfig(tile_m=128, tile_n=192, cluster_m=2, cluster_n=1, split_tail=4)
+    # M = 1024, N = 7168, K = 16384: 8 x 38 tiles = 152 cluster positions on 66 cluster slots
+    slices, ws, sems, head = plan_split_k(cfg, 1024, 7168, 16384, 1, 132)
+    assert (slices, head) == (3, 132) and sems == (152 - 132) * 2 and ws == sems * 3 * 128 * 192
+    run_cfg, plan = resolve_split(cfg, 1024, 7168, 16384, 1, 132)
+    assert run_cfg == cfg and plan == (slices, ws, sems, head)
+    # one wave or less: unsplit (the row's split_k is 1)
+    run_cfg, plan = resolve_split(cfg, 512, 4096, 16384, 1, 132)
+    assert plan is None and not run_cfg.splits
+    # the decode rows' uniform split is unchanged: head 0, every tile split
+    dec = TileConfig(tile_m=64, tile_n=16, cluster_m=1, cluster_n=1, swap_ab=True, split_k=8)
+    slices, ws, sems, head = plan_split_k(dec, 4096, 1, 4096, 1, 132)
+    assert head == 0 and sems == 64 and ws == 64 * slices * 64 * 16

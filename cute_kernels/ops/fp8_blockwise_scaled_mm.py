@@ -31,7 +31,8 @@ import torch
 
 from .. import arch as _arch
 from .. import checks
-from ..configs import SWAP_TILE_M, TileConfig, best_split, raster_for, size_swapped_tile, split_cost
+from ..configs import (SWAP_TILE_M, TileConfig, best_split, raster_for, size_swapped_tile, split_cost,
+                       wave_cost)
 from ..formats.scale_layouts import normalize_granularity
 from ..jit_cache import cached_compile
 from ..plan_cache import PlanCache
@@ -52,6 +53,13 @@ USE_SFA_TMA = True  # stage per-token a_scale with TMA where the tensor allows (
 # tile). Measured on the H200 (session 6, docs/fp8_blockwise.md). Small M has few output tiles (N=2112: 17 weight
 # tiles of 128 rows for 132 SMs), so those rows may split K (in-kernel, fp32 partials reduced in a fixed order; the
 # wave model of ``configs.best_split`` picks the slice count per problem, up to ``split_k``).
+# Most K slices of the last, partial wave's tiles above 256 tokens (``TileConfig.split_tail``; 1 = whole tiles only).
+SPLIT_TAIL = 4
+# What the split kernel costs per whole tile against the unsplit one, for ``configs.tail_split``. Measured on an H100
+# (session 25, benchmarks/experiments/tail_split.py TS_GRID=1, the split kernel run with nothing split): 1.03-1.10x
+# the unsplit kernel's time on seven FP8 problems (int8: 1.00-1.02x, priced 1.0). Fitted with the int8 stripe cost on
+# 26 FP8 measurements: 1.05 takes a split where it won (up to 0.89x) and no pick was slower than session 24's.
+SPLIT_TAIL_KERNEL_COST = 1.05
 SM90_FP8_BLOCKWISE_TABLE: tuple[tuple[int, TileConfig], ...] = (
     (16, TileConfig(tile_m=64, tile_n=16, cluster_m=1, cluster_n=1, swap_ab=True, split_k=8)),
     (32, TileConfig(tile_m=64, tile_n=32, cluster_m=1, cluster_n=1, swap_ab=True, split_k=8)),
@@ -60,7 +68,7 @@ SM90_FP8_BLOCKWISE_TABLE: tuple[tuple[int, TileConfig], ...] = (
     (48, TileConfig(tile_m=64, tile_n=48, cluster_m=1, cluster_n=1, swap_ab=True, split_k=8)),
     (64, TileConfig(tile_m=64, tile_n=64, cluster_m=1, cluster_n=1, swap_ab=True, split_k=8)),
     (256, TileConfig(tile_m=128, tile_n=128, cluster_m=1, cluster_n=1, split_k=4)),
-    (1 << 62, TileConfig(tile_m=128, tile_n=128, cluster_m=2, cluster_n=1)),
+    (1 << 62, TileConfig(tile_m=128, tile_n=128, cluster_m=2, cluster_n=1, split_tail=SPLIT_TAIL)),
 )
 USE_SWAP_AB = True  # False: the unswapped 64-row tile for every M <= 64 (the session-5 dispatch)
 # Where the swapped row runs: (max tokens, max K or None), first match - and only where the wave model finds the
@@ -145,6 +153,12 @@ def _wave_cost(cfg: TileConfig, m: int, n: int, k: int, batch: int, sm_count: in
     else:
         tiles, rows = -(-m // cfg.tile_m) * -(-n // cfg.tile_n) * batch, cfg.tile_n
     slots = cfg.slots(sm_count)
+    if cfg.split_tail > 1 and not cfg.swap_ab:  # whole clusters of tiles, the last wave split (configs.tail_split)
+        def whole(count, cluster):
+            return -(-count // cluster) * cluster
+
+        tiles = whole(-(-m // cfg.tile_m), cfg.cluster_m) * whole(-(-n // cfg.tile_n), cfg.cluster_n) * batch
+        return wave_cost(cfg, tiles, k, sm_count, SPLIT_TAIL_KERNEL_COST) * rows * k_tiles * width_cost[cfg.tile_n]
     slices = best_split(tiles, rows, cfg.split_k, k_tiles, slots)
     return split_cost(tiles, slices, rows, slots) * k_tiles * (1.0 if cfg.swap_ab else width_cost[cfg.tile_n])
 
@@ -200,7 +214,7 @@ def shipped_configs() -> list[TileConfig]:
     rows = [cfg for _, cfg in SM90_FP8_BLOCKWISE_TABLE] + [_UNSWAPPED_SMALL_M]
     sized = [c for cfg in rows for c in ([replace(cfg, tile_m=h) for h in SWAP_TILE_M] if cfg.swap_ab
                                          else [replace(cfg, tile_n=w) for w in _row_widths(cfg)])]
-    return list(dict.fromkeys(c for cfg in sized for c in (cfg, replace(cfg, split_k=1))))
+    return list(dict.fromkeys(c for cfg in sized for c in (cfg, replace(cfg, split_k=1, split_tail=1))))
 
 
 def check_granularity(scale_granularity) -> tuple[int, int, int]:
@@ -308,7 +322,7 @@ def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], co
             return mB, mA, kernel_view(d, 1, 0), (sB, sA)
         return mA, mB, kernel_view(d, 0, 1), (sA, sB)
 
-    if config.split_k == 1:
+    if not config.splits:
         @cute.jit
         def launch(a: cute.Tensor, b: cute.Tensor, d: cute.Tensor, a_scale: cute.Tensor, b_scale: cute.Tensor,
                    stream):
@@ -318,13 +332,14 @@ def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], co
 
     @cute.jit
     def launch_split(a: cute.Tensor, b: cute.Tensor, d: cute.Tensor, a_scale: cute.Tensor, b_scale: cute.Tensor,
-                     workspace: cute.Tensor, semaphore: cute.Tensor, num_splits: cutlass.Int32, stream):
-        kernel(*views(a, b, d, a_scale, b_scale), stream, (workspace, semaphore, num_splits))
+                     workspace: cute.Tensor, semaphore: cute.Tensor, num_splits: cutlass.Int32, head: cutlass.Int32,
+                     stream):
+        kernel(*views(a, b, d, a_scale, b_scale), stream, (workspace, semaphore, num_splits, head))
 
     f_ws = fake_vector(cutlass.Float32, cute.sym_int32(), align=16)
     f_sem = fake_vector(cutlass.Int32, cute.sym_int32())
-    return cute.compile(launch_split, fa, fb, fd, f_sa, f_sb, f_ws, f_sem, cutlass.Int32(1), fake_stream(),
-                        options=options)
+    return cute.compile(launch_split, fa, fb, fd, f_sa, f_sb, f_ws, f_sem, cutlass.Int32(1), cutlass.Int32(0),
+                        fake_stream(), options=options)
 
 
 def _compile_sm90(rank, out_dtype, gran, config: TileConfig, sm_count, sfa_tma: bool, a_dtype, b_dtype,
@@ -370,7 +385,7 @@ def fp8_blockwise_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Ten
     staged = USE_SFA_TMA and sfa_tma_eligible(a_scale, gran)
     cfg = config if config is not None else select_config(m, n, k, batch, sms, a_scale_staged=staged)
     sfa_tma = staged and not cfg.swap_ab
-    cfg, split = resolve_split(cfg, m, n, k, batch, sms)
+    cfg, split = resolve_split(cfg, m, n, k, batch, sms, SPLIT_TAIL_KERNEL_COST)
     fn = _compile_sm90(a.dim(), out_dtype, gran, cfg, sms, sfa_tma, a.dtype, b.dtype,
                        raster_for(cfg, m, n, k, batch, sms))
     if out is None:

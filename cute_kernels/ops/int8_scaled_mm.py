@@ -136,7 +136,7 @@ def build_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm
         return mA, mB, kernel_view(d, 0, 1)
 
     if c_dtype is not None:
-        if config.split_k != 1:
+        if config.splits:
             raise ValueError("the c operand runs on unsplit configs only")
         c_cute = getattr(cutlass, _CUTE_DTYPES[c_dtype])
         fc = fake_tensor(c_cute, (*batch, m, n), stride_div=128 // c_cute.width, align=c_cute.width // 8)
@@ -151,7 +151,7 @@ def build_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm
 
         return cute.compile(launch_c, fa, fb, fd, f_as, f_bs, f_bias, fc, fake_stream(), options=options)
 
-    if config.split_k == 1:
+    if not config.splits:
         @cute.jit
         def launch(a: cute.Tensor, b: cute.Tensor, d: cute.Tensor, a_scale: cute.Tensor, b_scale: cute.Tensor,
                    bias, stream):
@@ -163,15 +163,16 @@ def build_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm
 
     @cute.jit
     def launch_split(a: cute.Tensor, b: cute.Tensor, d: cute.Tensor, a_scale: cute.Tensor, b_scale: cute.Tensor,
-                     bias, workspace: cute.Tensor, semaphore: cute.Tensor, num_splits: cutlass.Int32, stream):
+                     bias, workspace: cute.Tensor, semaphore: cute.Tensor, num_splits: cutlass.Int32,
+                     head: cutlass.Int32, stream):
         mA, mB, mD = views(a, b, d)
         epi = (a_scale, b_scale, bias) if cutlass.const_expr(bias is not None) else (a_scale, b_scale)
-        kernel(mA, mB, mD, epi, stream, (workspace, semaphore, num_splits))
+        kernel(mA, mB, mD, epi, stream, (workspace, semaphore, num_splits, head))
 
     f_ws = fake_vector(cutlass.Int32, cute.sym_int32(), align=16)
     f_sem = fake_vector(cutlass.Int32, cute.sym_int32())
-    return cute.compile(launch_split, fa, fb, fd, f_as, f_bs, f_bias, f_ws, f_sem, cutlass.Int32(1), fake_stream(),
-                        options=options)
+    return cute.compile(launch_split, fa, fb, fd, f_as, f_bs, f_bias, f_ws, f_sem, cutlass.Int32(1), cutlass.Int32(0),
+                        fake_stream(), options=options)
 
 
 def _compile_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm_count, c_dtype=None,
@@ -260,8 +261,8 @@ def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_sc
         sms = sm_count
     batch = a.shape[0] if a.dim() == 3 else 1
     cfg = config if config is not None else select_sm90_int8(m, n, k, batch, sms)
-    if c is not None and cfg.split_k != 1:
-        cfg = dataclasses.replace(cfg, split_k=1)  # c is added by the one epilogue of an unsplit tile
+    if c is not None and cfg.splits:
+        cfg = dataclasses.replace(cfg, split_k=1, split_tail=1)  # c is added by the one epilogue of an unsplit tile
     cfg, split = resolve_split(cfg, m, n, k, batch, sms)
     fn = _compile_sm90(a.dim(), _scale_kind(a_scale), _scale_kind(b_scale), _bias_kind(bias), out_dtype, cfg, sms,
                        None if c is None else c.dtype, raster_for(cfg, m, n, k, batch, sms))

@@ -11,34 +11,54 @@ from dataclasses import replace
 
 import torch
 
-from ..configs import TileConfig, best_split
+from ..configs import TileConfig, best_split, raster_for, tail_split
+from ..sm90.tile_schedule import PersistentTileSchedule
 from ..streams import StreamScratch, current_stream_id
 
 K_TILE = 128  # elements of K per K-tile of the 8-bit kernels (128 bytes)
 
 
-def plan_split_k(cfg: TileConfig, km: int, kn: int, k: int, batch: int, sm_count: int):
-    """(K slices, workspace 32-bit elements, semaphore count) for the kernel's (M, N) = (km, kn) problem.
+def plan_split_k(cfg: TileConfig, km: int, kn: int, k: int, batch: int, sm_count: int,
+                 raster: tuple[int, bool] = (1, True), split_kernel_cost: float = 1.0):
+    """(K slices, workspace 32-bit elements, semaphore count, head) for the kernel's (M, N) = (km, kn) problem;
+    slices = 1 means: run the unsplit variant.
 
-    Enough K slices to give every SM about one work tile, never more than ``cfg.split_k`` or than the K-tiles.
-    """
+    * More schedule positions than cluster slots and ``cfg.split_tail`` > 1: the full waves run whole tiles (head =
+      their positions) and the last wave's positions are split as ``configs.tail_split`` plans (with the op's
+      ``split_kernel_cost``).
+    * Else, ``cfg.split_k`` > 1: every tile is split (head = 0), into enough slices to give every SM about one work
+      tile (``configs.best_split``), never more than ``cfg.split_k`` or than the K-tiles.
+    The scratch holds one stripe per split tile and slice and one semaphore per split tile: (positions - head) x
+    CTAs per cluster."""
     tiles = -(-km // cfg.tile_m) * -(-kn // cfg.tile_n) * batch
     k_tiles = -(-k // K_TILE)
-    slices = best_split(tiles, cfg.tile_m, cfg.split_k, k_tiles, cfg.slots(sm_count))  # the wave model of configs.py
-    return slices, tiles * slices * cfg.tile_m * cfg.tile_n, tiles
+    csize = cfg.cluster_m * cfg.cluster_n
+    schedule = PersistentTileSchedule((cfg.cluster_m, cfg.cluster_n), *raster)
+    positions = schedule.position_count((-(-km // cfg.tile_m), -(-kn // cfg.tile_n), batch))
+    slots = max(1, cfg.slots(sm_count) // csize)
+    if cfg.split_tail > 1 and positions > slots:
+        _, slices, head = tail_split(positions, slots, cfg.split_tail, k_tiles, split_kernel_cost)
+    elif cfg.split_k > 1:
+        slices, head = best_split(tiles, cfg.tile_m, cfg.split_k, k_tiles, cfg.slots(sm_count)), 0
+    else:
+        slices, head = 1, positions
+    split_tiles = (positions - head) * csize
+    return slices, split_tiles * slices * cfg.tile_m * cfg.tile_n, split_tiles, head
 
 
-def resolve_split(cfg: TileConfig, m: int, n: int, k: int, batch: int, sm_count: int):
+def resolve_split(cfg: TileConfig, m: int, n: int, k: int, batch: int, sm_count: int,
+                  split_kernel_cost: float = 1.0):
     """(config to compile, split plan or None) for the op's problem (M tokens, N output columns); a ``swap_ab``
-    config's kernel computes the transposed problem, so its (M, N) are (n, m). When the wave model picks one slice,
-    the unsplit variant of the config runs: the split variant would still write every partial to the workspace and
-    count it on a semaphore (measured: 19.2 vs 17.5 us for M = 1, N = 14336, K = 4096 on an H200)."""
-    if cfg.split_k == 1:
+    config's kernel computes the transposed problem, so its (M, N) are (n, m). When the plan has one slice, the
+    unsplit variant of the config runs: the split variant would still write every partial to the workspace and
+    count it on a semaphore (measured: 19.2 vs 17.5 us for M = 1, N = 14336, K = 4096 on an H200).
+    ``split_kernel_cost``: the op's price of its split kernel per whole tile (``configs.tail_split``)."""
+    if not cfg.splits:
         return cfg, None
     km, kn = (n, m) if cfg.swap_ab else (m, n)
-    plan = plan_split_k(cfg, km, kn, k, batch, sm_count)
+    plan = plan_split_k(cfg, km, kn, k, batch, sm_count, raster_for(cfg, m, n, k, batch, sm_count), split_kernel_cost)
     if plan[0] == 1:
-        return replace(cfg, split_k=1), None
+        return replace(cfg, split_k=1, split_tail=1), None
     return cfg, plan
 
 
@@ -66,7 +86,7 @@ def split_workspace(device: torch.device, ws_elems: int, sem_elems: int, dtype: 
 
 def launch_planned(fn, args: tuple, split, device: torch.device, dtype: torch.dtype = torch.int32):
     """Call a compiled SM90 launch: ``fn(*args)`` for an unsplit plan, else with the plan's workspace (partials in
-    ``dtype``), semaphores and slice count appended - the launch signature of the split variants."""
+    ``dtype``), semaphores, slice count and head appended - the launch signature of the split variants."""
     if split is None:
         return fn(*args)
-    return fn(*args, *split_workspace(device, split[1], split[2], dtype), split[0])
+    return fn(*args, *split_workspace(device, split[1], split[2], dtype), split[0], split[3])

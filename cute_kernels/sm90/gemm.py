@@ -26,9 +26,11 @@ lockstep, so they agree on the tile without communicating. With ``l2_warmup`` th
 the first K-tiles of its first tile (TMA prefetch), before the programmatic-dependent-launch wait, so the pipeline
 fill overlaps the previous kernel's tail (``warm_l2``).
 
-Split-K (``split`` given to ``__call__``, for decode-size problems whose few output tiles cannot fill the GPU): the
-schedule's third mode becomes L x S, each work tile covers a contiguous range of K-tiles, and ``split_k_fixup`` makes
-the last K slice to finish add the others' int32 partials and run the epilogue (see its docstring).
+Split-K (``split`` given to ``__call__``): the schedule walks whole tiles first and then the remaining tiles in K
+slices (``PersistentTileSchedule.split_args``): every tile for decode-size problems whose few output tiles cannot
+fill the GPU, only the last partial wave's tiles for multi-wave problems (``TileConfig.split_tail``). A slice covers
+a contiguous range of K-tiles, and ``split_k_fixup`` makes the last slice of a tile to finish add the others'
+partials and run the epilogue (see its docstring).
 Subclasses override ``mainloop`` (the FP8 blockwise kernel promotes per-K-block scaled partial sums there) and, for an
 A operand that is not WGMMA's shared-memory operand, the A hooks (``make_tiled_mma``, ``a_stage_bytes``,
 ``make_smem_layout_a``, ``a_tma_tile``, ``make_fragment_a``): the weight-only kernel stages packed low-bit codes and
@@ -196,7 +198,8 @@ class Sm90GemmKernel:
                  split: cutlass.Constexpr = None):
         """mA (M, K, L), mB (N, K, L), mD (M, N, L); epi_tensors in ``self.operand_names`` order (the epilogue's
         operands, then a subclass's mainloop operands). ``split``: None, or (workspace tensor of the accumulator
-        type, semaphore Int32 tensor, number of K slices as a run-time Int32) for split-K (see ``split_k_fixup``)."""
+        type, semaphore Int32 tensor, K slices per split tile, positions run whole first) for split-K, the last two
+        run-time Int32 values (``PersistentTileSchedule.split_args``, ``split_k_fixup``)."""
         self._setup(mA.element_type, mB.element_type, mD.element_type,
                     LayoutEnum.from_tensor(mA), LayoutEnum.from_tensor(mB), LayoutEnum.from_tensor(mD))
         sA1 = cute.slice_(self.sA_layout, (None, None, 0))
@@ -213,16 +216,19 @@ class Sm90GemmKernel:
             cpasync.CopyBulkTensorTileS2GOp(), mD, cute.slice_(self.sD_layout, (None, None, 0)), self.epi_tile
         )
         num_tiles = cute.zipped_divide(mD, tiler=self.tile_mnk[:2])[(0, (None, None, None))].shape
+        split_walk = None
         if cutlass.const_expr(split is not None):
-            # Split-K: every (m, n, l) tile becomes ``num_splits`` work tiles; work index l * S + s.
-            num_tiles = (num_tiles[0], num_tiles[1], num_tiles[2] * split[2])
-        grid = self.schedule.grid(num_tiles, self.max_active_clusters)
+            # (workspace, semaphores, schedule's split arguments)
+            split_walk = (split[0], split[1], self.schedule.split_args(num_tiles, split[2], split[3]))
+        grid = self.schedule.grid(num_tiles, self.max_active_clusters,
+                                  split_walk[2] if cutlass.const_expr(split is not None) else None)
 
         mainloop_tma = self.make_mainloop_tma(dict(zip(self.operand_names, epi_tensors)))
 
         self.kernel(
             tma_a, tA, tma_b, tB, tma_d, tD, mD.shape, epi_tensors, self.tiled_mma, self.cta_layout_mnk,
-            self.sA_layout, self.sB_layout, self.sD_layout, self.schedule.device_args(num_tiles), split, mainloop_tma,
+            self.sA_layout, self.sB_layout, self.sD_layout, self.schedule.device_args(num_tiles), split_walk,
+            mainloop_tma,
         ).launch(grid=grid, block=[self.num_threads, 1, 1], cluster=(*self.cluster_shape_mn, 1),
                  min_blocks_per_mp=self.config.ctas_per_sm, stream=stream, use_pdl=self.use_pdl,
                  # all of the SM's unified L1/shared memory as shared memory (also spares the DSL a device query
@@ -302,12 +308,15 @@ class Sm90GemmKernel:
             cute.arch.setmaxregister_decrease(self.producer_regs)
             if warp_idx == 0:
                 sched = self.schedule
-                work, work_end, work_stride = sched.first_work(), sched.work_count(sched_args), sched.work_stride()
+                work, work_stride = sched.first_work(), sched.work_stride()
+                work_end = sched.work_count(sched_args, self.split_args(split))
                 state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.ab_stages)
                 ml_loads = self.prepare_mainloop_loads(mainloop_tma, sML)
                 while work < work_end:
-                    tile = sched.tile_of(sched_args, work)
-                    l_idx, _s, k_begin, k_count = self.split_range(tile[2], k_tiles, split)
+                    pos, s_idx, n_slices = sched.split_unit(self.split_args(split), work)
+                    tile = sched.tile_of(sched_args, pos)
+                    l_idx = tile[2]
+                    k_begin, k_count = self.slice_range(s_idx, n_slices, k_tiles)
                     shift = self.tile_shifts(tile, extents)
                     tAgA_t = tAgA[(None, tile[0], None, l_idx)]
                     tBgB_t = tBgB[(None, tile[1], None, l_idx)]
@@ -345,6 +354,7 @@ class Sm90GemmKernel:
                  gD: cute.Tensor, cD: cute.Tensor, extents, epi_tensors: tuple, tma_d: cute.CopyAtom,
                  k_tiles, sched_args, tidx, warp_idx, wg_idx, split, split_flag: cute.Tensor, sML: cute.Tensor):
         mma_tidx = tidx - self.threads_per_wg
+        cta_rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
         thr_mma = tiled_mma.get_slice(
             cute.make_layout(self.num_mma_wg, stride=self.threads_per_wg)(wg_idx - 1))
         tCrA = self.make_fragment_a(tiled_mma, thr_mma, sA)
@@ -375,14 +385,15 @@ class Sm90GemmKernel:
         tensors["sA"] = sA  # the staged A operand, for mainloops that read it themselves (register-sourced WGMMA)
 
         sched = self.schedule
-        work, work_end, work_stride = sched.first_work(), sched.work_count(sched_args), sched.work_stride()
+        work, work_stride = sched.first_work(), sched.work_stride()
+        work_end = sched.work_count(sched_args, self.split_args(split))
         tiles_done = cutlass.Int32(0)  # work tiles this CTA finished: the epilogue's store-buffer phase
         read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stages)
         release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stages)
         while work < work_end:
-            work_tile = sched.tile_of(sched_args, work)
-            l_idx, s_idx, k_begin, k_count = self.split_range(work_tile[2], k_tiles, split)
-            tile = (work_tile[0], work_tile[1], l_idx)  # the output tile
+            pos, s_idx, n_slices = sched.split_unit(self.split_args(split), work)
+            tile = sched.tile_of(sched_args, pos)  # the output tile
+            k_begin, k_count = self.slice_range(s_idx, n_slices, k_tiles)
             shift = self.tile_shifts(tile, extents)
             origin = (tile[0] * self.tile_mnk[0] + shift[0], tile[1] * self.tile_mnk[1] + shift[1])
             # Coordinates of this thread's accumulator registers. thr_mma is a warpgroup-wide slice (right for the
@@ -403,8 +414,14 @@ class Sm90GemmKernel:
                         self.epilogue_tile(acc, tile, shift, gD, sD, tCcD, tensors, tma_d, tiled_r2s, tRS_sD,
                                            tRS_rAcc, tRS_rFrag, tRS_rOut, frag_size, store_pipe, tiles_done, warp_idx)
                     else:
-                        tile_lin = (l_idx * tiles_m + tile[0]) * tiles_n + tile[1]
-                        if self.split_k_fixup(acc, split, s_idx, tile_lin, mma_tidx, split_flag):
+                        run_epilogue = cutlass.Boolean(True)
+                        if n_slices > 1:
+                            # The tile's scratch: its place among the split (tail) positions, then its CTA's rank in
+                            # the cluster (every CTA of a cluster takes the same K slice of its own tile).
+                            split_tile = (pos - split[2][1]) * math.prod(self.cluster_shape_mn) + cta_rank
+                            run_epilogue = self.split_k_fixup(acc, split, s_idx, n_slices, split_tile, mma_tidx,
+                                                              split_flag)
+                        if run_epilogue:
                             self.epilogue_tile(acc, tile, shift, gD, sD, tCcD, tensors, tma_d, tiled_r2s, tRS_sD,
                                                tRS_rAcc, tRS_rFrag, tRS_rOut, frag_size, store_pipe, tiles_done,
                                                warp_idx)
@@ -456,37 +473,43 @@ class Sm90GemmKernel:
         GPU's memory lands, so the loads issued after the wait read the current bytes whether or not the prefetch
         saw them."""
         work = self.schedule.first_work()
-        if work < self.schedule.work_count(sched_args):
-            tile = self.schedule.tile_of(sched_args, work)
-            l_idx, _s, k_begin, k_count = self.split_range(tile[2], k_tiles, split)
+        if work < self.schedule.work_count(sched_args, self.split_args(split)):
+            pos, s_idx, n_slices = self.schedule.split_unit(self.split_args(split), work)
+            tile = self.schedule.tile_of(sched_args, pos)
+            l_idx = tile[2]
+            k_begin, k_count = self.slice_range(s_idx, n_slices, k_tiles)
             for k in range(cutlass.min(k_count, self.l2_warmup)):
                 cute.prefetch(tma_b, tBgB[(None, tile[1], k_begin + k, l_idx)])
                 cute.prefetch(tma_a, tAgA[(None, tile[0], k_begin + k, l_idx)])
 
-    @cute.jit
-    def split_range(self, work_l, k_tiles, split):
-        """(batch index, K slice index, first K-tile, number of K-tiles) of a work tile's third coordinate."""
-        l_idx, s_idx, k_begin, k_count = work_l, 0, 0, k_tiles
-        if cutlass.const_expr(split is not None):
-            num_splits = split[2]
-            l_idx = work_l // num_splits
-            s_idx = work_l - l_idx * num_splits
-            k_begin = s_idx * k_tiles // num_splits
-            k_count = (s_idx + 1) * k_tiles // num_splits - k_begin
-        return l_idx, s_idx, k_begin, k_count
+    @staticmethod
+    def split_args(split):
+        """The schedule's split arguments of the kernel's ``split`` (None when unsplit)."""
+        return None if split is None else split[2]
 
     @cute.jit
-    def split_k_fixup(self, acc: cute.Tensor, split, s_idx, tile_lin, mma_tidx, split_flag: cute.Tensor):
+    def slice_range(self, s_idx, n_slices, k_tiles):
+        """(first K-tile, number of K-tiles) of K slice ``s_idx`` of ``n_slices`` (``split_unit``); all of K for an
+        unsplit walk, whose slice values are the constants (0, 1)."""
+        k_begin, k_count = 0, k_tiles
+        if cutlass.const_expr(not isinstance(n_slices, int)):
+            k_begin = s_idx * k_tiles // n_slices
+            k_count = (s_idx + 1) * k_tiles // n_slices - k_begin
+        return k_begin, k_count
+
+    @cute.jit
+    def split_k_fixup(self, acc: cute.Tensor, split, s_idx, num_splits, tile_lin, mma_tidx, split_flag: cute.Tensor):
         """Split-K without a second kernel and without waiting: every K slice writes its partial accumulator to its
         own workspace stripe and bumps the tile's semaphore; the slice that arrives last reduces the stripes into
         its accumulator, resets the semaphore for the next launch and runs the epilogue. Nobody waits on another
         CTA, so no schedule can deadlock; the reduction order is fixed, so the result does not depend on arrival.
 
-        Workspace stripe of (tile, slice): [size(acc), num_mma_threads] words of the accumulator type (int32 or
+        ``tile_lin``: the tile's index among the split tiles (see ``consumer``). Workspace stripe of (tile, slice):
+        [size(acc), num_mma_threads] words of the accumulator type (int32 or
         float32), value-major, so that the threads of a warp touch consecutive words for each register (coalesced;
         a thread-major stripe measured 2-5x slower end to end). Returns True on the CTA that must run the
         epilogue."""
-        ws, sem, num_splits = split
+        ws, sem = split[0], split[1]
         frag = cute.size(acc)
         threads = self.num_mma_threads
         per_slice = threads * frag

@@ -16,6 +16,14 @@ index to cluster coordinates)
       the last real cluster are still walked and yield tiles past the output, which the kernel computes and does
       not store (the same as the cluster rounding of a ragged tile grid).
 
+K-split walks (``split_args``): a split launch walks ``head`` whole positions first (work indices below ``head``,
+all of K each), then the remaining ``tail`` positions, each cut into ``slices`` K slices, slice-major: work index
+``head + s * tail + t`` is K slice ``s`` of position ``head + t``. ``head = 0`` is the plain split-K of a problem
+whose tiles alone leave SMs idle (every position split); ``head`` = whole waves of positions is the split of the
+last, partial wave only (``ops.split_k.plan_split_k``): the GPU runs full waves of whole tiles, then the last wave's
+tiles in ``slices`` pieces across all SMs instead of on a few of them. Slice-major, so the slices of a tail position
+run on different CTAs at the same time.
+
 Why our own: the DSL's ``cutlass.utils.StaticPersistentTileScheduler`` (the same static schedule) is deprecated in
 nvidia-cutlass-dsl 4.8 ("the wheel copy will be removed") and warns on every compile. This is the part of it we use,
 as plain functions of the loop index: the kernel's loops carry one Int32.
@@ -33,7 +41,7 @@ import cutlass.cute as cute
 class PersistentTileSchedule:
     """Compile-time shape of the schedule: the cluster (CTAs along M, N) and the raster (``swizzle``, ``along_m``).
 
-    The host methods take ``tiles_mnl``, the work-tile counts (M tiles, N tiles, L x K slices), as trace-time values;
+    The host methods take ``tiles_mnl``, the output-tile counts (M tiles, N tiles, L), as trace-time values;
     the kernel gets ``device_args(tiles_mnl)`` and derives the same order from it."""
 
     cluster_mn: tuple[int, int] = (1, 1)
@@ -65,9 +73,9 @@ class PersistentTileSchedule:
         cm = (cm + s - 1) // s * s
         return cute.make_layout(((s, cm // s), cn, lc), stride=((1, s * cn), s, cm * cn))
 
-    def grid(self, tiles_mnl, max_active_clusters: int) -> list:
+    def grid(self, tiles_mnl, max_active_clusters: int, split_args=None) -> list:
         """Launch grid (cluster_m, cluster_n, clusters): as many clusters as there is work, at most one per slot."""
-        clusters = cutlass.min(cute.size(self.cluster_layout(tiles_mnl)), max_active_clusters)
+        clusters = cutlass.min(self.work_count((tiles_mnl,), split_args), max_active_clusters)
         return [self.cluster_mn[0], self.cluster_mn[1], clusters]
 
     def device_args(self, tiles_mnl) -> tuple:
@@ -92,12 +100,55 @@ class PersistentTileSchedule:
         """How far every cluster advances per tile: the number of clusters launched."""
         return cutlass.Int32(cute.arch.grid_dim()[2])
 
-    def work_count(self, args):
-        """Work indices below this are real work (cluster rounding included); ``args`` from ``device_args``."""
-        return cute.size(self.cluster_layout(args[0]))
+    def position_count(self, tiles_mnl) -> int:
+        """Positions of the walk (cluster rounding and swizzle bands included), on Python integers: the host's count
+        of what ``cluster_layout`` sizes on the device (``plan_split_k`` sizes the split scratch with it)."""
+        cm, cn = self.cluster_counts(tiles_mnl)
+        s = self.swizzle
+        if s > 1:
+            if self.along_m:
+                cn = -(-cn // s) * s
+            else:
+                cm = -(-cm // s) * s
+        return cm * cn * tiles_mnl[2]
+
+    def split_args(self, tiles_mnl, slices, head) -> tuple:
+        """Device arguments of a K-split walk (see the module docstring): (slices, head, tail positions, a fast
+        divisor of the tail count). ``slices`` and ``head`` are run-time Int32 values of the launch; the host keeps
+        the tail at one position or more."""
+        tail = cute.size(self.cluster_layout(tiles_mnl)) - head
+        return slices, head, tail, cute.fast_divmod_create_divisor_v2(tail)
+
+    def work_count(self, args, split_args=None):
+        """Work indices below this are real work (cluster rounding included); ``args`` from ``device_args``,
+        ``split_args`` from ``split_args`` for a K-split walk."""
+        if split_args is None:
+            return cute.size(self.cluster_layout(args[0]))
+        slices, head, tail, _ = split_args
+        return head + tail * slices
+
+    @cute.jit
+    def split_unit(self, split_args, work):
+        """(position, K slice, K slices of that position) of work index ``work``: (work, 0, 1) for an unsplit walk
+        and for the head of a split one."""
+        pos, s_idx, n_slices = work, 0, 1
+        if cutlass.const_expr(split_args is not None):
+            head = split_args[1]
+            pos, s_idx, n_slices = work, cutlass.Int32(0), cutlass.Int32(1)
+            if work >= head:
+                pos, s_idx, n_slices = self.tail_unit(split_args, work)
+        return pos, s_idx, n_slices
+
+    @staticmethod
+    def tail_unit(split_args, work):
+        """``split_unit`` of a work index at or past the head: slice-major over the tail positions. Plain arithmetic
+        (on Python ints too, with the tail count in place of its divisor: the CPU tests check it)."""
+        slices, head, _tail, tail_div = split_args
+        s_idx, t = divmod(work - head, tail_div)
+        return head + t, s_idx, slices
 
     def cluster_coord(self, args, work):
-        """Cluster coordinates (m, n, L x K slice) of work index ``work``. Plain arithmetic on what ``device_args``
+        """Cluster coordinates (m, n, L) of position ``work``. Plain arithmetic on what ``device_args``
         gives (on Python ints too, with plain integers in place of the divisors: the CPU tests check the order)."""
         if self.swizzle == 1:
             rest, fast = divmod(work, args[1])
@@ -106,9 +157,9 @@ class PersistentTileSchedule:
         return self.cluster_layout(args[0]).get_flat_coord(work)
 
     @cute.jit
-    def tile_of(self, args, work):
-        """(m tile, n tile, L x K-slice index) of this CTA for work index ``work`` (< ``work_count``)."""
-        coord = self.cluster_coord(args, work)
+    def tile_of(self, args, pos):
+        """(m tile, n tile, L index) of this CTA at position ``pos`` (``split_unit``'s first value)."""
+        coord = self.cluster_coord(args, pos)
         bidx, bidy, _ = cute.arch.block_idx()
         # the launch's x / y extents are the cluster's, so the block index there is the CTA's rank in its cluster
         return (cute.arch.make_warp_uniform(cutlass.Int32(coord[0]) * self.cluster_mn[0] + cutlass.Int32(bidx)),

@@ -236,7 +236,7 @@ def shipped_configs() -> list[TileConfig]:
 def build(fmt_key: str, x_dtype: torch.dtype, out_dtype: torch.dtype, scaled: bool, group: int, cfg: TileConfig,
           sm_count: int = 132, extra_options: str = "", kernel_options: dict | None = None):
     """Compile one variant from fake tensors; ``scaled``: the weights have group scales (AWQ always has). Call
-    signature of the result: ``fn(blob, x, out, scale, params[, workspace, semaphores, num_splits])`` with torch
+    signature of the result: ``fn(blob, x, out, scale, params[, workspace, semaphores, num_splits, head])`` with torch
     tensors (``params``: ``param_words``, None without group parameters), scale a float (signed
     formats; ignored by AWQ's tree)."""
     import cutlass
@@ -276,14 +276,15 @@ def build(fmt_key: str, x_dtype: torch.dtype, out_dtype: torch.dtype, scaled: bo
 
     @cute.jit
     def launch_split(blob: cute.Tensor, x: cute.Tensor, out: cute.Tensor, scale: cutlass.Float32, params,
-                     workspace: cute.Tensor, semaphore: cute.Tensor, num_splits: cutlass.Int32, stream):
+                     workspace: cute.Tensor, semaphore: cute.Tensor, num_splits: cutlass.Int32, head: cutlass.Int32,
+                     stream):
         kernel(kernel_view(blob, 0, 1), kernel_view(x, 0, 1), kernel_view(out, 1, 0), operands(scale, params),
-               stream, (workspace, semaphore, num_splits))
+               stream, (workspace, semaphore, num_splits, head))
 
     f_ws = fake_vector(cutlass.Float32, cute.sym_int32(), align=16)
     f_sem = fake_vector(cutlass.Int32, cute.sym_int32())
     return cute.compile(launch_split, f_blob, fx, fo, cutlass.Float32(1.0), f_params, f_ws, f_sem, cutlass.Int32(1),
-                        fake_stream(), options=options)
+                        cutlass.Int32(0), fake_stream(), options=options)
 
 def compile_wgmma(fmt_key: str, x_dtype, out_dtype, scaled: bool, group: int, cfg: TileConfig, sm_count: int,
                   options: tuple = ()):
@@ -303,7 +304,7 @@ def prepare(fmt_key: str, x_dtype, out_dtype, scaled: bool, group: int, cfg: Til
     split = None
     if cfg.split_k > 1:
         tiles = -(-n // cfg.tile_m) * -(-m // cfg.tile_n)
-        split = (cfg.split_k, tiles * cfg.split_k * cfg.tile_m * cfg.tile_n, tiles)
+        split = (cfg.split_k, tiles * cfg.split_k * cfg.tile_m * cfg.tile_n, tiles, 0)  # every tile split: head 0
     return fn, split
 
 
