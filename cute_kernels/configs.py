@@ -139,22 +139,19 @@ def best_split(tiles: int, tile_m: int, max_slices: int, k_tiles: int, sm_count:
 TAIL_STRIPE_KTILES = 6.0
 
 
-def tail_split(units: int, slots: int, max_slices: int, k_tiles: int,
-               split_kernel_cost: float = 1.0) -> tuple[float, int, int]:
+def tail_split(units: int, slots: int, max_slices: int, k_tiles: int) -> tuple[float, int, int]:
     """(waves, K slices, head) of a multi-wave problem of ``units`` work positions on ``slots`` that runs its full
     waves whole and splits the last, partial wave's positions into K slices (``TileConfig.split_tail``).
 
     waves = full waves + the split tail's rounds x (1 / slices + the partial sums' round trip): the tile's last slice
     waits for its own stripe and reads all ``slices`` of them, so ``slices + 1`` stripes of ``TAIL_STRIPE_KTILES``
-    each per ``k_tiles``; all of it times ``split_kernel_cost``, what the split kernel costs per tile against the
-    unsplit one (it runs the whole tiles too). head = the positions run whole (``units`` when splitting does not pay:
-    one slice)."""
+    each per ``k_tiles``. head = the positions run whole (``units`` when splitting does not pay: one slice)."""
     full, tail = divmod(units, slots)
     best = (float(full + (tail > 0)), 1, units)
     if tail == 0 or full == 0:
         return best
     for s in range(2, max(1, min(max_slices, k_tiles)) + 1):
-        waves = (full + -(-tail * s // slots) * (1 / s + TAIL_STRIPE_KTILES * (s + 1) / k_tiles)) * split_kernel_cost
+        waves = full + -(-tail * s // slots) * (1 / s + TAIL_STRIPE_KTILES * (s + 1) / k_tiles)
         if waves < best[0]:
             best = (waves, s, full * slots)
     return best
@@ -227,14 +224,14 @@ INT8_TILE_WIDTHS = {128: (128, 64), 256: (256, 224)}
 INT8_TILE_WIDTH_COST = {64: 1.2, 128: 1.0, 224: 1.02, 256: 1.0}
 
 
-def wave_cost(cfg: TileConfig, tiles: int, k: int, sm_count: int, split_kernel_cost: float = 1.0) -> float:
+def wave_cost(cfg: TileConfig, tiles: int, k: int, sm_count: int) -> float:
     """Persistent waves of ``tiles`` output tiles (whole clusters) under ``cfg``, the last wave split as
     ``tail_split`` plans it when ``cfg.split_tail`` allows (a fraction of a wave then)."""
     csize = cfg.cluster_m * cfg.cluster_n
     slots = max(1, cfg.slots(sm_count) // csize)
     units = -(-tiles // csize)
     if cfg.split_tail > 1:
-        return tail_split(units, slots, cfg.split_tail, -(-k // 128), split_kernel_cost)[0]
+        return tail_split(units, slots, cfg.split_tail, -(-k // 128))[0]
     return float(-(-units // slots))
 
 

@@ -80,7 +80,7 @@ def _build_int8(spec: ExportSpec, extra_options: str):
 
 
 def _build_fp8(spec: ExportSpec, extra_options: str):
-    from .ops.fp8_blockwise_scaled_mm import SPLIT_TAIL_KERNEL_COST, build_sm90, check_granularity, select_config
+    from .ops.fp8_blockwise_scaled_mm import build_sm90, check_granularity, select_config
 
     if spec.arch != "sm_90a":
         raise ValueError(f"fp8_blockwise_scaled_mm: only sm_90a has a kernel; got {spec.arch}")
@@ -90,7 +90,7 @@ def _build_fp8(spec: ExportSpec, extra_options: str):
         from .ops.split_k import resolve_split
 
         cfg = select_config(spec.m, spec.n, spec.k)
-        cfg, _ = resolve_split(cfg, spec.m, spec.n, spec.k, 1, 132, SPLIT_TAIL_KERNEL_COST)
+        cfg, _ = resolve_split(cfg, spec.m, spec.n, spec.k, 1, 132)
     raster = raster_for(cfg, spec.m, spec.n, spec.k)
     fn = build_sm90(3 if spec.batched else 2, _dtype(spec.out_dtype, "out_dtype"), gran, cfg, 132, extra_options,
                     raster=raster)

@@ -55,11 +55,6 @@ USE_SFA_TMA = True  # stage per-token a_scale with TMA where the tensor allows (
 # wave model of ``configs.best_split`` picks the slice count per problem, up to ``split_k``).
 # Most K slices of the last, partial wave's tiles above 256 tokens (``TileConfig.split_tail``; 1 = whole tiles only).
 SPLIT_TAIL = 4
-# What the split kernel costs per whole tile against the unsplit one, for ``configs.tail_split``. Measured on an H100
-# (session 25, benchmarks/experiments/tail_split.py TS_GRID=1, the split kernel run with nothing split): 1.03-1.10x
-# the unsplit kernel's time on seven FP8 problems (int8: 1.00-1.02x, priced 1.0). Fitted with the int8 stripe cost on
-# 26 FP8 measurements: 1.05 takes a split where it won (up to 0.89x) and no pick was slower than session 24's.
-SPLIT_TAIL_KERNEL_COST = 1.05
 SM90_FP8_BLOCKWISE_TABLE: tuple[tuple[int, TileConfig], ...] = (
     (16, TileConfig(tile_m=64, tile_n=16, cluster_m=1, cluster_n=1, swap_ab=True, split_k=8)),
     (32, TileConfig(tile_m=64, tile_n=32, cluster_m=1, cluster_n=1, swap_ab=True, split_k=8)),
@@ -158,7 +153,7 @@ def _wave_cost(cfg: TileConfig, m: int, n: int, k: int, batch: int, sm_count: in
             return -(-count // cluster) * cluster
 
         tiles = whole(-(-m // cfg.tile_m), cfg.cluster_m) * whole(-(-n // cfg.tile_n), cfg.cluster_n) * batch
-        return wave_cost(cfg, tiles, k, sm_count, SPLIT_TAIL_KERNEL_COST) * rows * k_tiles * width_cost[cfg.tile_n]
+        return wave_cost(cfg, tiles, k, sm_count) * rows * k_tiles * width_cost[cfg.tile_n]
     slices = best_split(tiles, rows, cfg.split_k, k_tiles, slots)
     return split_cost(tiles, slices, rows, slots) * k_tiles * (1.0 if cfg.swap_ab else width_cost[cfg.tile_n])
 
@@ -385,7 +380,7 @@ def fp8_blockwise_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Ten
     staged = USE_SFA_TMA and sfa_tma_eligible(a_scale, gran)
     cfg = config if config is not None else select_config(m, n, k, batch, sms, a_scale_staged=staged)
     sfa_tma = staged and not cfg.swap_ab
-    cfg, split = resolve_split(cfg, m, n, k, batch, sms, SPLIT_TAIL_KERNEL_COST)
+    cfg, split = resolve_split(cfg, m, n, k, batch, sms)
     fn = _compile_sm90(a.dim(), out_dtype, gran, cfg, sms, sfa_tma, a.dtype, b.dtype,
                        raster_for(cfg, m, n, k, batch, sms))
     if out is None:

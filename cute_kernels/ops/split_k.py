@@ -19,13 +19,12 @@ K_TILE = 128  # elements of K per K-tile of the 8-bit kernels (128 bytes)
 
 
 def plan_split_k(cfg: TileConfig, km: int, kn: int, k: int, batch: int, sm_count: int,
-                 raster: tuple[int, bool] = (1, True), split_kernel_cost: float = 1.0):
+                 raster: tuple[int, bool] = (1, True)):
     """(K slices, workspace 32-bit elements, semaphore count, head) for the kernel's (M, N) = (km, kn) problem;
     slices = 1 means: run the unsplit variant.
 
     * More schedule positions than cluster slots and ``cfg.split_tail`` > 1: the full waves run whole tiles (head =
-      their positions) and the last wave's positions are split as ``configs.tail_split`` plans (with the op's
-      ``split_kernel_cost``).
+      their positions) and the last wave's positions are split as ``configs.tail_split`` plans.
     * Else, ``cfg.split_k`` > 1: every tile is split (head = 0), into enough slices to give every SM about one work
       tile (``configs.best_split``), never more than ``cfg.split_k`` or than the K-tiles.
     The scratch holds one stripe per split tile and slice and one semaphore per split tile: (positions - head) x
@@ -37,7 +36,7 @@ def plan_split_k(cfg: TileConfig, km: int, kn: int, k: int, batch: int, sm_count
     positions = schedule.position_count((-(-km // cfg.tile_m), -(-kn // cfg.tile_n), batch))
     slots = max(1, cfg.slots(sm_count) // csize)
     if cfg.split_tail > 1 and positions > slots:
-        _, slices, head = tail_split(positions, slots, cfg.split_tail, k_tiles, split_kernel_cost)
+        _, slices, head = tail_split(positions, slots, cfg.split_tail, k_tiles)
     elif cfg.split_k > 1:
         slices, head = best_split(tiles, cfg.tile_m, cfg.split_k, k_tiles, cfg.slots(sm_count)), 0
     else:
@@ -46,17 +45,15 @@ def plan_split_k(cfg: TileConfig, km: int, kn: int, k: int, batch: int, sm_count
     return slices, split_tiles * slices * cfg.tile_m * cfg.tile_n, split_tiles, head
 
 
-def resolve_split(cfg: TileConfig, m: int, n: int, k: int, batch: int, sm_count: int,
-                  split_kernel_cost: float = 1.0):
+def resolve_split(cfg: TileConfig, m: int, n: int, k: int, batch: int, sm_count: int):
     """(config to compile, split plan or None) for the op's problem (M tokens, N output columns); a ``swap_ab``
     config's kernel computes the transposed problem, so its (M, N) are (n, m). When the plan has one slice, the
     unsplit variant of the config runs: the split variant would still write every partial to the workspace and
-    count it on a semaphore (measured: 19.2 vs 17.5 us for M = 1, N = 14336, K = 4096 on an H200).
-    ``split_kernel_cost``: the op's price of its split kernel per whole tile (``configs.tail_split``)."""
+    count it on a semaphore (measured: 19.2 vs 17.5 us for M = 1, N = 14336, K = 4096 on an H200)."""
     if not cfg.splits:
         return cfg, None
     km, kn = (n, m) if cfg.swap_ab else (m, n)
-    plan = plan_split_k(cfg, km, kn, k, batch, sm_count, raster_for(cfg, m, n, k, batch, sm_count), split_kernel_cost)
+    plan = plan_split_k(cfg, km, kn, k, batch, sm_count, raster_for(cfg, m, n, k, batch, sm_count))
     if plan[0] == 1:
         return replace(cfg, split_k=1, split_tail=1), None
     return cfg, plan

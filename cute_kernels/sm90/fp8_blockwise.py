@@ -74,6 +74,9 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
     """One compiled variant = (TileConfig, epilogue tree, (gM, gN, gK), D dtype, SM count)."""
 
     mainloop_operand_names = ("sfa", "sfb")
+    # A K slice's scales are indexed from the slice's first K-tile (see ``mainloop``); False: from the tensor's, the
+    # code before session 25 (experiments compare the two).
+    slice_scales_from_zero = True
 
     def __init__(self, config: TileConfig, epilogue: EpilogueTree, granularity: tuple[int, int, int],
                  sm_count: int = 132, sfa_tma: bool = False, l2_warmup: int = 0, raster: tuple[int, bool] = (1, True)):
@@ -165,6 +168,12 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
     def mainloop(self, tiled_mma: cute.TiledMma, ab_pipe, tCrA: cute.Tensor, tCrB: cute.Tensor, acc: cute.Tensor,
                  read, release, k_begin, k_tiles, tile, origin, tCcD: cute.Tensor, tensors: dict):
         sfa, sfb = tensors["sfa"], tensors["sfb"]  # (ceil(M/gM), KB, L), (ceil(N/gN), KB, L)
+        if cutlass.const_expr(self.slice_scales_from_zero and not isinstance(k_begin, int)):
+            # A K slice: its scales indexed from 0, as in the unsplit kernel (with the slice's first K-tile in every
+            # index, the promotion loop's scale addressing took more registers and ran whole tiles 3-10% slower).
+            sfa = cute.domain_offset((0, k_begin, 0), sfa)
+            sfb = cute.domain_offset((0, k_begin, 0), sfb)
+            k_begin = 0
         # Temporaries for one 64-row WGMMA atom; ``k_tile`` runs a warpgroup's atoms one after the other. With the
         # shipped tiles a warpgroup owns one atom; two per warpgroup (256-row tiles, acc 128 + tmp 64 registers)
         # compiled without spills and ran correctly but 7-18% slower than 128x128 (docs/fp8_blockwise.md).
