@@ -404,9 +404,10 @@ class Sm90GemmKernel:
                                           tile, origin, tCcD, tensors)
             # The scheduler rounds the tile grid up to whole clusters: a tile past the output's last row or column
             # tile (M = 5 with a 2x1 cluster has one) computes what nobody reads - zeros, or with a clamped origin
-            # the last tile's values again - and stores nothing. Split-K: it has no workspace stripe or semaphore
-            # either (both are sized by the real tiles), so it skips the fix-up; writing its stripes overran the
-            # workspace into whatever the caching allocator had placed behind it.
+            # the last tile's values again - and stores nothing. Split-K: it skips the fix-up too (nobody reads its
+            # partials; when the scratch was sized by the real tiles, writing its stripes overran the workspace into
+            # whatever the caching allocator had placed behind it - the scratch now has room for every split
+            # position's CTAs, see ops.split_k.plan_split_k).
             tiles_m, tiles_n = cute.size(gD, mode=[2]), cute.size(gD, mode=[3])
             if tile[0] < tiles_m:
                 if tile[1] < tiles_n:
