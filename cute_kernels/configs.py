@@ -224,12 +224,20 @@ INT8_TILE_WIDTHS = {128: (128, 64), 256: (256, 224)}
 INT8_TILE_WIDTH_COST = {64: 1.2, 128: 1.0, 224: 1.02, 256: 1.0}
 
 
-def wave_cost(cfg: TileConfig, tiles: int, k: int, sm_count: int) -> float:
-    """Persistent waves of ``tiles`` output tiles (whole clusters) under ``cfg``, the last wave split as
-    ``tail_split`` plans it when ``cfg.split_tail`` allows (a fraction of a wave then)."""
+def whole_cluster_tiles(cfg: TileConfig, m: int, n: int, batch: int) -> int:
+    """Output tiles of an unswapped (M, N) problem under ``cfg``, each dimension rounded up to whole clusters."""
+    def whole(count: int, cluster: int) -> int:
+        return -(-count // cluster) * cluster
+
+    return whole(-(-m // cfg.tile_m), cfg.cluster_m) * whole(-(-n // cfg.tile_n), cfg.cluster_n) * batch
+
+
+def wave_cost(cfg: TileConfig, m: int, n: int, k: int, batch: int, sm_count: int) -> float:
+    """Persistent waves of an unswapped (M, N, K) problem's tiles (whole clusters) under ``cfg``, the last wave split
+    as ``tail_split`` plans it when ``cfg.split_tail`` allows (a fraction of a wave then)."""
     csize = cfg.cluster_m * cfg.cluster_n
     slots = max(1, cfg.slots(sm_count) // csize)
-    units = -(-tiles // csize)
+    units = whole_cluster_tiles(cfg, m, n, batch) // csize
     if cfg.split_tail > 1:
         return tail_split(units, slots, cfg.split_tail, -(-k // 128))[0]
     return float(-(-units // slots))
@@ -240,14 +248,11 @@ def fit_tile_width(cfg: TileConfig, m: int, n: int, batch: int, sm_count: int, w
     """``cfg`` at the width among ``widths`` (the first is its own) with the fewest persistent waves x tile width x
     ``cost_factor[width]``; the output tiles are rounded up to whole clusters, and with ``cfg.split_tail`` the last wave
     counts as ``tail_split`` plans it for K = ``k``. Ties keep the earlier width."""
-    def whole_clusters(tiles: int, cluster: int) -> int:
-        return -(-tiles // cluster) * cluster
-
     def cost(w):
-        tiles = whole_clusters(-(-m // cfg.tile_m), cfg.cluster_m) * whole_clusters(-(-n // w), cfg.cluster_n) * batch
+        at_w = replace(cfg, tile_n=w)
         if cfg.split_tail > 1:
-            return wave_cost(cfg, tiles, k, sm_count) * w * cost_factor[w]
-        return split_cost(tiles, 1, w, cfg.slots(sm_count)) * cost_factor[w]
+            return wave_cost(at_w, m, n, k, batch, sm_count) * w * cost_factor[w]
+        return split_cost(whole_cluster_tiles(at_w, m, n, batch), 1, w, cfg.slots(sm_count)) * cost_factor[w]
 
     return replace(cfg, tile_n=min(widths, key=cost))
 

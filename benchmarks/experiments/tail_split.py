@@ -50,26 +50,22 @@ SMS = torch.cuda.get_device_properties(0).multi_processor_count
 GW = (1, 128, 128)
 
 
-def without_tail(table):
-    return tuple((mm, replace(c, split_tail=1)) for mm, c in table)
+def selected_without_tail(module, table_name, select, m, n, k):
+    """What ``select`` picks with the table's ``split_tail`` off: session 24's dispatch."""
+    saved = getattr(module, table_name)
+    setattr(module, table_name, tuple((mm, replace(c, split_tail=1)) for mm, c in saved))
+    try:
+        return select(m, n, k, 1, SMS)
+    finally:
+        setattr(module, table_name, saved)
 
 
 def before_fp8(m, n, k):
-    saved = F.SM90_FP8_BLOCKWISE_TABLE
-    F.SM90_FP8_BLOCKWISE_TABLE = without_tail(saved)
-    try:
-        return F.select_config(m, n, k, 1, SMS)
-    finally:
-        F.SM90_FP8_BLOCKWISE_TABLE = saved
+    return selected_without_tail(F, "SM90_FP8_BLOCKWISE_TABLE", F.select_config, m, n, k)
 
 
 def before_int8(m, n, k):
-    saved = C.SM90_INT8_TABLE
-    C.SM90_INT8_TABLE = without_tail(saved)
-    try:
-        return C.select_sm90_int8(m, n, k, 1, SMS)
-    finally:
-        C.SM90_INT8_TABLE = saved
+    return selected_without_tail(C, "SM90_INT8_TABLE", C.select_sm90_int8, m, n, k)
 
 
 def forced_plan(cfg, m, n, k, slices):

@@ -149,11 +149,7 @@ def _wave_cost(cfg: TileConfig, m: int, n: int, k: int, batch: int, sm_count: in
         tiles, rows = -(-m // cfg.tile_m) * -(-n // cfg.tile_n) * batch, cfg.tile_n
     slots = cfg.slots(sm_count)
     if cfg.split_tail > 1 and not cfg.swap_ab:  # whole clusters of tiles, the last wave split (configs.tail_split)
-        def whole(count, cluster):
-            return -(-count // cluster) * cluster
-
-        tiles = whole(-(-m // cfg.tile_m), cfg.cluster_m) * whole(-(-n // cfg.tile_n), cfg.cluster_n) * batch
-        return wave_cost(cfg, tiles, k, sm_count) * rows * k_tiles * width_cost[cfg.tile_n]
+        return wave_cost(cfg, m, n, k, batch, sm_count) * rows * k_tiles * width_cost[cfg.tile_n]
     slices = best_split(tiles, rows, cfg.split_k, k_tiles, slots)
     return split_cost(tiles, slices, rows, slots) * k_tiles * (1.0 if cfg.swap_ab else width_cost[cfg.tile_n])
 

@@ -220,8 +220,7 @@ class Sm90GemmKernel:
         if cutlass.const_expr(split is not None):
             # (workspace, semaphores, schedule's split arguments)
             split_walk = (split[0], split[1], self.schedule.split_args(num_tiles, split[2], split[3]))
-        grid = self.schedule.grid(num_tiles, self.max_active_clusters,
-                                  split_walk[2] if cutlass.const_expr(split is not None) else None)
+        grid = self.schedule.grid(num_tiles, self.max_active_clusters, self.split_args(split_walk))
 
         mainloop_tma = self.make_mainloop_tma(dict(zip(self.operand_names, epi_tensors)))
 
