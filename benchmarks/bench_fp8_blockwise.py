@@ -19,6 +19,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+from cute_kernels.bench import save_plot  # noqa: E402
 from cute_kernels.formats.fp8 import quantize_fp8_blockwise, quantize_fp8_per_token_group  # noqa: E402
 from cute_kernels.formats.scale_layouts import to_mn_major  # noqa: E402
 from cute_kernels.ops.fp8_blockwise_scaled_mm import fp8_blockwise_scaled_mm  # noqa: E402
@@ -172,7 +173,7 @@ def plot(rows, names, path):
     ax.set_yscale("log")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_plot(fig, path)
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
 os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
 os.environ.setdefault("NVSHMEM_DISABLE_NVLS", "1")
 
+from cute_kernels.bench import save_plot  # noqa: E402
 from cute_kernels.distributed import (  # noqa: E402
     Int8ScaledMmChunkGemm,
     TorchIntMmChunkGemm,
@@ -314,7 +315,7 @@ def draw_timeline(events, title, path):
     ax.set_xlabel("µs")
     ax.set_title(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_plot(fig, path, dpi=120)
     return path.name
 
 
@@ -408,7 +409,7 @@ def plot(results, meta, out_dir):
     ax2.set_xlabel("M (total rows)")
     ax2.legend()
     fig.tight_layout()
-    fig.savefig(out_dir / "bench_reduce_scatter.png", dpi=120)
+    save_plot(fig, out_dir / "bench_reduce_scatter.png", dpi=120)
 
 
 def main():

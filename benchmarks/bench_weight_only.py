@@ -28,7 +28,7 @@ import time
 
 import torch
 
-from cute_kernels.bench import graph_time_us  # noqa: F401 - re-exported for bench_awq
+from cute_kernels.bench import graph_time_us, save_plot  # noqa: F401 - graph_time_us re-exported for bench_awq
 
 SHAPES = [(8192, 8192), (14336, 4096), (4096, 14336)]
 BITS = [1, 2, 4, 8]
@@ -236,7 +236,7 @@ def panel_plot(png_path: str, panels: list, xlabel: str, ylabel: str, title: str
     axes[-1].legend(fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(png_path, dpi=110)
+    save_plot(fig, png_path)
 
 
 def plot(json_path: str, png_path: str) -> None:

@@ -174,6 +174,8 @@ def test_shipped_config_sass(cfg):
     assert "ACQBULK" in s.instructions and "PREEXIT" in s.instructions, "griddepcontrol (PDL) missing"
     # the first K-tiles' L2 prefetch before the PDL wait (Sm90GemmKernel.l2_warmup), one per operand and K-tile
     assert s.instructions["UTMAPF"] >= 2, "TMA L2 prefetch (l2_warmup) missing"
+    # the diagnostic timeline (benchmarks/experiments/timeline.py) compiles to nothing in a shipped build
+    assert "SR_GLOBALTIMER" not in s.text, "timeline stamps in a shipped build"
     # WGMMAs not serialized: ptxas puts a WARPGROUP.DEPBAR after every IGMMA when it cannot prove no other instruction
     # touches the accumulator inside a WGMMA group (C7514; the unsplit small swapped tiles had 12 of 12 until the
     # accumulator's zero fill became the first WGMMA's ACCUMULATE flag, session 20)
@@ -348,3 +350,36 @@ def test_epilogue_sub_tiles_divide_the_tile(tile_m, tile_n, swap):
     text = sm90_gemm_layouts(cfg)
     epi_m, epi_n = (int(v) for v in re.search(r"epilogue tile\s*: \((\d+), (\d+)\)", text).groups())
     assert tile_m % epi_m == 0 and tile_n % epi_n == 0, (epi_m, epi_n)
+
+
+@pytest.mark.parametrize("family", ["int8", "fp8", "awq"])
+def test_timeline_diagnostic_build(family, monkeypatch):
+    """benchmarks/experiments/timeline.py's builds (the base kernel with a timeline tensor): they compile for sm_90a,
+    read the global timer, and keep the shipped kernel's tensor-core ops and register budget (no spills)."""
+    import sys
+    from pathlib import Path
+
+    from cute_kernels.sass import compile_with_artifacts, summarize_cubin
+
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.syspath_prepend(str(root / "benchmarks"))
+    monkeypatch.syspath_prepend(str(root / "benchmarks" / "experiments"))
+    sys.modules.pop("timeline", None)
+    import timeline
+
+    plain = timeline._compile_with_timeline
+    monkeypatch.setattr(timeline, "_compile_with_timeline", lambda *a, **kw: compile_with_artifacts(
+        lambda o: plain(*a, **{**kw, "opts": "--enable-tvm-ffi --gpu-arch sm_90a " + o})))
+    if family == "int8":
+        fn = timeline.build_int8_timeline(16, 4096, 4096, 132)[0]
+        mma = "IGMMA"
+    elif family == "fp8":
+        fn = timeline.build_fp8_timeline(64, 7168, 16384, 132)[0]
+        mma = "QGMMA"
+    else:
+        fn = timeline.build_wo_timeline("awq", 16, 8192, 8192, 128, 132)[0]
+        mma = "HGMMA"
+    s = summarize_cubin(fn.artifacts.CUBIN)
+    assert s.text.count("SR_GLOBALTIMER") >= 5, s.text.count("SR_GLOBALTIMER")
+    assert any(op.startswith(mma) for op in s.mma), dict(s.mma)
+    assert s.local_memory_ops == 0

@@ -27,6 +27,8 @@ tokens, with the wave model's K split or none) for the large-M split question (d
 Session 20 added several CTAs per SM (c2a2, m64c2, m64c3a2, m64c4a2; a2 alone as the control) and 64-row tiles
 (m64): data/session20_h100/wo_wgmma_occupancy.json and wo_wgmma_m64c2.json. "ship" is always the 128-row tile with
 one CTA per SM; since then the op ("current") runs m64c2 on layers below config.WGMMA_LARGE_LAYER at <= 32 tokens.
+Session 26 ran p2 / m64c2p2 here: the producer asking for its first two stages before the rest of its ring, a
+``Sm90GemmKernel`` option that was not kept (docs/int8_scaled_mm.md, "Session 26"; data/session26/).
 Per problem: these variants, the current dispatch of the op (``quantized_mm`` / ``awq_gemm`` with no path), torch.matmul
 on the dense weight in x's dtype, and a bare read (copy_bandwidth's Triton read) of the weight's bytes.
 
@@ -180,7 +182,7 @@ def launcher(fam, variant, m, n, k, sms, x_dtype, sd, group):
     s = opts.get("split") or best_split(tiles, tile_m, wgmma.MAX_SPLIT_K, -(-k // wgmma.K_TILE),
                                         sms * opts.get("ctas_per_sm", 1))
     fn = compiled(fam, x_dtype, sd, group, tile_n, variant, split=s > 1)
-    split = (s, tiles * s * tile_m * tile_n, tiles) if s > 1 else None
+    split = (s, tiles * s * tile_m * tile_n, tiles, 0) if s > 1 else None  # every tile split: head 0
     bits = {"awq": 4, "int4g": 4, "int4": 4, "int2": 2, "int1": 1, "int8": 8}[fam]
     fmt_key = "int4" if fam == "int4g" else fam
 

@@ -31,6 +31,8 @@ slices (``PersistentTileSchedule.split_args``): every tile for decode-size probl
 fill the GPU, only the last partial wave's tiles for multi-wave problems (``TileConfig.split_tail``). A slice covers
 a contiguous range of K-tiles, and ``split_k_fixup`` makes the last slice of a tile to finish add the others'
 partials and run the epilogue (see its docstring).
+Diagnostics: ``__call__(timeline=T)`` makes every CTA write global-timer stamps (entry, PDL wait, first full stage,
+mainloop end, consumer / producer end) into T; without it nothing is emitted (benchmarks/experiments/timeline.py).
 Subclasses override ``mainloop`` (the FP8 blockwise kernel promotes per-K-block scaled partial sums there) and, for an
 A operand that is not WGMMA's shared-memory operand, the A hooks (``make_tiled_mma``, ``a_stage_bytes``,
 ``make_smem_layout_a``, ``a_tma_tile``, ``make_fragment_a``): the weight-only kernel stages packed low-bit codes and
@@ -56,6 +58,10 @@ from .tile_schedule import PersistentTileSchedule
 SM90_SMEM_BYTES = 232448  # 227 KB per CTA (cudaDevAttrMaxSharedMemoryPerBlockOptin on H100/H200)
 SM90_SMEM_PER_SM = 233472  # 228 KB per SM, shared by its CTAs (each also costs 1 KB of driver reservation)
 _MAX_STAGES = 10
+# Slots of the diagnostic timeline (``Sm90GemmKernel.__call__(timeline=...)``): global-timer ns per CTA, and last the
+# CTA's work units | SM id << 32.
+TL_ENTRY, TL_WAITED, TL_FIRST_DATA, TL_MAINLOOP_END, TL_CONSUMER_END, TL_PRODUCER_END, TL_UNITS = range(7)
+TIMELINE_SLOTS = 8
 
 
 class Sm90GemmKernel:
@@ -195,11 +201,12 @@ class Sm90GemmKernel:
 
     @cute.jit
     def __call__(self, mA: cute.Tensor, mB: cute.Tensor, mD: cute.Tensor, epi_tensors: tuple, stream,
-                 split: cutlass.Constexpr = None):
+                 split: cutlass.Constexpr = None, timeline: cutlass.Constexpr = None):
         """mA (M, K, L), mB (N, K, L), mD (M, N, L); epi_tensors in ``self.operand_names`` order (the epilogue's
         operands, then a subclass's mainloop operands). ``split``: None, or (workspace tensor of the accumulator
         type, semaphore Int32 tensor, K slices per split tile, positions run whole first) for split-K, the last two
-        run-time Int32 values (``PersistentTileSchedule.split_args``, ``split_k_fixup``)."""
+        run-time Int32 values (``PersistentTileSchedule.split_args``, ``split_k_fixup``). ``timeline``: None, or an
+        Int64 tensor (CTAs, TIMELINE_SLOTS) the kernel writes its ``stamp``s into (a diagnostic build)."""
         self._setup(mA.element_type, mB.element_type, mD.element_type,
                     LayoutEnum.from_tensor(mA), LayoutEnum.from_tensor(mB), LayoutEnum.from_tensor(mD))
         sA1 = cute.slice_(self.sA_layout, (None, None, 0))
@@ -227,7 +234,7 @@ class Sm90GemmKernel:
         self.kernel(
             tma_a, tA, tma_b, tB, tma_d, tD, mD.shape, epi_tensors, self.tiled_mma, self.cta_layout_mnk,
             self.sA_layout, self.sB_layout, self.sD_layout, self.schedule.device_args(num_tiles), split_walk,
-            mainloop_tma,
+            mainloop_tma, timeline,
         ).launch(grid=grid, block=[self.num_threads, 1, 1], cluster=(*self.cluster_shape_mn, 1),
                  min_blocks_per_mp=self.config.ctas_per_sm, stream=stream, use_pdl=self.use_pdl,
                  # all of the SM's unified L1/shared memory as shared memory (also spares the DSL a device query
@@ -240,8 +247,10 @@ class Sm90GemmKernel:
                tma_d: cute.CopyAtom, mD: cute.Tensor, d_shape, epi_tensors: tuple, tiled_mma: cute.TiledMma,
                cta_layout_mnk: cute.Layout, sA_layout: cute.ComposedLayout, sB_layout: cute.ComposedLayout,
                sD_layout: cute.ComposedLayout, sched_args: tuple, split,
-               mainloop_tma: tuple):
+               mainloop_tma: tuple, timeline):
         tidx, _, _ = cute.arch.thread_idx()
+        if tidx == 0:
+            self.stamp(timeline, TL_ENTRY)
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         if warp_idx == 0:
             cpasync.prefetch_descriptor(tma_a)
@@ -302,6 +311,8 @@ class Sm90GemmKernel:
             # dependents may launch at once: their CTAs only get an SM when one of ours exits.
             cute.arch.griddepcontrol_wait()
             cute.arch.griddepcontrol_launch_dependents()
+        if tidx == 0:
+            self.stamp(timeline, TL_WAITED)
 
         if wg_idx == 0:
             cute.arch.setmaxregister_decrease(self.producer_regs)
@@ -342,16 +353,19 @@ class Sm90GemmKernel:
                         state.advance()
                     work += work_stride
                 ab_pipe.producer_tail(state)
+                if tidx == 0:
+                    self.stamp(timeline, TL_PRODUCER_END)
         else:
             cute.arch.setmaxregister_increase(self.consumer_regs)
             self.consumer(tiled_mma, ab_pipe, sA, sB, sD, gD, cD, extents, epi_tensors, tma_d, k_tiles,
                           sched_args, tidx, warp_idx, wg_idx, split, storage.split_flag.get_tensor(cute.make_layout(1)),
-                          sML)
+                          sML, timeline)
 
     @cute.jit
     def consumer(self, tiled_mma: cute.TiledMma, ab_pipe, sA: cute.Tensor, sB: cute.Tensor, sD: cute.Tensor,
                  gD: cute.Tensor, cD: cute.Tensor, extents, epi_tensors: tuple, tma_d: cute.CopyAtom,
-                 k_tiles, sched_args, tidx, warp_idx, wg_idx, split, split_flag: cute.Tensor, sML: cute.Tensor):
+                 k_tiles, sched_args, tidx, warp_idx, wg_idx, split, split_flag: cute.Tensor, sML: cute.Tensor,
+                 timeline=None):
         mma_tidx = tidx - self.threads_per_wg
         cta_rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
         thr_mma = tiled_mma.get_slice(
@@ -382,6 +396,7 @@ class Sm90GemmKernel:
         tensors = dict(zip(self.operand_names, epi_tensors))
         tensors["smem"] = sML  # the mainloop's per-stage shared-memory operands (``choose_stage_extra_bytes``)
         tensors["sA"] = sA  # the staged A operand, for mainloops that read it themselves (register-sourced WGMMA)
+        tensors["timeline"] = timeline
 
         sched = self.schedule
         work, work_stride = sched.first_work(), sched.work_stride()
@@ -401,6 +416,8 @@ class Sm90GemmKernel:
             tCcD = tiled_mma.get_slice(mma_tidx).partition_C(cute.domain_offset(shift, cD[(None, None, *tile)]))
             read, release = self.mainloop(tiled_mma, ab_pipe, tCrA, tCrB, acc, read, release, k_begin, k_count,
                                           tile, origin, tCcD, tensors)
+            if mma_tidx == 0:
+                self.stamp(timeline, TL_MAINLOOP_END)
             # The scheduler rounds the tile grid up to whole clusters: a tile past the output's last row or column
             # tile (M = 5 with a 2x1 cluster has one) computes what nobody reads - zeros, or with a clamped origin
             # the last tile's values again - and stores nothing. Split-K: it skips the fix-up too (nobody reads its
@@ -428,6 +445,9 @@ class Sm90GemmKernel:
             work += work_stride
             tiles_done += 1
         store_pipe.producer_tail()
+        if mma_tidx == 0:
+            self.stamp(timeline, TL_CONSUMER_END)
+            self.stamp(timeline, TL_UNITS, tiles_done)
 
     @cute.jit
     def tile_shifts(self, tile, extents):
@@ -481,6 +501,35 @@ class Sm90GemmKernel:
             for k in range(cutlass.min(k_count, self.l2_warmup)):
                 cute.prefetch(tma_b, tBgB[(None, tile[1], k_begin + k, l_idx)])
                 cute.prefetch(tma_a, tAgA[(None, tile[0], k_begin + k, l_idx)])
+
+    # ------------------------------------------------------------------ diagnostic timeline (``timeline`` given)
+    # benchmarks/experiments/timeline.py compiles kernels with a timeline tensor; without one (every shipped build)
+    # these compile to nothing (the CPU tests check that no timer read reaches the shipped SASS).
+    @staticmethod
+    def _timeline_row():
+        bx, by, bz = cute.arch.block_idx()
+        gx, gy, _ = cute.arch.grid_dim()
+        return bx + gx * (by + gy * bz)
+
+    @cute.jit
+    def stamp(self, timeline, slot: cutlass.Constexpr, value=None):
+        """timeline[CTA, slot] = the global nanosecond timer, or ``value`` | SM id << 32."""
+        if cutlass.const_expr(timeline is not None):
+            v = cute.arch.globaltimer()
+            if cutlass.const_expr(value is not None):
+                v = cutlass.Int64(value) | (cutlass.Int64(cute.arch.smid()) << 32)
+            timeline[self._timeline_row(), slot] = v
+
+    @cute.jit
+    def stamp_first_data(self, tensors: dict):
+        """In a mainloop, after a consumer_wait: the first time a CTA's first consumer thread gets a full stage."""
+        timeline = tensors["timeline"]
+        if cutlass.const_expr(timeline is not None):
+            tidx, _, _ = cute.arch.thread_idx()
+            if tidx == self.threads_per_wg:
+                row = self._timeline_row()
+                if timeline[row, TL_FIRST_DATA] == 0:
+                    timeline[row, TL_FIRST_DATA] = cute.arch.globaltimer()
 
     @staticmethod
     def split_args(split):
@@ -679,6 +728,7 @@ class Sm90GemmKernel:
         # has at least one K-tile (K >= 16, at most one K slice per K-tile).
         warpgroup.fence()
         ab_pipe.consumer_wait(read)
+        self.stamp_first_data(tensors)
         for kb in cutlass.range_constexpr(k_blocks):
             tiled_mma.set(warpgroup.Field.ACCUMULATE, kb != 0)
             cute.gemm(tiled_mma, acc, tCrA[(None, None, kb, read.index)], tCrB[(None, None, kb, read.index)], acc)

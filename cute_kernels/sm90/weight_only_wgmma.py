@@ -214,6 +214,9 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
                 t = q * unroll + h
                 read, release = self.k_tile(tiled_mma, ab_pipe, frags[h % nf], tCrB, acc, read, release, a_base,
                                             stage_bytes, ct, s_params, rows, h, t >= nf - 1)
+                if cutlass.const_expr(h == 0 and tensors["timeline"] is not None):
+                    if q == 0:
+                        self.stamp_first_data(tensors)  # diagnostic builds only
         rest = kt_count % unroll  # a multiple of kps
         for h in cutlass.range_constexpr(unroll - 1):  # the last ``rest`` K-tiles (h < rest)
             for _ in range((rest - h + unroll - 1) // unroll):
