@@ -12,7 +12,7 @@ PDL-wait release, median first data after the wait, median mainloop, median / la
 (last end to last end). A bare read of the weight bytes (copy_bandwidth's Triton read) is timed beside.
 
 ``python benchmarks/experiments/timeline.py`` (env TL_CASES "op,M,N,K;..." with op int8 / fp8 / awq / int1 / int2 /
-int4 / int8wo, TL_CALLS, TL_ISOLATED "0,1"); writes
+int4 / int8wo, TL_CALLS, TL_ISOLATED "0,1", TL_DUMP=1 to keep each CTA's SM id and end time); writes
 $OUT/timeline.json and prints a table.
 """
 import itertools
@@ -28,6 +28,8 @@ OUT = os.environ.get("OUT", ".")
 CASES = [(c.split(",")[0], *(int(v) for v in c.split(",")[1:])) for c in os.environ.get(
     "TL_CASES", "int8,16,4096,4096;int8,16,14336,4096;fp8,1,4096,7168;fp8,64,7168,16384;fp8,128,24576,1536;"
     "awq,16,4096,4096;awq,16,8192,8192;int1,16,8192,8192;int4,16,8192,8192").split(";")]
+L2W = int(os.environ["TL_L2W"]) if os.environ.get("TL_L2W") else None  # override the ops' l2_warmup
+DUMP = bool(int(os.environ.get("TL_DUMP", "0")))  # keep every CTA's SM id and end time (last replay)
 TL_VARIANTS = os.environ.get("TL_VARIANTS", "static").split(",")
 ISOLATED = tuple(bool(int(v)) for v in os.environ.get("TL_ISOLATED", "0,1").split(","))
 CALLS = int(os.environ.get("TL_CALLS", "12"))
@@ -52,6 +54,8 @@ def build_int8_timeline(m, n, k, sms):
     kernel = Sm90GemmKernel(cfg, tree, cutlass.Int32, sm_count=sms, l2_warmup=L2_WARMUP_KTILES,
                             raster=raster_for(cfg, m, n, k, 1, sms), clamp=(not cfg.swap_ab, cfg.swap_ab))
     kernel.dynamic = VARIANT[0]
+    if L2W is not None:
+        kernel.l2_warmup = L2W
     sm_, sn, sk = cute.sym_int32(), cute.sym_int32(divisibility=8), cute.sym_int32(divisibility=16)
     fa = fake_tensor(cutlass.Int8, (sm_, sk), stride_div=16)
     fb = fake_tensor(cutlass.Int8, (sk, sn), contiguous_dim=-2, stride_div=16)
@@ -146,6 +150,8 @@ def build_fp8_timeline(m, n, k, sms):
                                   sm_count=sms, sfa_tma=sfa_tma, l2_warmup=F.L2_WARMUP_KTILES,
                                   raster=raster_for(cfg, m, n, k, 1, sms))
     kernel.dynamic = VARIANT[0]
+    if L2W is not None:
+        kernel.l2_warmup = L2W
     sm_, sn, sk = cute.sym_int32(), cute.sym_int32(divisibility=8), cute.sym_int32(divisibility=128)
     mb, nb, kb = cute.sym_int32(), cute.sym_int32(), cute.sym_int32()
     fa = fake_tensor(cutlass.Float8E4M3FN, (sm_, sk), stride_div=16)
@@ -199,6 +205,8 @@ def build_wo_timeline(fmt_key, m, n, k, group, sms):
     kernel = WeightOnlyWgmmaSm90(cfg, kernel.epilogue, fmt, group or wgmma.NO_GROUP, scaled, sm_count=sms,
                                  **dict(wgmma.stage_options(fmt.bits, cfg, n, k)))
     kernel.dynamic = VARIANT[0]
+    if L2W is not None:
+        kernel.l2_warmup = L2W
     fn = _compile_with_timeline(kernel, views, (f_blob, fx, fo, cutlass.Float32(1.0), f_params if scaled else None),
                                 split)
     return fn, split, cfg
@@ -365,10 +373,17 @@ def main():
             res = int((stamps[1:] - stamps[:-1]).min()) if len(stamps) > 1 else -1
             if round(mb, 1) not in read_cache:
                 read_cache[round(mb, 1)] = read_sized(mb)["us"]
+            if DUMP:  # per CTA of the last replay's calls 2..N: SM id, then every stamp - the call's median end (ns)
+                from cute_kernels.sm90.gemm import TL_CONSUMER_END, TL_UNITS
+                per_cta = [[[int(u[c, TL_UNITS]) >> 32] + [int(u[c, j] - u[:, TL_CONSUMER_END].median()) if u[c, j]
+                                                          else None for j in range(TL_UNITS)]
+                            for c in range(u.shape[0])] for u in used[1:]]
             row = {"fam": fam, "variant": variant, "m": m, "n": n, "k": k, "isolated": isolated, "config": cfg_text, "weight_MB": mb,
                    "rel_err": err, "timer_res_ns": res, **summ, "bare_read_us": read_cache[round(mb, 1)]}
+            if DUMP:
+                row["per_cta"] = per_cta
             results["cases"].append(row)
-            print(json.dumps(row), flush=True)
+            print(json.dumps({k: v for k, v in row.items() if k != "per_cta"}), flush=True)
     with open(os.path.join(OUT, "timeline.json"), "w") as f:
         json.dump(results, f, indent=1)
     print("\nns after the previous call's last CTA end; medians over calls and 5 replays")
