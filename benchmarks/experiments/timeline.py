@@ -53,9 +53,7 @@ def build_int8_timeline(m, n, k, sms):
     tree = scaled_mm_tree("vector", "vector", "out", swap_ab=cfg.swap_ab, source=False)
     kernel = Sm90GemmKernel(cfg, tree, cutlass.Int32, sm_count=sms, l2_warmup=L2_WARMUP_KTILES,
                             raster=raster_for(cfg, m, n, k, 1, sms), clamp=(not cfg.swap_ab, cfg.swap_ab))
-    kernel.dynamic = VARIANT[0]
-    if L2W is not None:
-        kernel.l2_warmup = L2W
+    _configure(kernel)
     sm_, sn, sk = cute.sym_int32(), cute.sym_int32(divisibility=8), cute.sym_int32(divisibility=16)
     fa = fake_tensor(cutlass.Int8, (sm_, sk), stride_div=16)
     fb = fake_tensor(cutlass.Int8, (sk, sn), contiguous_dim=-2, stride_div=16)
@@ -73,10 +71,17 @@ def build_int8_timeline(m, n, k, sms):
     return fn, split, cfg
 
 
-VARIANTS = {"static": (False, 1), "dynamic": (False, 1), "static2x": (False, 2), "dynamic2x": (True, 2),
+VARIANTS = {"static": (False, 1), "dynamic": (True, 1), "static2x": (False, 2), "dynamic2x": (True, 2),
             "static4x": (False, 4), "dynamic4x": (True, 4)}
-VARIANTS["dynamic"] = (True, 1)
 VARIANT = [False, 1]  # the one being built: (dynamic walk, K slices x factor)
+
+
+def _configure(kernel):
+    """The experiment's overrides of a constructed kernel: the walk (``dynamic``: only with the patch) and
+    ``TL_L2W``."""
+    kernel.dynamic = VARIANT[0]
+    if L2W is not None:
+        kernel.l2_warmup = L2W
 
 
 def apply_variant(cfg, split, rows_cols, k_tiles):
@@ -149,9 +154,7 @@ def build_fp8_timeline(m, n, k, sms):
     kernel = Fp8BlockwiseGemmSm90(cfg, EpilogueTree(Accumulator()), (128, 1, 128) if cfg.swap_ab else gran,
                                   sm_count=sms, sfa_tma=sfa_tma, l2_warmup=F.L2_WARMUP_KTILES,
                                   raster=raster_for(cfg, m, n, k, 1, sms))
-    kernel.dynamic = VARIANT[0]
-    if L2W is not None:
-        kernel.l2_warmup = L2W
+    _configure(kernel)
     sm_, sn, sk = cute.sym_int32(), cute.sym_int32(divisibility=8), cute.sym_int32(divisibility=128)
     mb, nb, kb = cute.sym_int32(), cute.sym_int32(), cute.sym_int32()
     fa = fake_tensor(cutlass.Float8E4M3FN, (sm_, sk), stride_div=16)
@@ -204,9 +207,7 @@ def build_wo_timeline(fmt_key, m, n, k, group, sms):
     cfg, split = apply_variant(cfg, split, (n, m), k // wgmma.K_TILE)
     kernel = WeightOnlyWgmmaSm90(cfg, kernel.epilogue, fmt, group or wgmma.NO_GROUP, scaled, sm_count=sms,
                                  **dict(wgmma.stage_options(fmt.bits, cfg, n, k)))
-    kernel.dynamic = VARIANT[0]
-    if L2W is not None:
-        kernel.l2_warmup = L2W
+    _configure(kernel)
     fn = _compile_with_timeline(kernel, views, (f_blob, fx, fo, cutlass.Float32(1.0), f_params if scaled else None),
                                 split)
     return fn, split, cfg
@@ -336,54 +337,53 @@ def main():
     results = {"device": torch.cuda.get_device_name(), "calls": CALLS, "cases": []}
     read_cache = {}
     for isolated, (fam, m, n, k), variant in itertools.product(ISOLATED, CASES, TL_VARIANTS):
-        if True:
-            VARIANT[:] = VARIANTS[variant]
-            run, check, cfg_text, mb = make_case(fam, m, n, k, sms, dev)
-            tls = [torch.zeros(132 * 4, TIMELINE_SLOTS, dtype=torch.int64, device=dev) for _ in range(CALLS)]
-            run(0, tls[0])
+        VARIANT[:] = VARIANTS[variant]
+        run, check, cfg_text, mb = make_case(fam, m, n, k, sms, dev)
+        tls = [torch.zeros(132 * 4, TIMELINE_SLOTS, dtype=torch.int64, device=dev) for _ in range(CALLS)]
+        run(0, tls[0])
+        torch.cuda.synchronize()
+        err = check()
+        assert err < 2e-2, (fam, m, n, k, err)
+        pad = torch.zeros(1, device=dev)
+
+        def calls():
+            for i in range(CALLS):
+                if isolated:
+                    pad.add_(1.0)
+                run(i, tls[i])
+
+        g = torch.cuda.CUDAGraph()
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            calls()
+        torch.cuda.current_stream().wait_stream(s)
+        with torch.cuda.graph(g):
+            calls()
+        summaries = []
+        for _rep in range(5):
+            for t in tls:
+                t.zero_()
+            g.replay()
             torch.cuda.synchronize()
-            err = check()
-            assert err < 2e-2, (fam, m, n, k, err)
-            pad = torch.zeros(1, device=dev)
-
-            def calls():
-                for i in range(CALLS):
-                    if isolated:
-                        pad.add_(1.0)
-                    run(i, tls[i])
-
-            g = torch.cuda.CUDAGraph()
-            s = torch.cuda.Stream()
-            s.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(s):
-                calls()
-            torch.cuda.current_stream().wait_stream(s)
-            with torch.cuda.graph(g):
-                calls()
-            summaries = []
-            for _rep in range(5):
-                for t in tls:
-                    t.zero_()
-                g.replay()
-                torch.cuda.synchronize()
-                used = [t[: int((t[:, 0] != 0).sum())].cpu() for t in tls]
-                summaries.append(summarize(used, CALLS)[0])
-            summ = {key: statistics.median(sm[key] for sm in summaries) for key in summaries[0]}
-            stamps = torch.cat([u[:, :6].flatten() for u in used]).unique()
-            res = int((stamps[1:] - stamps[:-1]).min()) if len(stamps) > 1 else -1
-            if round(mb, 1) not in read_cache:
-                read_cache[round(mb, 1)] = read_sized(mb)["us"]
-            if DUMP:  # per CTA of the last replay's calls 2..N: SM id, then every stamp - the call's median end (ns)
-                from cute_kernels.sm90.gemm import TL_CONSUMER_END, TL_UNITS
-                per_cta = [[[int(u[c, TL_UNITS]) >> 32] + [int(u[c, j] - u[:, TL_CONSUMER_END].median()) if u[c, j]
-                                                          else None for j in range(TL_UNITS)]
-                            for c in range(u.shape[0])] for u in used[1:]]
-            row = {"fam": fam, "variant": variant, "m": m, "n": n, "k": k, "isolated": isolated, "config": cfg_text, "weight_MB": mb,
-                   "rel_err": err, "timer_res_ns": res, **summ, "bare_read_us": read_cache[round(mb, 1)]}
-            if DUMP:
-                row["per_cta"] = per_cta
-            results["cases"].append(row)
-            print(json.dumps({k: v for k, v in row.items() if k != "per_cta"}), flush=True)
+            used = [t[: int((t[:, 0] != 0).sum())].cpu() for t in tls]
+            summaries.append(summarize(used, CALLS)[0])
+        summ = {key: statistics.median(sm[key] for sm in summaries) for key in summaries[0]}
+        stamps = torch.cat([u[:, :6].flatten() for u in used]).unique()
+        res = int((stamps[1:] - stamps[:-1]).min()) if len(stamps) > 1 else -1
+        if round(mb, 1) not in read_cache:
+            read_cache[round(mb, 1)] = read_sized(mb)["us"]
+        if DUMP:  # per CTA of the last replay's calls 2..N: SM id, then every stamp - the call's median end (ns)
+            from cute_kernels.sm90.gemm import TL_CONSUMER_END, TL_UNITS
+            per_cta = [[[int(u[c, TL_UNITS]) >> 32] + [int(u[c, j] - u[:, TL_CONSUMER_END].median()) if u[c, j]
+                                                      else None for j in range(TL_UNITS)]
+                        for c in range(u.shape[0])] for u in used[1:]]
+        row = {"fam": fam, "variant": variant, "m": m, "n": n, "k": k, "isolated": isolated, "config": cfg_text, "weight_MB": mb,
+               "rel_err": err, "timer_res_ns": res, **summ, "bare_read_us": read_cache[round(mb, 1)]}
+        if DUMP:
+            row["per_cta"] = per_cta
+        results["cases"].append(row)
+        print(json.dumps({k: v for k, v in row.items() if k != "per_cta"}), flush=True)
     with open(os.path.join(OUT, "timeline.json"), "w") as f:
         json.dump(results, f, indent=1)
     print("\nns after the previous call's last CTA end; medians over calls and 5 replays")
