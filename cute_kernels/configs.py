@@ -12,6 +12,8 @@ M-major view of D; the epilogue tree swaps which of a_scale/b_scale is the row b
 
 from __future__ import annotations
 
+import os
+
 from dataclasses import asdict, dataclass, replace
 
 
@@ -200,6 +202,32 @@ def raster_for(cfg: TileConfig, m: int, n: int, k: int, batch: int = 1, sm_count
     clusters = -(-tiles_n // 2) if along_m else -(-tiles_m // 2)
     swizzle = next((sz for sz in RASTER_SWIZZLE if clusters % sz == 0), 1)
     return swizzle, along_m
+
+
+# K-tiles of the weight each CTA's producer loads into its shared-memory ring before the PDL wait
+# (``Sm90GemmKernel.weight_preload``), per op: ((most tokens, K-tiles), ...), the first row whose token count covers M.
+# Back to back, a CTA of the next call becomes resident when the previous call's CTA on its SM exits, so these loads
+# run in the previous call's tail, when the memory system is partly idle. Measured on an H100 (session 27,
+# benchmarks/experiments/weight_preload.py, CUDA-graph medians of back-to-back calls over rotated weights): int8 at
+# 1-64 tokens 0.89-0.98x the time with 8 K-tiles (4096^2 at 16 tokens 8.84 -> 7.89 µs), 128 tokens 0.97-0.99x with 4;
+# FP8 at 1 token 0.89-0.99x with 8, at 64-128 tokens 0.92-1.00x with 4 (8 was up to 1.10x slower there, and 24576 x
+# 1536 at 128 tokens is 1.02x slower with 4). With a foreign kernel between the calls (no overlap) 4 K-tiles are
+# neutral (0.97-1.01x), 8 within 0.98-1.03x on the rows that use them. The weight-only WGMMA path preloads 2 stages of
+# 1/2-bit weights (``weight_only.wgmma.stage_options``: 0.91-0.99x); 4-bit and AWQ were 1.00-1.04x slower with 4
+# stages and 1.04-1.15x with the whole ring, so they do not.
+# Contract: the weight is read before the previous kernel on the stream has completed. That kernel cannot have
+# written it unless it triggers programmatic dependent launch early (no torch, cuBLAS-through-torch or cute_kernels
+# op writes an int8 / FP8 / packed weight); CUTE_KERNELS_WEIGHT_PRELOAD=0 turns the preload off.
+WEIGHT_PRELOAD = {"int8": ((64, 8), (None, 4)), "fp8": ((16, 8), (None, 4))}
+WEIGHT_PRELOAD_ENABLED = os.environ.get("CUTE_KERNELS_WEIGHT_PRELOAD", "1") != "0"
+
+
+def weight_preload_ktiles(op: str, m: int) -> int:
+    """K-tiles of the weight preloaded before the PDL wait for ``op`` ("int8", "fp8") at M tokens (``WEIGHT_PRELOAD``);
+    0 when disabled."""
+    if not WEIGHT_PRELOAD_ENABLED:
+        return 0
+    return next(ktiles for most, ktiles in WEIGHT_PRELOAD[op] if most is None or m <= most)
 
 
 # Tile widths an unswapped int8 row may take instead of its own (keyed by the row's tile_n), picked by the wave model

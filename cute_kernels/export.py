@@ -16,7 +16,7 @@ from typing import Callable
 
 import torch
 
-from .configs import TileConfig, raster_for, select_sm90_int8
+from .configs import TileConfig, raster_for, select_sm90_int8, weight_preload_ktiles
 from .sass import summarize_cubin
 
 _DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}
@@ -74,9 +74,11 @@ def _build_int8(spec: ExportSpec, extra_options: str):
         cfg = select_sm90_int8(spec.m, spec.n, spec.k)
         cfg, _ = resolve_split(cfg, spec.m, spec.n, spec.k, 1, 132)
     raster = raster_for(cfg, spec.m, spec.n, spec.k)  # the schedule the op runs for this problem (configs.raster_for)
+    preload = weight_preload_ktiles("int8", spec.m)  # what the op preloads at this M (configs.WEIGHT_PRELOAD)
     fn = build_sm90(3 if spec.batched else 2, spec.a_scale, spec.b_scale, spec.bias, out_dtype, cfg,
-                    extra_options=extra_options, raster=raster)
-    return fn, {"config": cfg.describe(), "config_fields": dict(cfg.key), "raster": list(raster), **fields}
+                    extra_options=extra_options, raster=raster, weight_preload=preload)
+    return fn, {"config": cfg.describe(), "config_fields": dict(cfg.key), "raster": list(raster),
+                "weight_preload": preload, **fields}
 
 
 def _build_fp8(spec: ExportSpec, extra_options: str):
@@ -92,10 +94,11 @@ def _build_fp8(spec: ExportSpec, extra_options: str):
         cfg = select_config(spec.m, spec.n, spec.k)
         cfg, _ = resolve_split(cfg, spec.m, spec.n, spec.k, 1, 132)
     raster = raster_for(cfg, spec.m, spec.n, spec.k)
+    preload = weight_preload_ktiles("fp8", spec.m)
     fn = build_sm90(3 if spec.batched else 2, _dtype(spec.out_dtype, "out_dtype"), gran, cfg, 132, extra_options,
-                    raster=raster)
+                    raster=raster, weight_preload=preload)
     return fn, {"config": cfg.describe(), "granularity": list(gran), "out_dtype": spec.out_dtype,
-                "raster": list(raster)}
+                "raster": list(raster), "weight_preload": preload}
 
 
 def _build_weight_only(fmt_key: str, bits: int, scaled: bool):

@@ -247,3 +247,24 @@ def test_clamped_last_token_tile(m, n, k, cfg, gran, staged):
     out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
     fp8_blockwise_scaled_mm(a, b, a_s, b_s, scale_granularity=gran, out=out, config=cfg)
     _check(out, a, b, a_s, b_s, gran, torch.bfloat16)
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 576, 256), (5, 2112, 7168), (100, 1000, 640), (257, 776, 1024),
+                                   (1024, 7168, 2048)])
+def test_weight_preload_bitwise_equal(m, n, k, monkeypatch):
+    """configs.WEIGHT_PRELOAD (session 27): the op's output with the rule's preload of b, with the whole ring (16) and
+    without (0) is bit-identical and matches float64 (swapped split-K decode tiles, fewer K-tiles than the preload,
+    N not a multiple of 128, 2x1 clusters multicasting b)."""
+    from cute_kernels.ops import fp8_blockwise_scaled_mm as op
+
+    a, b, a_s, b_s = _operands(m, n, k, GROUPWISE, mn_major=False, seed=m + n + k)
+    a_s, b_s = to_tma_aligned_mn_major(a_s), to_mn_major(b_s)  # a_scale staged by TMA on unswapped tiles
+    outs = {}
+    for preload in (None, 16, 0):
+        monkeypatch.setattr(op, "WEIGHT_PRELOAD_KTILES", preload)
+        op._validated.clear()
+        out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        outs[preload] = fp8_blockwise_scaled_mm(a, b, a_s, b_s, out=out)
+    op._validated.clear()
+    _check(outs[None], a, b, a_s, b_s, GROUPWISE, torch.bfloat16)
+    assert torch.equal(outs[None], outs[0]) and torch.equal(outs[16], outs[0])

@@ -161,8 +161,9 @@ def test_shipped_config_sass(cfg):
     from cute_kernels.ops.int8_scaled_mm import build_sm90
     from cute_kernels.sass import compile_with_artifacts, summarize_cubin
 
+    # with the largest weight preload the op uses (configs.WEIGHT_PRELOAD): its code is that of every preload count
     fn = compile_with_artifacts(lambda opts: build_sm90(2, "vector", "vector", True, torch.bfloat16, cfg,
-                                                        extra_options=opts))
+                                                        extra_options=opts, weight_preload=8))
     s = summarize_cubin(fn.artifacts.CUBIN)
     igmma = [op for op in s.mma if op.startswith("IGMMA") and ".S8.S8" in op]
     assert igmma, f"no signed int8 WGMMA in SASS: {dict(s.mma)}"
@@ -174,6 +175,7 @@ def test_shipped_config_sass(cfg):
     assert "ACQBULK" in s.instructions and "PREEXIT" in s.instructions, "griddepcontrol (PDL) missing"
     # the first K-tiles' L2 prefetch before the PDL wait (Sm90GemmKernel.l2_warmup), one per operand and K-tile
     assert s.instructions["UTMAPF"] >= 2, "TMA L2 prefetch (l2_warmup) missing"
+    assert _tma_loads_before_pdl_wait(s.text) > 0, "weight preload (a TMA load before the PDL wait) missing"
     # the diagnostic timeline (benchmarks/experiments/timeline.py) compiles to nothing in a shipped build
     assert "SR_GLOBALTIMER" not in s.text, "timeline stamps in a shipped build"
     # WGMMAs not serialized: ptxas puts a WARPGROUP.DEPBAR after every IGMMA when it cannot prove no other instruction
@@ -383,3 +385,65 @@ def test_timeline_diagnostic_build(family, monkeypatch):
     assert s.text.count("SR_GLOBALTIMER") >= 5, s.text.count("SR_GLOBALTIMER")
     assert any(op.startswith(mma) for op in s.mma), dict(s.mma)
     assert s.local_memory_ops == 0
+
+
+def _tma_loads_before_pdl_wait(text: str) -> int:
+    """TMA loads (UTMALDG) the SASS places before the first griddepcontrol.wait (ACQBULK)."""
+    head = text[:text.index("ACQBULK")]
+    return head.count("UTMALDG")
+
+
+@pytest.mark.parametrize("family", ["int8-swapped-split", "int8-1x2", "fp8-swapped-split", "fp8-2x1-mcast-b",
+                                    "int1-wgmma", "int2-g128-wgmma"])
+def test_weight_preload_before_pdl_wait(family):
+    """``Sm90GemmKernel.weight_preload`` (session 27): the producer TMAs the weight's first K-tiles into the ring
+    before the PDL wait - a TMA load ahead of ACQBULK in SASS, none without the option - with the tensor-core ops and
+    no spills; covers the weight as A (swapped) and as B (plain), B multicast in a 2x1 cluster, and the weight-only
+    path's staged group parameters (loaded with the weight)."""
+    from cute_kernels.sass import compile_with_artifacts, summarize_cubin
+
+    def build(preload):
+        if family.startswith("int8"):
+            from cute_kernels.ops.int8_scaled_mm import build_sm90
+            cfg = select_sm90_int8(16, 4096, 4096) if family == "int8-swapped-split" else select_sm90_int8(
+                4096, 4096, 4096)
+            return "IGMMA", lambda o: build_sm90(2, "vector", "vector", True, torch.bfloat16, cfg, extra_options=o,
+                                                 weight_preload=preload)
+        if family.startswith("fp8"):
+            from cute_kernels.ops.fp8_blockwise_scaled_mm import build_sm90
+            cfg = (TileConfig(tile_m=64, tile_n=16, swap_ab=True, cluster_m=1, split_k=8)
+                   if family == "fp8-swapped-split" else TileConfig(tile_m=128, tile_n=192, cluster_m=2))
+            return "QGMMA", lambda o: build_sm90(2, torch.bfloat16, (1, 128, 128), cfg, 132, o,
+                                                 weight_preload=preload)
+        from cute_kernels.weight_only import wgmma
+        bits, scaled = (1, False) if family == "int1-wgmma" else (2, True)
+        cfg = wgmma.select_config(16, 8192, 8192)
+        opts = {"weight_preload": preload} if preload else {}
+        return "HGMMA", lambda o: wgmma.build(f"int{bits}", torch.float16, torch.float16, scaled,
+                                              128 if scaled else wgmma.NO_GROUP, cfg, extra_options=o,
+                                              kernel_options=opts)
+
+    for preload in (0, 8):
+        mma, compile_fn = build(preload)
+        s = summarize_cubin(compile_with_artifacts(compile_fn).artifacts.CUBIN)
+        assert any(op.startswith(mma) for op in s.mma), dict(s.mma)
+        assert s.local_memory_ops == 0
+        early = _tma_loads_before_pdl_wait(s.text)
+        assert (early > 0) == (preload > 0), (preload, early)
+
+
+def test_weight_preload_rule(monkeypatch):
+    """configs.WEIGHT_PRELOAD by op and token count, the weight-only rule (1/2-bit only), and the off switch."""
+    from cute_kernels import configs
+    from cute_kernels.weight_only import wgmma
+
+    assert configs.weight_preload_ktiles("int8", 1) == 8 and configs.weight_preload_ktiles("int8", 64) == 8
+    assert configs.weight_preload_ktiles("int8", 65) == 4 and configs.weight_preload_ktiles("int8", 8192) == 4
+    assert configs.weight_preload_ktiles("fp8", 16) == 8 and configs.weight_preload_ktiles("fp8", 17) == 4
+    cfg = wgmma.select_config(16, 8192, 8192)
+    assert dict(wgmma.stage_options(1, cfg, 8192, 8192)).get("weight_preload") == wgmma.PRELOAD_LOW_BIT_STAGES
+    assert dict(wgmma.stage_options(2, cfg, 8192, 8192)).get("weight_preload") == wgmma.PRELOAD_LOW_BIT_STAGES
+    assert "weight_preload" not in dict(wgmma.stage_options(4, cfg, 8192, 8192))
+    monkeypatch.setattr(configs, "WEIGHT_PRELOAD_ENABLED", False)
+    assert configs.weight_preload_ktiles("int8", 1) == 0 and configs.weight_preload_ktiles("fp8", 4096) == 0
+    assert "weight_preload" not in dict(wgmma.stage_options(1, cfg, 8192, 8192))

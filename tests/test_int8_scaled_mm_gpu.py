@@ -237,3 +237,24 @@ def test_added_c_keeps_tiles_in_place():
     ref = int8_scaled_mm_ref(a, b, a_s, b_s, bias) + before.double()
     err = (out.double() - ref).abs()
     assert (err <= 2 ** -7 * ref.abs() + 2e-2).all(), f"max abs err {err.max().item():.4g}"
+
+
+@pytest.mark.parametrize("m,n,k,batch", [(17, 4104, 4096, None), (1, 776, 256, None), (300, 1032, 1040, None),
+                                         (5, 520, 640, 3), (4097, 2048, 384, None)])
+def test_weight_preload_bitwise_equal(m, n, k, batch, monkeypatch):
+    """The weight's first K-tiles loaded before the PDL wait (configs.WEIGHT_PRELOAD; session 27) change only when
+    bytes arrive: the op's output with the rule's preload, with the whole ring (16) and without (0) is bit-identical
+    and matches float64 - swapped split-K decode tiles, fewer K-tiles than the preload, a ragged K with clusters,
+    batched, and a multi-wave problem."""
+    from cute_kernels.ops import int8_scaled_mm as op
+
+    a, b, a_s, b_s, bias = int8_gemm_inputs(m, n, k, batch=batch, seed=m + n + k)
+    outs = {}
+    for preload in (None, 16, 0):
+        monkeypatch.setattr(op, "WEIGHT_PRELOAD_KTILES", preload)
+        op._validated.clear()
+        out = torch.full(((batch,) if batch else ()) + (m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        outs[preload] = int8_scaled_mm(a, b, a_s, b_s, bias, out=out)
+    op._validated.clear()
+    _check(outs[None], a, b, a_s, b_s, bias, torch.bfloat16)
+    assert torch.equal(outs[None], outs[0]) and torch.equal(outs[16], outs[0])

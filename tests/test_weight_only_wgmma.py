@@ -459,7 +459,8 @@ def test_stage_options_of_large_4bit_layers():
     assert wgmma.stage_options(4, cfg[64], 8192, large_k - 64) == ()  # below the size
     assert wgmma.stage_options(4, cfg[16], 8192, large_k) == ()  # 16-token tiles: already the kernel's default
     assert wgmma.stage_options(4, cfg[128], 8192, large_k) == ()
-    assert wgmma.stage_options(2, cfg[64], 8192, large_k) == ()  # 1/2-bit: 2 per stage by default anyway
+    # 1/2-bit: 2 K-tiles per stage by default anyway; their first stages are preloaded (configs.WEIGHT_PRELOAD)
+    assert wgmma.stage_options(2, cfg[64], 8192, large_k) == (("weight_preload", wgmma.PRELOAD_LOW_BIT_STAGES),)
 
 
 def test_stages_fit_the_real_shared_storage():

@@ -32,7 +32,7 @@ import torch
 from .. import arch as _arch
 from .. import checks
 from ..configs import (SWAP_TILE_M, TileConfig, best_split, raster_for, size_swapped_tile, split_cost,
-                       wave_cost)
+                       wave_cost, weight_preload_ktiles)
 from ..formats.scale_layouts import normalize_granularity
 from ..jit_cache import cached_compile
 from ..plan_cache import PlanCache
@@ -44,6 +44,9 @@ SUPPORTED_GRANULARITIES = ((1, 128, 128), (128, 128, 128))
 _validated = PlanCache()
 # K-tiles of each CTA's first tile prefetched into L2 before the PDL wait (Sm90GemmKernel.l2_warmup); 0 = off.
 L2_WARMUP_KTILES = 2
+# K-tiles of each CTA's first tile whose weight (b) is loaded into the shared-memory ring before the PDL wait
+# (Sm90GemmKernel.weight_preload): None = ``configs.weight_preload_ktiles`` by token count; an int forces it.
+WEIGHT_PRELOAD_KTILES = None
 USE_SFA_TMA = True  # stage per-token a_scale with TMA where the tensor allows (sfa_tma_eligible)
 
 # (max_m, config), first match wins; ``select_config`` then picks the tile size. Decode-size M (<= 64 tokens) swaps
@@ -271,7 +274,8 @@ def sfa_tma_eligible(a_scale: torch.Tensor, gran: tuple[int, int, int]) -> bool:
 
 def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], config: TileConfig, sm_count: int,
                extra_options: str = "", sfa_tma: bool = False, a_dtype: torch.dtype = torch.float8_e4m3fn,
-               b_dtype: torch.dtype = torch.float8_e4m3fn, raster: tuple[int, bool] = (1, True)):
+               b_dtype: torch.dtype = torch.float8_e4m3fn, raster: tuple[int, bool] = (1, True),
+               weight_preload: int = 0):
     """Compile (uncached) the kernel for one variant from fake tensors; ``extra_options`` e.g. keeps the cubin.
     ``sfa_tma``: a_scale staged by TMA (the compiled function then accepts only tensors ``sfa_tma_eligible``)."""
     import cutlass
@@ -303,7 +307,8 @@ def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], co
     # computes D^T = B A^T: its rows are the weight's N (gN-row scale blocks), its columns the tokens (gM).
     g_m, g_n, g_k = gran
     kernel = Fp8BlockwiseGemmSm90(config, EpilogueTree(Accumulator()), (g_n, g_m, g_k) if swap else gran,
-                                  sm_count=sm_count, sfa_tma=sfa_tma, l2_warmup=L2_WARMUP_KTILES, raster=raster)
+                                  sm_count=sm_count, sfa_tma=sfa_tma, l2_warmup=L2_WARMUP_KTILES, raster=raster,
+                                  weight_preload=weight_preload, weight_operand=0 if swap else 1)
 
     options = f"--enable-tvm-ffi --gpu-arch sm_90a {extra_options}".strip()
 
@@ -334,14 +339,16 @@ def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], co
 
 
 def _compile_sm90(rank, out_dtype, gran, config: TileConfig, sm_count, sfa_tma: bool, a_dtype, b_dtype,
-                  raster=(1, True)):
+                  raster=(1, True), weight_preload=0):
     key = ("sm_90a", rank, str(a_dtype), str(b_dtype), str(out_dtype), gran, config.key, sm_count)
     key += ("sfa_tma",) if sfa_tma else ()
     key += ("l2_warmup", L2_WARMUP_KTILES) if L2_WARMUP_KTILES else ()
+    key += ("weight_preload", weight_preload) if weight_preload else ()
     key += ("raster", raster) if raster != (1, True) else ()
     return cached_compile("fp8_blockwise_scaled_mm", key,
                           lambda: build_sm90(rank, out_dtype, gran, config, sm_count, sfa_tma=sfa_tma,
-                                             a_dtype=a_dtype, b_dtype=b_dtype, raster=raster))
+                                             a_dtype=a_dtype, b_dtype=b_dtype, raster=raster,
+                                             weight_preload=weight_preload))
 
 
 def fp8_blockwise_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,
@@ -377,8 +384,9 @@ def fp8_blockwise_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Ten
     cfg = config if config is not None else select_config(m, n, k, batch, sms, a_scale_staged=staged)
     sfa_tma = staged and not cfg.swap_ab
     cfg, split = resolve_split(cfg, m, n, k, batch, sms)
+    preload = weight_preload_ktiles("fp8", m) if WEIGHT_PRELOAD_KTILES is None else WEIGHT_PRELOAD_KTILES
     fn = _compile_sm90(a.dim(), out_dtype, gran, cfg, sms, sfa_tma, a.dtype, b.dtype,
-                       raster_for(cfg, m, n, k, batch, sms))
+                       raster_for(cfg, m, n, k, batch, sms), preload)
     if out is None:
         out = torch.empty(out_shape, dtype=out_dtype, device=device)
     launch_planned(fn, (a, b, out, a_scale, b_scale), split, device, torch.float32)

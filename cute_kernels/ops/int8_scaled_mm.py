@@ -26,7 +26,7 @@ import torch
 
 from .. import arch as _arch
 from .. import checks
-from ..configs import TileConfig, raster_for, select_sm90_int8
+from ..configs import TileConfig, raster_for, select_sm90_int8, weight_preload_ktiles
 from ..jit_cache import cached_compile
 from ..plan_cache import PlanCache
 from .split_k import launch_planned, resolve_split
@@ -90,16 +90,21 @@ def _validate(a, b, a_scale, b_scale, bias, out_dtype, out):
 
 # K-tiles of each CTA's first tile prefetched into L2 before the PDL wait (Sm90GemmKernel.l2_warmup); 0 = off.
 L2_WARMUP_KTILES = 2
+# K-tiles of each CTA's first tile whose weight is loaded into the shared-memory ring before the PDL wait
+# (Sm90GemmKernel.weight_preload): None = ``configs.weight_preload_ktiles`` by token count; an int forces it
+# (experiments).
+WEIGHT_PRELOAD_KTILES = None
 
 
 def build_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm_count=132, extra_options="",
-               c_dtype=None, raster=(1, True)):
+               c_dtype=None, raster=(1, True), weight_preload=0):
     """Compile the SM90 kernel for one variant from fake tensors (no GPU needed); returns the TVM-FFI function.
     has_bias: ``epilogues.bias_kind`` - False / True (a bias in the output dtype) / "acc" (an int32 bias added to the
     accumulator before the scales).
 
     Call signature of the result: ``fn(a, b, out, a_scale, b_scale, bias_or_None)`` on CUDA torch tensors, with a
-    trailing ``c`` when ``c_dtype`` is given (unsplit configs only).
+    trailing ``c`` when ``c_dtype`` is given (unsplit configs only). ``weight_preload``: K-tiles of b loaded before
+    the PDL wait (``configs.weight_preload_ktiles``).
     """
     import cutlass
     import cutlass.cute as cute
@@ -124,7 +129,8 @@ def build_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm
     # an added c, which may be the output itself: a moved tile re-reads rows its neighbour has already written.
     clamp = (False, False) if c_dtype is not None else (not config.swap_ab, config.swap_ab)
     kernel = Sm90GemmKernel(config, tree, cutlass.Int32, sm_count=sm_count, l2_warmup=L2_WARMUP_KTILES,
-                            raster=raster, clamp=clamp)
+                            raster=raster, clamp=clamp, weight_preload=weight_preload,
+                            weight_operand=0 if config.swap_ab else 1)
     swap = config.swap_ab
     options = f"--enable-tvm-ffi --gpu-arch sm_90a {extra_options}".strip()
 
@@ -176,17 +182,19 @@ def build_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm
 
 
 def _compile_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm_count, c_dtype=None,
-                  raster=(1, True)):
+                  raster=(1, True), weight_preload=0):
     key = ("sm_90a", rank, a_kind, b_kind, has_bias, str(out_dtype), config.key, sm_count)
     if L2_WARMUP_KTILES:
         key += ("l2_warmup", L2_WARMUP_KTILES)
+    if weight_preload:
+        key += ("weight_preload", weight_preload)
     if c_dtype is not None:
         key += ("c", str(c_dtype))
     if raster != (1, True):
         key += ("raster", raster)
     return cached_compile("int8_scaled_mm", key,
                           lambda: build_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config, sm_count,
-                                             c_dtype=c_dtype, raster=raster))
+                                             c_dtype=c_dtype, raster=raster, weight_preload=weight_preload))
 
 
 def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,
@@ -264,8 +272,9 @@ def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_sc
     if c is not None and cfg.splits:
         cfg = dataclasses.replace(cfg, split_k=1, split_tail=1)  # c is added by the one epilogue of an unsplit tile
     cfg, split = resolve_split(cfg, m, n, k, batch, sms)
+    preload = weight_preload_ktiles("int8", m) if WEIGHT_PRELOAD_KTILES is None else WEIGHT_PRELOAD_KTILES
     fn = _compile_sm90(a.dim(), _scale_kind(a_scale), _scale_kind(b_scale), _bias_kind(bias), out_dtype, cfg, sms,
-                       None if c is None else c.dtype, raster_for(cfg, m, n, k, batch, sms))
+                       None if c is None else c.dtype, raster_for(cfg, m, n, k, batch, sms), preload)
     if out is None:
         out = torch.empty(out_shape, dtype=out_dtype, device=device)
     launch_planned(fn, (a, b, out, a_scale, b_scale, bias) + ((c,) if c is not None else ()), split, device)

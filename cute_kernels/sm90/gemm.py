@@ -71,17 +71,23 @@ class Sm90GemmKernel:
     consumer_regs = 232
     threads_per_wg = 128
     mainloop_operand_names: tuple[str, ...] = ()  # subclasses that read extra operands in ``mainloop`` name them
+    # whether ``issue_mainloop_loads`` stages operands of the weight (loaded by ``preload_weights`` with it)
+    mainloop_loads_static = False
 
     def __init__(self, config: TileConfig, epilogue: EpilogueTree, acc_dtype, sm_count: int = 132,
                  use_pdl: bool = True, l2_warmup: int = 0, raster: tuple[int, bool] = (1, True),
-                 clamp: tuple[bool, bool] = (False, False)):
+                 clamp: tuple[bool, bool] = (False, False), weight_preload: int = 0, weight_operand: int = 1):
         """l2_warmup: K-tiles of the CTA's first work tile whose A and B the producer asks L2 for (TMA prefetch)
         before ``griddepcontrol.wait``, i.e. while the previous kernel on the stream may still run (PDL); 0 = off.
         raster: (swizzle, raster_along_m) of the persistent schedule (``configs.raster_for``).
         clamp: (M, N): move the last tile of that dimension back so that it ends at the tensor's edge (``tile_shifts``);
         for the token dimension, whose TMA boxes past the end are slow. Only for epilogues that do not read what
         they write (no added ``c``, which may alias the output) and mainloops whose per-row / per-column operands
-        follow the tile origin."""
+        follow the tile origin.
+        weight_preload: K-tiles of the CTA's first work tile whose weight operand (``weight_operand``: 0 = A,
+        1 = B) the producer loads into the shared-memory ring before ``griddepcontrol.wait`` (at most the ring);
+        the other operand of those stages follows after the wait. Only for a weight that no kernel launching this
+        one programmatically writes (``preload_weights``); 0 = off."""
         self.config = config
         self.clamp = tuple(bool(c) for c in clamp)
         # Rows a moved origin is rounded up to, per dimension: a TMA box's start in its tensor's innermost dimension
@@ -93,6 +99,10 @@ class Sm90GemmKernel:
         self.schedule = PersistentTileSchedule((config.cluster_m, config.cluster_n), *raster)
         self.use_pdl = use_pdl
         self.l2_warmup = l2_warmup if use_pdl else 0
+        self.weight_preload = weight_preload if use_pdl else 0
+        self.weight_operand = weight_operand
+        if self.weight_preload and self.clamp[weight_operand]:
+            raise ValueError("weight_preload: the weight operand's tiles must not be clamped (only the tokens' are)")
         self.epilogue = epilogue
         self.acc_dtype = acc_dtype
         self.cluster_shape_mn = (config.cluster_m, config.cluster_n)
@@ -304,6 +314,10 @@ class Sm90GemmKernel:
         if cutlass.const_expr(self.l2_warmup > 0):
             if warp_idx == 0:
                 self.warm_l2(tma_a, tAgA, tma_b, tBgB, sched_args, k_tiles, split)
+        if cutlass.const_expr(self.weight_preload > 0):
+            if warp_idx == 0:
+                self.preload_weights(ab_pipe, (tma_a, tma_b), (tAgA, tBgB), (tAsA, tBsB), (a_mask, b_mask),
+                                     mainloop_tma, sML, sched_args, k_tiles, split)
         if cutlass.const_expr(self.use_pdl):
             # Programmatic dependent launch: this grid may be scheduled while the previous kernel on the stream is
             # finishing, so the setup above (barrier init, descriptor prefetch, layouts) overlaps that kernel's
@@ -322,6 +336,10 @@ class Sm90GemmKernel:
                 work_end = sched.work_count(sched_args, self.split_args(split))
                 state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.ab_stages)
                 ml_loads = self.prepare_mainloop_loads(mainloop_tma, sML)
+                # K-tiles of the first unit whose stages ``preload_weights`` acquired and filled with the weight
+                preloaded = cutlass.Int32(0)
+                if cutlass.const_expr(self.weight_preload > 0):
+                    _, _, preloaded = self.first_unit_preload(sched_args, k_tiles, split)
                 while work < work_end:
                     pos, s_idx, n_slices = sched.split_unit(self.split_args(split), work)
                     tile = sched.tile_of(sched_args, pos)
@@ -341,16 +359,43 @@ class Sm90GemmKernel:
                         tBgB_t = tBgB_s[(None, tile[1], None, l_idx)]
                     state.reset_count()
                     for _k in range(k_count):
-                        ab_pipe.producer_acquire(state)
-                        bar = ab_pipe.producer_get_barrier(state)
-                        cute.copy(tma_a, tAgA_t[(None, k_begin + state.count)], tAsA[(None, state.index)],
-                                  tma_bar_ptr=bar, mcast_mask=a_mask)
-                        cute.copy(tma_b, tBgB_t[(None, k_begin + state.count)], tBsB[(None, state.index)],
-                                  tma_bar_ptr=bar, mcast_mask=b_mask)
-                        self.issue_mainloop_loads(ml_loads, state.index, bar, tile, shift, l_idx,
-                                                  k_begin + state.count)
+                        if cutlass.const_expr(self.weight_preload == 0):
+                            ab_pipe.producer_acquire(state)
+                            bar = ab_pipe.producer_get_barrier(state)
+                            cute.copy(tma_a, tAgA_t[(None, k_begin + state.count)], tAsA[(None, state.index)],
+                                      tma_bar_ptr=bar, mcast_mask=a_mask)
+                            cute.copy(tma_b, tBgB_t[(None, k_begin + state.count)], tBsB[(None, state.index)],
+                                      tma_bar_ptr=bar, mcast_mask=b_mask)
+                            self.issue_mainloop_loads(ml_loads, state.index, bar, tile, shift, l_idx,
+                                                      k_begin + state.count)
+                        else:
+                            # A preloaded stage is already acquired and holds its weight (and, when they are the
+                            # weight's, its mainloop operands): only the activation's load is left.
+                            fresh = state.count >= preloaded
+                            if fresh:
+                                ab_pipe.producer_acquire(state)
+                            bar = ab_pipe.producer_get_barrier(state)
+                            k_idx = k_begin + state.count
+                            if cutlass.const_expr(self.weight_operand == 0):
+                                if fresh:
+                                    cute.copy(tma_a, tAgA_t[(None, k_idx)], tAsA[(None, state.index)],
+                                              tma_bar_ptr=bar, mcast_mask=a_mask)
+                                cute.copy(tma_b, tBgB_t[(None, k_idx)], tBsB[(None, state.index)],
+                                          tma_bar_ptr=bar, mcast_mask=b_mask)
+                            else:
+                                cute.copy(tma_a, tAgA_t[(None, k_idx)], tAsA[(None, state.index)],
+                                          tma_bar_ptr=bar, mcast_mask=a_mask)
+                                if fresh:
+                                    cute.copy(tma_b, tBgB_t[(None, k_idx)], tBsB[(None, state.index)],
+                                              tma_bar_ptr=bar, mcast_mask=b_mask)
+                            if cutlass.const_expr(self.mainloop_loads_static):
+                                if fresh:
+                                    self.issue_mainloop_loads(ml_loads, state.index, bar, tile, shift, l_idx, k_idx)
+                            else:
+                                self.issue_mainloop_loads(ml_loads, state.index, bar, tile, shift, l_idx, k_idx)
                         ab_pipe.producer_commit(state)
                         state.advance()
+                    preloaded = cutlass.Int32(0)
                     work += work_stride
                 ab_pipe.producer_tail(state)
                 if tidx == 0:
@@ -501,6 +546,45 @@ class Sm90GemmKernel:
             for k in range(cutlass.min(k_count, self.l2_warmup)):
                 cute.prefetch(tma_b, tBgB[(None, tile[1], k_begin + k, l_idx)])
                 cute.prefetch(tma_a, tAgA[(None, tile[0], k_begin + k, l_idx)])
+
+    @cute.jit
+    def first_unit_preload(self, sched_args, k_tiles, split):
+        """(tile, first K-tile, K-tiles to preload) of this CTA's first work unit; 0 K-tiles if it has none."""
+        sched = self.schedule
+        work = sched.first_work()
+        pos, s_idx, n_slices = sched.split_unit(self.split_args(split), work)
+        tile = sched.tile_of(sched_args, pos)
+        k_begin, k_count = self.slice_range(s_idx, n_slices, k_tiles)
+        count = cutlass.Int32(0)
+        if work < sched.work_count(sched_args, self.split_args(split)):
+            count = cutlass.min(k_count, min(self.weight_preload, self.ab_stages))
+        return tile, k_begin, count
+
+    @cute.jit
+    def preload_weights(self, ab_pipe, tmas, gmem, smem, masks, mainloop_tma, sML, sched_args, k_tiles, split):
+        """Before ``griddepcontrol.wait``: acquire the first ``weight_preload`` stages of the ring (each expects its
+        full stage's bytes) and TMA the weight operand of the first work unit's K-tiles into them, plus the
+        mainloop's per-stage operands where they belong to the weight (``mainloop_loads_static``). The producer
+        adds the activations after the wait, so a stage completes only once both are in.
+
+        Why: a decode-size call streams weights at copy bandwidth once its ring is full, but filling the ring
+        after the wait costs 1.7-5.7 µs (docs/int8_scaled_mm.md, session 26), while the previous kernel's last CTAs
+        leave the memory system partly idle. The weight does not depend on the previous kernel - unless that kernel
+        writes it, which is why this is only for weights (parameters), never for activations or scales computed
+        on the stream: TMA loads before the wait may read bytes the previous grid has not written yet."""
+        tile, k_begin, count = self.first_unit_preload(sched_args, k_tiles, split)
+        state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.ab_stages)
+        op = self.weight_operand
+        ml_loads = self.prepare_mainloop_loads(mainloop_tma, sML) if cutlass.const_expr(
+            self.mainloop_loads_static) else None
+        for _k in range(count):
+            ab_pipe.producer_acquire(state)
+            bar = ab_pipe.producer_get_barrier(state)
+            g = gmem[op][(None, tile[op], k_begin + state.count, tile[2])]
+            cute.copy(tmas[op], g, smem[op][(None, state.index)], tma_bar_ptr=bar, mcast_mask=masks[op])
+            if cutlass.const_expr(self.mainloop_loads_static):
+                self.issue_mainloop_loads(ml_loads, state.index, bar, tile, (0, 0), tile[2], k_begin + state.count)
+            state.advance()
 
     # ------------------------------------------------------------------ diagnostic timeline (``timeline`` given)
     # benchmarks/experiments/timeline.py compiles kernels with a timeline tensor; without one (every shipped build)

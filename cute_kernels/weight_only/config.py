@@ -165,8 +165,14 @@ WGMMA_MIN_M_GROUPED = {1: 4, 2: 8, 4: 12}  # the same with group scales (AWQ: it
 # 15.9 us, 4096 x 14336 17.3 / 16.7, 8192^2 20.0 / 18.4; int4 g128 16.7 / 15.7, 18.5 / 16.0, 18.8 / 17.6) and slower
 # on 4096^2 (16.8M weights; AWQ 7.3 / 8.2, int4 g128 7.5 / 8.0), where the WGMMA path's fixed cost is a larger share.
 # Layers from WGMMA_LARGE_LAYER weights take these entries instead (the cut between the two measured sizes is a choice).
+# Session 27 (same script, H100): once 1/2-bit weights preload their first stages before the PDL wait
+# (configs.WEIGHT_PRELOAD), grouped 1/2-bit weights on those three layers are faster on the WGMMA path from one token
+# (g128, decode / wgmma µs at M = 1: int1 14336 x 4096 13.6 / 11.8, 4096 x 14336 14.5 / 12.0, 8192^2 14.5 / 12.7;
+# int2 15.1 / 13.1, 15.4 / 13.8, 15.8 / 14.6; the same at 2, 4 and 8 tokens), while on 4096^2 the decode path still
+# wins below 8 tokens (int1 g128 M = 1 5.6 / 6.8). Without group parameters the large layers are split (int1 M = 1:
+# 14336 x 4096 11.3 / 9.8, 8192^2 9.1 / 11.1), so those keep WGMMA_MIN_M.
 WGMMA_LARGE_LAYER = 1 << 25
-WGMMA_MIN_M_GROUPED_LARGE = {4: 8}
+WGMMA_MIN_M_GROUPED_LARGE = {1: 1, 2: 1, 4: 8}
 
 
 def wgmma_min_m(bits: int, scaled: bool = False, awq: bool = False, weights: int | None = None) -> int:

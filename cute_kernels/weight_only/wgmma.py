@@ -209,18 +209,30 @@ def large_m_config(m: int, n: int, k: int, sm_count: int) -> TileConfig:
     return TileConfig(tile_m=128, tile_n=tile_n, cluster_m=1, cluster_n=1, split_k=best[tile_n][1])
 
 
+# Stages of each CTA's first tile whose packed weight and group parameters are loaded into the shared-memory ring
+# before the PDL wait (Sm90GemmKernel.weight_preload): None = ``stage_options``' rule (2 for 1/2-bit weights, see
+# configs.WEIGHT_PRELOAD); an int forces it (experiments).
+WEIGHT_PRELOAD_STAGES = None
+PRELOAD_LOW_BIT_STAGES = 2
+
+
 def stage_options(bits: int, cfg: TileConfig, n: int, k: int) -> tuple:
     """Kernel options of one problem beyond the kernel's defaults (``WeightOnlyWgmmaSm90``; a sorted tuple of
     (name, value), part of the compile key): 4-bit weights on 32- and 64-token tiles of layers with
     >= ``config.WGMMA_LARGE_LAYER`` weights stage two K-tiles per stage (the default does so on 16-token tiles
-    only), with the L2 warm-up at 4 stages on 32-token tiles and 2 on 64-token ones. Session 17 (H100,
+    only), with the L2 warm-up at 4 stages on 32-token tiles and 2 on 64-token ones; 1/2-bit weights load their first
+    ``PRELOAD_LOW_BIT_STAGES`` stages before the PDL wait (``Sm90GemmKernel.weight_preload``, session 27: 0.91-0.99x
+    the time at 16-64 tokens back to back; see configs.WEIGHT_PRELOAD). Session 17 (H100,
     ``wo_wgmma_small.py`` k2 / k2w2 at 24-64 tokens): on the three layers of >= 58.7M weights 2-7% faster for AWQ and
     int4 g128 and up to 10% for int4 (8192^2 M = 64: 21.7 -> 19.8 us; one row, int4 14336 x 4096 at 48 tokens, 3%
     slower), while on 4096^2 the same options were 0-7% slower."""
+    from ..configs import WEIGHT_PRELOAD_ENABLED
     from .config import WGMMA_LARGE_LAYER
 
     if bits == 4 and cfg.tile_n in (32, 64) and n * k >= WGMMA_LARGE_LAYER:
         return (("k_tiles_per_stage", 2), ("l2_warmup", 4 if cfg.tile_n == 32 else 2))
+    if bits <= 2 and WEIGHT_PRELOAD_ENABLED:
+        return (("weight_preload", PRELOAD_LOW_BIT_STAGES),)
     return ()
 
 
@@ -300,6 +312,9 @@ def prepare(fmt_key: str, x_dtype, out_dtype, scaled: bool, group: int, cfg: Til
             n: int, k: int):
     """(compiled fn, split plan or None) of one problem: what a launch needs besides its tensors."""
     options = stage_options(format_by_key(fmt_key).bits, cfg, n, k)
+    if WEIGHT_PRELOAD_STAGES is not None:
+        options = tuple(sorted([o for o in options if o[0] != "weight_preload"]
+                               + ([("weight_preload", WEIGHT_PRELOAD_STAGES)] if WEIGHT_PRELOAD_STAGES else [])))
     fn = compile_wgmma(fmt_key, x_dtype, out_dtype, scaled, group, cfg, sm_count, options)
     split = None
     if cfg.split_k > 1:
