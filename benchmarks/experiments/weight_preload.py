@@ -38,8 +38,10 @@ qmm_mod = importlib.import_module("cute_kernels.weight_only.quantized_mm")
 
 OUT = os.environ.get("OUT", ".")
 FAMS = os.environ.get("WP_FAMS", "int8,fp8,awq,int4,int1").split(",")
-# K-tiles (stages) preloaded; "rule" = the shipped choice (configs.WEIGHT_PRELOAD, weight_only.wgmma.stage_options)
-VARIANTS = tuple(v if v == "rule" else int(v) for v in os.environ.get("WP_VARIANTS", "0,4,16").split(","))
+# K-tiles (stages) preloaded; "rule" = the shipped choice (configs.WEIGHT_PRELOAD, weight_only.wgmma.stage_options);
+# "P/W" = P stages preloaded with the weight-only path's L2 warm-up at W stages
+VARIANTS = tuple(v if not v.isdigit() else int(v) for v in os.environ.get("WP_VARIANTS", "0,4,16").split(","))
+_stage_options = wgmma.stage_options
 ROUNDS = int(os.environ.get("WP_ROUNDS", "3"))
 # 1: a one-element torch kernel (no PDL) between the calls, as when another op runs between two GEMMs
 ISOLATED = tuple(bool(int(v)) for v in os.environ.get("WP_ISOLATED", "0").split(","))
@@ -58,6 +60,11 @@ if os.environ.get("WP_MS"):
 
 
 def set_variant(p):
+    warmup = None
+    if isinstance(p, str) and "/" in p:
+        p, warmup = (int(v) for v in p.split("/"))
+    wgmma.stage_options = _stage_options if warmup is None else (
+        lambda *a: tuple(sorted(dict(_stage_options(*a), l2_warmup=warmup).items())))
     p = None if p == "rule" else p
     int8_op.WEIGHT_PRELOAD_KTILES = p
     fp8_op.WEIGHT_PRELOAD_KTILES = p
