@@ -177,3 +177,21 @@ def test_one_bit_in_place_decode_is_lop3_and_fma():
     s = _sass("int1", torch.bfloat16, None, tile)
     assert not s.spills
     assert s.instructions.get("HFMA2", 0) >= 512  # one per pair: 2 row slots x 4 tiles x 4 words x 16 pairs
+
+
+def test_decode_preload_rule_and_sass(monkeypatch):
+    """``TileShape.preload_weights`` (config.DECODE_PRELOAD_FORMATS, session 27): a cp.async-ring decode tile issues
+    its first weight copies (LDGSTS) before the PDL wait (ACQBULK) with it and none without; the off switch
+    (configs.WEIGHT_PRELOAD_ENABLED) clears it."""
+    from cute_kernels import configs
+
+    tile = config.decode_tile(8, m=1, n=4096, sm_count=132, k=4096)
+    assert tile.stages > 0 and tile.preload_weights
+    assert not config.decode_tile(1, m=1, n=4096, sm_count=132, k=4096).preload_weights
+    for preload in (True, False):
+        s = _sass("int8", torch.float16, None, replace(tile, preload_weights=preload))
+        head = s.text[:s.text.index("ACQBULK")]
+        assert ("LDGSTS" in head) == preload, preload
+        assert not s.spills
+    monkeypatch.setattr(configs, "WEIGHT_PRELOAD_ENABLED", False)
+    assert not config.decode_tile(8, m=1, n=4096, sm_count=132, k=4096).preload_weights

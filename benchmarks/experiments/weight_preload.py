@@ -33,13 +33,15 @@ from cute_kernels.reference import (awq_gemm_ref, fp8_blockwise_scaled_mm_ref, i
                                     quantized_mm_ref)
 from cute_kernels.weight_only import awq_gemm, quantized_mm, wgmma
 
+wo_config = importlib.import_module("cute_kernels.weight_only.config")
 awq_mod = importlib.import_module("cute_kernels.weight_only.awq")  # the modules, not the functions of that name
 qmm_mod = importlib.import_module("cute_kernels.weight_only.quantized_mm")
 
 OUT = os.environ.get("OUT", ".")
 FAMS = os.environ.get("WP_FAMS", "int8,fp8,awq,int4,int1").split(",")
 # K-tiles (stages) preloaded; "rule" = the shipped choice (configs.WEIGHT_PRELOAD, weight_only.wgmma.stage_options);
-# "P/W" = P stages preloaded with the weight-only path's L2 warm-up at W stages
+# "P/W" = P stages preloaded with the weight-only path's L2 warm-up at W stages; "d0" / "d1" = the rule with the
+# decode path's (mma.sync, <= 16 tokens) first weight loads after / before the PDL wait
 VARIANTS = tuple(v if not v.isdigit() else int(v) for v in os.environ.get("WP_VARIANTS", "0,4,16").split(","))
 _stage_options = wgmma.stage_options
 ROUNDS = int(os.environ.get("WP_ROUNDS", "3"))
@@ -50,8 +52,9 @@ L2_MARGIN = 150 << 20
 LAYERS = {"int8": ((4096, 4096), (14336, 4096), (4096, 14336)), "int2": ((4096, 4096), (8192, 8192)),
           "fp8": ((2112, 7168), (4096, 7168), (7168, 16384), (7168, 2048), (24576, 1536)),
           "awq": ((4096, 4096), (14336, 4096), (4096, 14336), (8192, 8192)),
-          "int4": ((4096, 4096), (8192, 8192)), "int1": ((4096, 4096), (8192, 8192))}
-MS = {"int8": (1, 16, 64, 128), "fp8": (1, 64, 128), "awq": (16, 32, 64), "int4": (16, 64), "int2": (16, 64), "int1": (16, 64)}
+          "int4": ((4096, 4096), (8192, 8192)), "int1": ((4096, 4096), (8192, 8192)),
+          "wo8": ((4096, 4096), (14336, 4096), (8192, 8192))}
+MS = {"int8": (1, 16, 64, 128), "fp8": (1, 64, 128), "awq": (16, 32, 64), "int4": (16, 64), "int2": (16, 64), "int1": (16, 64), "wo8": (1, 4, 16)}
 if os.environ.get("WP_LAYERS"):  # e.g. "4096x4096,8192x8192" (N x K), for every family
     LAYERS = {f: tuple(tuple(int(v) for v in layer.split("x")) for layer in os.environ["WP_LAYERS"].split(","))
               for f in LAYERS}
@@ -60,6 +63,9 @@ if os.environ.get("WP_MS"):
 
 
 def set_variant(p):
+    wo_config.DECODE_PRELOAD = None  # "d0" / "d1": the decode path's TileShape.preload_weights forced off / on
+    if isinstance(p, str) and p[0] == "d":
+        wo_config.DECODE_PRELOAD, p = bool(int(p[1:])), "rule"
     warmup = None
     if isinstance(p, str) and "/" in p:
         p, warmup = (int(v) for v in p.split("/"))
@@ -125,7 +131,7 @@ def case(fam, m, n, k):
             return rel_err(out, awq_gemm_ref(x.cpu(), *(t.cpu() for t in ws[0])))
 
         return calls, check, nbytes
-    bits = int(fam[3:])
+    bits = int(fam[2:]) if fam.startswith("wo") else int(fam[3:])  # "wo8": 8-bit weights (int8 is int8_scaled_mm)
     nbytes = n * k * bits // 8
     ws = [quantize_weights(torch.randn(n, k, device=dev), bits, None)[:2]
           for _ in range(max(2, -(-L2_MARGIN // nbytes)))]

@@ -85,6 +85,8 @@ class TileShape:
     CTA reserves more than 1 / (max + 1) of the SM's). The decode grids are sized for 2 CTAs per SM
     (config.DECODE_CTAS_PER_SM); a kernel with few enough registers for 3 or 4 lets the block scheduler stack them
     on some SMs while others have fewer (measured in session 12, docs/weight_only.md).
+    preload_weights: the first weight loads (the register buffer's first K step, or the ring's first stages - 1)
+    are issued before the wait for the previous grid (configs.WEIGHT_PRELOAD's contract; session 27).
     """
 
     nt: int
@@ -98,6 +100,7 @@ class TileShape:
     fields_in_place: bool = False
     l2_prefetch_mb: int = 0
     max_ctas_per_sm: int = 0
+    preload_weights: bool = False
 
     @property
     def rows_per_cta(self) -> int:
@@ -128,7 +131,8 @@ class TileShape:
     @property
     def key(self) -> tuple:
         return (self.nt, self.mt, self.warps_n, self.warps_k, self.stages, self.x_ahead, self.token_major,
-                self.swap_registers, self.fields_in_place, self.l2_prefetch_mb, self.max_ctas_per_sm)
+                self.swap_registers, self.fields_in_place, self.l2_prefetch_mb, self.max_ctas_per_sm) + (
+                    ("preload",) if self.preload_weights else ())
 
     def validate(self) -> "TileShape":
         """Raise ValueError naming the field when the tile cannot launch (a caller-forced ``tile=``); else self."""
@@ -258,28 +262,39 @@ class WeightOnlyGemm:
         row_bytes = w.shape[1]
         if const_expr(tile.l2_prefetch_mb > 0):
             self.prefetch_rows_l2(w, bx, tidx)
-        # Nothing in global memory is read before the previous grid on the stream has completed (any input, weights
-        # included, may be its output). Our dependents may launch at once: they wait the same way.
+        wbuf = cute.make_rmem_tensor((tile.vectors * 4,), Uint32)
+        slot0 = None
+        if const_expr(tile.preload_weights):
+            slot0 = self.ring_slot(tidx)
+            # The weight's first K steps are loaded before the wait (``TileShape.preload_weights``): back to back,
+            # they arrive during the previous call's tail. Only for weights no programmatically launching kernel
+            # writes (configs.WEIGHT_PRELOAD's contract); x, scales and zero points still wait.
+            th = self.thread_setup(x, w, n0, m0, g, t)
+            self.first_weight_loads(th, wbuf, slot0, wk, t, row_bytes)
+        # Otherwise nothing in global memory is read before the previous grid on the stream has completed (any
+        # input, weights included, may be its output). Our dependents may launch at once: they wait the same way.
         cute.arch.griddepcontrol_wait()
         cute.arch.griddepcontrol_launch_dependents()
-        th = self.thread_setup(x, w, n0, m0, g, t)
+        if const_expr(not tile.preload_weights):
+            th = self.thread_setup(x, w, n0, m0, g, t)
 
         acc = cute.make_rmem_tensor((nt * mt * 4,), Float32)
         acc.fill(0.0)
-        wbuf = cute.make_rmem_tensor((tile.vectors * 4,), Uint32)
         ops = self.step_operands()
         cur = ops.buffers()
         nxt = ops.buffers() if const_expr(tile.x_ahead) else cur
         n_steps = (row_bytes + 63) // 64
         if const_expr(tile.x_ahead):
             self.load_step_operands(x, th, cur, wk, t, group_scales, zeros, group)
+        if const_expr(not tile.preload_weights):
+            slot0 = self.ring_slot(tidx)
+            self.first_weight_loads(th, wbuf, slot0, wk, t, row_bytes)
         if const_expr(tile.stages == 0 and tile.swap_registers):
             # Register double buffer, unrolled by two so that the buffers swap roles instead of being copied: a
             # copy of the next step's registers waits for their load to land, so the step after it could not issue
             # its own load until then (ncu, H200, 4-bit M = 1: 52% of the stall samples on that copy). Here step
             # s + 2's load is issued as soon as step s's registers are decoded, before step s + 1 waits for its own.
             w_next = cute.make_rmem_tensor((tile.vectors * 4,), Uint32)
-            self.load_weights(th, wbuf, wk, t, row_bytes)
             n_mine = (n_steps - wk + wk_count - 1) // wk_count  # this warp's K steps: wk, wk + wk_count, ...
             for i in cutlass.range(0, n_mine // 2, 1, unroll=1):
                 step = wk + 2 * i * wk_count
@@ -304,7 +319,6 @@ class WeightOnlyGemm:
             # Register double buffer with a copy: fewer live registers in the unrolled body (the 32-token
             # tensor-core tiles spill with the swapping loop above).
             w_next = cute.make_rmem_tensor((tile.vectors * 4,), Uint32)
-            self.load_weights(th, wbuf, wk, t, row_bytes)
             for step in cutlass.range(wk, n_steps, wk_count, unroll=1):
                 self.load_weights(th, w_next, step + wk_count, t, row_bytes)
                 self.load_step_operands(x, th, nxt, step + wk_count if const_expr(tile.x_ahead) else step, t,
@@ -314,12 +328,6 @@ class WeightOnlyGemm:
                 if const_expr(tile.x_ahead):
                     ops.advance(cur, nxt)
         else:
-            smem = cutlass.memory.SmemAllocator()
-            ring = smem.allocate_tensor(Uint32, cute.make_layout(tile.ring_bytes // 4), byte_alignment=16)
-            slot0 = Int32(ring.iterator.toint()) + tidx * 16  # this thread's vector 0 of stage 0
-            for i in range_constexpr(tile.stages - 1):
-                self.issue_weights(th, slot0, i, wk + i * wk_count, t, row_bytes)
-                ptx.cp_async_commit()
             n_iter = (n_steps - wk + wk_count - 1) // wk_count
             for i in cutlass.range(0, n_iter, 1, unroll=1):
                 step = wk + i * wk_count
@@ -337,6 +345,25 @@ class WeightOnlyGemm:
             ptx.cp_async_wait(0)  # nothing may land in shared memory after the CTA's last use of it
 
         self.epilogue(acc, out, scale, n0, m0, g, t, lane, wn, wk)
+
+    def ring_slot(self, tidx):
+        """With a cp.async ring (``stages`` > 0): allocate it and return this thread's vector 0 of stage 0."""
+        if self.tile.stages == 0:
+            return None
+        smem = cutlass.memory.SmemAllocator()
+        ring = smem.allocate_tensor(Uint32, cute.make_layout(self.tile.ring_bytes // 4), byte_alignment=16)
+        return Int32(ring.iterator.toint()) + tidx * 16
+
+    def first_weight_loads(self, th, wbuf: cute.Tensor, slot0, wk, t: Int32, row_bytes):
+        """The loads that start this warp's weight stream: its first K step into the register buffer, or its first
+        ``stages - 1`` K steps into the cp.async ring."""
+        tile = self.tile
+        if tile.stages == 0:
+            self.load_weights(th, wbuf, wk, t, row_bytes)
+        else:
+            for i in range(tile.stages - 1):
+                self.issue_weights(th, slot0, i, wk + i * tile.warps_k, t, row_bytes)
+                ptx.cp_async_commit()
 
     def prefetch_rows_l2(self, w: cute.Tensor, bx, tidx):
         """Bulk L2 prefetches of this CTA's weight rows, one per row, spread over the warps (lane j of a warp takes
