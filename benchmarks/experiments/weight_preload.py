@@ -34,14 +34,16 @@ from cute_kernels.reference import (awq_gemm_ref, fp8_blockwise_scaled_mm_ref, i
 from cute_kernels.weight_only import awq_gemm, quantized_mm, wgmma
 
 wo_config = importlib.import_module("cute_kernels.weight_only.config")
-awq_mod = importlib.import_module("cute_kernels.weight_only.awq")  # the modules, not the functions of that name
+awq_mod = importlib.import_module("cute_kernels.weight_only.awq")
+_decode_tile = wo_config.decode_tile  # the modules, not the functions of that name
 qmm_mod = importlib.import_module("cute_kernels.weight_only.quantized_mm")
 
 OUT = os.environ.get("OUT", ".")
 FAMS = os.environ.get("WP_FAMS", "int8,fp8,awq,int4,int1").split(",")
 # K-tiles (stages) preloaded; "rule" = the shipped choice (configs.WEIGHT_PRELOAD, weight_only.wgmma.stage_options);
 # "P/W" = P stages preloaded with the weight-only path's L2 warm-up at W stages; "d0" / "d1" = the rule with the
-# decode path's (mma.sync, <= 16 tokens) first weight loads after / before the PDL wait
+# decode path's (mma.sync, <= 16 tokens) first weight loads after / before the PDL wait; "ring" = the rule with the
+# decode path's cp.async ring forced (where the preload takes effect)
 VARIANTS = tuple(v if not v.isdigit() else int(v) for v in os.environ.get("WP_VARIANTS", "0,4,16").split(","))
 _stage_options = wgmma.stage_options
 ROUNDS = int(os.environ.get("WP_ROUNDS", "3"))
@@ -64,7 +66,11 @@ if os.environ.get("WP_MS"):
 
 def set_variant(p):
     wo_config.DECODE_PRELOAD = None  # "d0" / "d1": the decode path's TileShape.preload_weights forced off / on
-    if isinstance(p, str) and p[0] == "d":
+    wo_config.decode_tile = _decode_tile
+    if p == "ring":  # the rule with the decode path's cp.async ring forced
+        wo_config.decode_tile = lambda *a, **kw: _decode_tile(*a, **{**kw, "ring": True})
+        p = "rule"
+    if isinstance(p, str) and p[0] == "d" and p[1:].isdigit():
         wo_config.DECODE_PRELOAD, p = bool(int(p[1:])), "rule"
     warmup = None
     if isinstance(p, str) and "/" in p:
