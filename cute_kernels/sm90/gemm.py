@@ -24,7 +24,9 @@ The schedule is ``tile_schedule.PersistentTileSchedule`` over (M tiles, N tiles,
 problems, swizzled (``raster``: ``configs.raster_for``, fewer operand panels per wave); all roles walk it in
 lockstep, so they agree on the tile without communicating. With ``l2_warmup`` the producer warp first asks L2 for
 the first K-tiles of its first tile (TMA prefetch), before the programmatic-dependent-launch wait, so the pipeline
-fill overlaps the previous kernel's tail (``warm_l2``).
+fill overlaps the previous kernel's tail (``warm_l2``); with ``weight_preload`` it goes further for the weight operand
+and TMAs its first K-tiles straight into the ring before that wait (``preload_weights``; the activations of those
+stages follow after it).
 
 Split-K (``split`` given to ``__call__``): the schedule walks whole tiles first and then the remaining tiles in K
 slices (``PersistentTileSchedule.split_args``): every tile for decode-size problems whose few output tiles cannot
