@@ -188,6 +188,8 @@ def test_decode_preload_rule_and_sass(monkeypatch):
     tile = config.decode_tile(8, m=1, n=4096, sm_count=132, k=4096)
     assert tile.stages > 0 and tile.preload_weights
     assert not config.decode_tile(1, m=1, n=4096, sm_count=132, k=4096).preload_weights
+    register_tile = config.decode_tile("awq", m=1, n=8192, sm_count=132, scaled=True, k=8192)
+    assert register_tile.stages == 0 and not register_tile.preload_weights  # no effect there: not set
     for preload in (True, False):
         s = _sass("int8", torch.float16, None, replace(tile, preload_weights=preload))
         head = s.text[:s.text.index("ACQBULK")]

@@ -324,7 +324,7 @@ def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None
                 else 0)
     tile = TileShape(nt=nt, mt=mt, warps_n=warps_n, warps_k=8 // warps_n, stages=stages if ring else 0,
                      x_ahead=x_ahead, token_major=token_major, swap_registers=swap and not ring,
-                     fields_in_place=in_place, l2_prefetch_mb=prefetch, preload_weights=decode_preload(fmt))
+                     fields_in_place=in_place, l2_prefetch_mb=prefetch, preload_weights=ring and decode_preload(fmt))
     ctas = -(-n // tile.rows_per_cta) * (-(-m // tile.tokens_per_cta) if token_major else 1)
     if (fmt in DECODE_CTA_CAP_FORMATS and nt == 1 and ctas <= DECODE_CTAS_PER_SM * sm_count
             and tile.ring_bytes + tile.reduction_bytes <= TileShape.cap_smem_bytes(DECODE_CTAS_PER_SM)):
@@ -333,9 +333,9 @@ def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None
 
 
 # Decode tiles whose first weight loads are issued before the PDL wait (``TileShape.preload_weights``; the contract
-# of configs.WEIGHT_PRELOAD): None = ``DECODE_PRELOAD_FORMATS``; True / False force it (experiments). It takes effect
-# on the cp.async ring plans only: on the register plans ptxas sinks the first loads below the wait (SASS: no LDG
-# before ACQBULK although the PTX has them there), so those compile as before. Session 27 (H100,
+# of configs.WEIGHT_PRELOAD): None = ``DECODE_PRELOAD_FORMATS``; True / False force it (experiments). Set on the
+# cp.async ring plans only: on the register plans ptxas sinks the first loads below the wait (SASS: no LDG before
+# ACQBULK although the PTX has them there), so the flag would only fork their compiles. Session 27 (H100,
 # benchmarks/experiments/weight_preload.py d0 / d1, back to back, rotated weights): 4096^2 at M = 1 / 4 8-bit 8.89 /
 # 8.58 -> 7.85 / 7.75 µs, 2-bit 4.09 / 5.01 -> 3.80 / 4.82, 4-bit M = 1 5.16 -> 5.03, AWQ at 9-10 tokens 0.99x;
 # the large layers within 0.99-1.01x (one register-plan cell, where nothing changes, read 1.03x: the noise).
