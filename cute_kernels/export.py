@@ -67,18 +67,29 @@ def _build_int8(spec: ExportSpec, extra_options: str):
         raise ValueError(f"int8_scaled_mm: no kernel for arch {spec.arch}; sm_90a, sm_80, sm_86, sm_87, sm_89 exist")
     from .ops.int8_scaled_mm import build_sm90
 
-    cfg = spec.config
+    cfg, split_cluster = spec.config, 1
     if cfg is None:  # what the op runs for this problem: the table's row, unsplit when one K slice is planned
-        from .ops.split_k import resolve_split
-
-        cfg = select_sm90_int8(spec.m, spec.n, spec.k)
-        cfg, _ = resolve_split(cfg, spec.m, spec.n, spec.k, 1, 132)
+        cfg, split_cluster = _op_split(select_sm90_int8(spec.m, spec.n, spec.k), spec)
     raster = raster_for(cfg, spec.m, spec.n, spec.k)  # the schedule the op runs for this problem (configs.raster_for)
     preload = weight_preload_ktiles("int8", spec.m)  # what the op preloads at this M (configs.WEIGHT_PRELOAD)
     fn = build_sm90(3 if spec.batched else 2, spec.a_scale, spec.b_scale, spec.bias, out_dtype, cfg,
-                    extra_options=extra_options, raster=raster, weight_preload=preload)
+                    extra_options=extra_options, raster=raster, weight_preload=preload, split_cluster=split_cluster)
     return fn, {"config": cfg.describe(), "config_fields": dict(cfg.key), "raster": list(raster),
-                "weight_preload": preload, **fields}
+                "weight_preload": preload, "split_cluster": split_cluster, **fields}
+
+
+def _op_split(cfg, spec: ExportSpec):
+    """(config, split_cluster) the ops run for this problem: unsplit when one K slice is planned, and unsplit with
+    the slices in a cluster where ``ops.split_k.cluster_split`` takes the plan."""
+    from dataclasses import replace
+
+    from .ops.split_k import cluster_split, resolve_split
+
+    cfg, split = resolve_split(cfg, spec.m, spec.n, spec.k, 1, 132)
+    split_cluster = cluster_split(cfg, split, 132)
+    if split_cluster > 1:
+        cfg = replace(cfg, split_k=1, split_tail=1)
+    return cfg, split_cluster
 
 
 def _build_fp8(spec: ExportSpec, extra_options: str):
@@ -87,18 +98,15 @@ def _build_fp8(spec: ExportSpec, extra_options: str):
     if spec.arch != "sm_90a":
         raise ValueError(f"fp8_blockwise_scaled_mm: only sm_90a has a kernel; got {spec.arch}")
     gran = check_granularity(tuple(spec.granularity))
-    cfg = spec.config
+    cfg, split_cluster = spec.config, 1
     if cfg is None:  # what the op runs for this problem (unsplit when one K slice is planned)
-        from .ops.split_k import resolve_split
-
-        cfg = select_config(spec.m, spec.n, spec.k)
-        cfg, _ = resolve_split(cfg, spec.m, spec.n, spec.k, 1, 132)
+        cfg, split_cluster = _op_split(select_config(spec.m, spec.n, spec.k), spec)
     raster = raster_for(cfg, spec.m, spec.n, spec.k)
     preload = weight_preload_ktiles("fp8", spec.m)
     fn = build_sm90(3 if spec.batched else 2, _dtype(spec.out_dtype, "out_dtype"), gran, cfg, 132, extra_options,
-                    raster=raster, weight_preload=preload)
+                    raster=raster, weight_preload=preload, split_cluster=split_cluster)
     return fn, {"config": cfg.describe(), "granularity": list(gran), "out_dtype": spec.out_dtype,
-                "raster": list(raster), "weight_preload": preload}
+                "raster": list(raster), "weight_preload": preload, "split_cluster": split_cluster}
 
 
 def _build_weight_only(fmt_key: str, bits: int, scaled: bool):
@@ -117,7 +125,8 @@ def _build_weight_only(fmt_key: str, bits: int, scaled: bool):
         if path == "wgmma":
             cfg = spec.config or wgmma.select_config(spec.m, spec.n, spec.k)
             group = 128 if scaled else wgmma.NO_GROUP
-            options = dict(wgmma.stage_options(bits, cfg, spec.n, spec.k))
+            cfg, options, _ = wgmma.launch_variant(bits, cfg, 132, spec.m, spec.n, spec.k)  # what the ops run
+            options = dict(options)
             fn = wgmma.build(fmt_key, x_dtype, x_dtype, scaled, group, cfg, extra_options=extra_options,
                              kernel_options=options)
             return fn, {"format": fmt_key, "bits": bits, "path": path, "config": cfg.describe(),

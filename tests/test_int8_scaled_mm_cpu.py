@@ -447,3 +447,62 @@ def test_weight_preload_rule(monkeypatch):
     monkeypatch.setattr(configs, "WEIGHT_PRELOAD_ENABLED", False)
     assert configs.weight_preload_ktiles("int8", 1) == 0 and configs.weight_preload_ktiles("fp8", 4096) == 0
     assert "weight_preload" not in dict(wgmma.stage_options(1, cfg, 8192, 8192))
+
+
+@pytest.mark.parametrize("family", ["int8", "fp8", "awq"])
+def test_split_cluster_reduces_through_dsmem(family):
+    """``Sm90GemmKernel.split_cluster`` (session 28): the K slices of a tile run as one cluster and meet in rank 0's
+    shared memory - 16-byte st.async stores (STAS.128, a thread's accumulator / 4 of them), the cluster barrier
+    after the barrier init (UCGABAR), and none of the workspace fix-up's GPU-scope fence or semaphore atomic; the
+    tensor-core ops and no spills."""
+    from cute_kernels.sass import compile_with_artifacts, summarize_cubin
+
+    if family == "int8":
+        from cute_kernels.ops.int8_scaled_mm import build_sm90
+        cfg, mma, per_thread = TileConfig(tile_m=64, tile_n=16, cluster_m=1, swap_ab=True), "IGMMA", 64 * 16 // 128
+        fn = lambda o: build_sm90(2, "vector", "vector", True, torch.bfloat16, cfg, extra_options=o,
+                                  weight_preload=8, split_cluster=2)
+    elif family == "fp8":
+        from cute_kernels.ops.fp8_blockwise_scaled_mm import build_sm90
+        cfg, mma, per_thread = TileConfig(tile_m=64, tile_n=16, cluster_m=1, swap_ab=True), "QGMMA", 64 * 16 // 128
+        fn = lambda o: build_sm90(2, torch.bfloat16, (1, 128, 128), cfg, 132, o, weight_preload=8, split_cluster=2)
+    else:
+        from cute_kernels.weight_only import wgmma
+        cfg, mma, per_thread = TileConfig(tile_m=128, tile_n=16, cluster_m=1), "HGMMA", 128 * 16 // 256
+        fn = lambda o: wgmma.build("awq", torch.float16, torch.float16, True, 128, cfg, extra_options=o,
+                                   kernel_options={"split_cluster": 2})
+    s = summarize_cubin(compile_with_artifacts(fn).artifacts.CUBIN)
+    assert any(op.startswith(mma) for op in s.mma), dict(s.mma)
+    assert s.local_memory_ops == 0
+    assert s.text.count("STAS.128") == per_thread // 4
+    assert "UCGABAR_WAIT" in s.text
+    assert "MEMBAR.ALL.GPU" not in s.text and "ATOM" not in s.text
+
+
+def test_split_cluster_rule(monkeypatch):
+    """``ops.split_k.cluster_split``: two-slice plans of every tile (head 0) on 1x1-cluster, one-CTA-per-SM configs
+    whose clusters all run at once and whose receive slots fit the byte cap; the off switch; and what the ops and
+    the export CLI then run (an unsplit config with the slices in a cluster)."""
+    from dataclasses import replace
+
+    from cute_kernels.ops import split_k
+    from cute_kernels.weight_only import wgmma
+
+    cfg = TileConfig(tile_m=64, tile_n=16, cluster_m=1, swap_ab=True, split_k=8)
+    assert split_k.cluster_split(cfg, None, 132) == 1
+    assert split_k.cluster_split(cfg, (2, 0, 64, 0), 132) == 2
+    assert split_k.cluster_split(cfg, (2, 0, 66, 0), 132) == 2  # 132 CTAs: every TPC pair
+    assert split_k.cluster_split(cfg, (2, 0, 67, 0), 132) == 1  # a second wave of clusters
+    assert split_k.cluster_split(cfg, (4, 0, 33, 0), 132) == 1  # 4-CTA clusters: measured slower
+    assert split_k.cluster_split(cfg, (2, 0, 40, 12), 132) == 1  # a head of whole tiles: the workspace walk
+    assert split_k.cluster_split(replace(cfg, cluster_n=2), (2, 0, 32, 0), 132) == 1
+    assert split_k.cluster_split(replace(cfg, ctas_per_sm=2), (2, 0, 64, 0), 132) == 1
+    assert split_k.cluster_split(replace(cfg, tile_n=128), (2, 0, 64, 0), 132) == 1  # a 32 KB slot
+    got, split = split_k.resolve_split(select_sm90_int8(16, 4096, 4096), 16, 4096, 4096, 1, 132)
+    assert split[0] == 2 and split_k.cluster_split(got, split, 132) == 2
+    _, options, split = wgmma.launch_variant(4, wgmma.select_config(16, 8192, 8192), 132, 16, 8192, 8192)
+    assert split is None and dict(options)["split_cluster"] == 2
+    monkeypatch.setattr(split_k, "SPLIT_CLUSTER_SLICES", ())
+    assert split_k.cluster_split(got, split_k.resolve_split(got, 16, 4096, 4096, 1, 132)[1], 132) == 1
+    cfg2, options, split = wgmma.launch_variant(4, wgmma.select_config(16, 8192, 8192), 132, 16, 8192, 8192)
+    assert split is not None and "split_cluster" not in dict(options) and cfg2.split_k == 2

@@ -213,3 +213,108 @@ def test_dispatch_tail_split_fp8(m):
     out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
     fp8_blockwise_scaled_mm(a, b, a_s, b_s, out=out)
     fp8_check(out, a, b, a_s, b_s, GROUPWISE, torch.bfloat16)
+
+
+# ------------------------------------------------------------------ cluster split-K (session 28)
+# Plans that ``split_k.cluster_split`` takes run their two K slices as one 2-CTA cluster, which adds the partials in
+# rank 0's shared memory instead of the workspace (``Sm90GemmKernel.split_cluster``). Same sums in the same order: the
+# results must equal the workspace fix-up's bit for bit, and the float64 reference.
+def _both_reductions(monkeypatch, run):
+    """(run() with the workspace fix-up, run() with cluster split-K), every op's plan cache cleared in between."""
+    import importlib
+
+    from cute_kernels.ops import fp8_blockwise_scaled_mm as fp8_mod
+    from cute_kernels.ops import int8_scaled_mm as int8_mod
+
+    caches = (int8_mod._validated, fp8_mod._validated, importlib.import_module("cute_kernels.weight_only.awq")._plans,
+              importlib.import_module("cute_kernels.weight_only.quantized_mm")._plans)
+    outs = []
+    for slices in ((), (2,)):
+        monkeypatch.setattr(split_k, "SPLIT_CLUSTER_SLICES", slices)
+        for plans in caches:
+            plans.clear()
+        outs.append(run())
+    return outs
+
+
+def _sms():
+    return torch.cuda.get_device_properties(0).multi_processor_count
+
+
+@pytest.mark.parametrize("m,n,k,batch", [(1, 4096, 4096, None), (17, 4104, 4096, None), (40, 3000, 4112, None),
+                                         (64, 4096, 4096, None), (3, 2056, 2048, 2)])
+def test_int8_split_cluster_matches_workspace(monkeypatch, m, n, k, batch):
+    from cute_kernels.configs import select_sm90_int8
+
+    monkeypatch.setattr(split_k, "SPLIT_CLUSTER_SLICES", (2,))
+    sms, lb = _sms(), batch or 1
+    cfg, plan = split_k.resolve_split(select_sm90_int8(m, n, k, lb, sms), m, n, k, lb, sms)
+    if split_k.cluster_split(cfg, plan, sms) != 2:
+        pytest.skip(f"no two-slice cluster plan on {sms} SMs")
+    a, b, a_s, b_s, bias = int8_gemm_inputs(m, n, k, batch=batch, seed=m + n)
+    shape = (*a.shape[:-1], n)
+
+    def run():
+        out = torch.full(shape, float("nan"), dtype=torch.bfloat16, device="cuda")
+        int8_scaled_mm(a, b, a_s, b_s, bias, out=out)
+        return out
+
+    ws, cl = _both_reductions(monkeypatch, run)
+    int8_check(cl, a, b, a_s, b_s, bias, torch.bfloat16)
+    assert torch.equal(ws, cl)
+
+
+@pytest.mark.parametrize("m,n,k,batch", [(1, 4096, 7168, None), (16, 4096, 7168, None), (3, 2056, 2048, 2)])
+def test_fp8_split_cluster_matches_workspace(monkeypatch, m, n, k, batch):
+    from cute_kernels.ops.fp8_blockwise_scaled_mm import select_config
+
+    monkeypatch.setattr(split_k, "SPLIT_CLUSTER_SLICES", (2,))
+    sms, lb = _sms(), batch or 1
+    cfg, plan = split_k.resolve_split(select_config(m, n, k, lb, sms), m, n, k, lb, sms)
+    if split_k.cluster_split(cfg, plan, sms) != 2:
+        pytest.skip(f"no two-slice cluster plan on {sms} SMs")
+    a, b, a_s, b_s = fp8_operands(m, n, k, GROUPWISE, batch=batch, seed=m + n)
+
+    def run():
+        out = torch.full((*a.shape[:-1], n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        fp8_blockwise_scaled_mm(a, b, a_s, b_s, out=out)
+        return out
+
+    ws, cl = _both_reductions(monkeypatch, run)
+    fp8_check(cl, a, b, a_s, b_s, GROUPWISE, torch.bfloat16)
+    assert torch.equal(ws, cl)  # float partials added in slice order either way
+
+
+@pytest.mark.parametrize("fmt,m,n,k", [("awq", 13, 8200, 4224), ("int2g", 5, 8192, 4224)])
+def test_weight_only_split_cluster_matches_workspace(monkeypatch, fmt, m, n, k):
+    from cute_kernels import awq_gemm
+    from cute_kernels.formats.awq import awq_quantize
+    from cute_kernels.formats.bitpack import quantize_weights
+    from cute_kernels.reference import awq_gemm_ref, quantized_mm_ref
+    from cute_kernels.weight_only import quantized_mm, wgmma
+
+    monkeypatch.setattr(split_k, "SPLIT_CLUSTER_SLICES", (2,))
+    _, options, _ = wgmma.launch_variant(4 if fmt == "awq" else 2, wgmma.select_config(m, n, k, _sms()), _sms(),
+                                         m, n, k)
+    if dict(options).get("split_cluster") != 2:
+        pytest.skip(f"no two-slice cluster plan on {_sms()} SMs")
+    torch.manual_seed(m + n)
+    x = torch.randn(m, k, dtype=torch.float16, device="cuda")
+    if fmt == "awq":
+        q, z, s = awq_quantize(torch.randn(k, n, device="cuda") * 0.05, 128, torch.float16)
+        run_op = lambda out: awq_gemm(x, q, s, z, out=out)  # noqa: E731
+        ref = awq_gemm_ref(x.cpu(), q.cpu(), s.cpu(), z.cpu())
+    else:
+        w, scale, gs = quantize_weights(torch.randn(n, k, device="cuda"), 2, 128)
+        run_op = lambda out: quantized_mm(x, w, scale, 2, gs, out=out, path="wgmma")  # noqa: E731
+        ref = quantized_mm_ref(x.cpu(), w.cpu(), scale, 2, gs.float().cpu())
+
+    def run():
+        out = torch.full((m, n), float("nan"), dtype=torch.float16, device="cuda")
+        run_op(out)
+        return out
+
+    ws, cl = _both_reductions(monkeypatch, run)
+    assert not cl.isnan().any()
+    assert ((cl.double().cpu() - ref).abs().max() / ref.abs().max()).item() < 1.5e-3
+    assert torch.equal(ws, cl)

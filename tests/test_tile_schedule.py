@@ -159,3 +159,23 @@ def test_plan_split_k_sizes_the_tail_scratch():
     dec = TileConfig(tile_m=64, tile_n=16, cluster_m=1, cluster_n=1, swap_ab=True, split_k=8)
     slices, ws, sems, head = plan_split_k(dec, 4096, 1, 4096, 1, 132)
     assert head == 0 and sems == 64 and ws == 64 * slices * 64 * 16
+
+
+def test_k_ranks_schedule():
+    """Cluster split-K (``k_ranks``): the launch grid puts the cluster's K ranks along x and the positions along z,
+    as many as fit; it needs a 1x1 operand cluster."""
+    import cutlass.cute as cute
+
+    sched = PersistentTileSchedule((1, 1), k_ranks=2)
+    seen = {}
+
+    @cute.jit
+    def trace():
+        seen["grids"] = [sched.grid((64, 1, 1), 66), sched.grid((100, 1, 1), 66)]
+        seen["count"] = sched.work_count(((64, 1, 1),))
+
+    cute.compile(trace)
+    assert [[int(v) for v in g] for g in seen["grids"]] == [[2, 1, 64], [2, 1, 66]]
+    assert int(seen["count"]) == 64
+    with pytest.raises(ValueError, match="k_ranks"):
+        PersistentTileSchedule((2, 1), k_ranks=2)

@@ -104,6 +104,7 @@ def case(fam, m, n, k):
             calls[0]()
             return rel_err(out, int8_scaled_mm_ref(*(t.cpu() for t in sets[0])))
 
+        check.out = out  # the output check() wrote (session 28: split_cluster.py compares variants)
         return calls, check, n * k
     if fam == "fp8":
         a, sa = quantize_fp8_per_token_group(torch.randn(m, k, device=dev), 128)
@@ -118,6 +119,7 @@ def case(fam, m, n, k):
             calls[0]()
             return rel_err(out, fp8_blockwise_scaled_mm_ref(a.cpu(), ws[0][0].cpu(), sa.cpu(), ws[0][1].cpu()))
 
+        check.out = out  # the output check() wrote (session 28: split_cluster.py compares variants)
         return calls, check, n * k
     x = torch.randn(m, k, device=dev).half()
     out = torch.empty((m, n), dtype=torch.float16, device=dev)
@@ -136,6 +138,7 @@ def case(fam, m, n, k):
             calls[0]()
             return rel_err(out, awq_gemm_ref(x.cpu(), *(t.cpu() for t in ws[0])))
 
+        check.out = out  # the output check() wrote (session 28: split_cluster.py compares variants)
         return calls, check, nbytes
     bits = int(fam[2:]) if fam.startswith("wo") else int(fam[3:])  # "wo8": 8-bit weights (int8 is int8_scaled_mm)
     nbytes = n * k * bits // 8
@@ -148,6 +151,7 @@ def case(fam, m, n, k):
         calls[0]()
         return rel_err(out, quantized_mm_ref(x.cpu(), ws[0][0].cpu(), float(ws[0][1]), bits))
 
+    check.out = out  # the output check() wrote (session 28: split_cluster.py compares variants)
     return calls, check, nbytes
 
 

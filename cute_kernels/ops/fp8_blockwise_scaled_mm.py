@@ -36,7 +36,7 @@ from ..configs import (SWAP_TILE_M, TileConfig, best_split, raster_for, size_swa
 from ..formats.scale_layouts import normalize_granularity
 from ..jit_cache import cached_compile
 from ..plan_cache import PlanCache
-from .split_k import launch_planned, resolve_split
+from .split_k import cluster_split, launch_planned, resolve_split
 
 _OUT_DTYPES = (torch.float16, torch.bfloat16)
 _FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
@@ -275,9 +275,10 @@ def sfa_tma_eligible(a_scale: torch.Tensor, gran: tuple[int, int, int]) -> bool:
 def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], config: TileConfig, sm_count: int,
                extra_options: str = "", sfa_tma: bool = False, a_dtype: torch.dtype = torch.float8_e4m3fn,
                b_dtype: torch.dtype = torch.float8_e4m3fn, raster: tuple[int, bool] = (1, True),
-               weight_preload: int = 0):
+               weight_preload: int = 0, split_cluster: int = 1):
     """Compile (uncached) the kernel for one variant from fake tensors; ``extra_options`` e.g. keeps the cubin.
-    ``sfa_tma``: a_scale staged by TMA (the compiled function then accepts only tensors ``sfa_tma_eligible``)."""
+    ``sfa_tma``: a_scale staged by TMA (the compiled function then accepts only tensors ``sfa_tma_eligible``).
+    ``split_cluster``: K slices reduced within a cluster (``Sm90GemmKernel.split_cluster``; an unsplit config)."""
     import cutlass
     import cutlass.cute as cute
 
@@ -308,7 +309,8 @@ def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], co
     g_m, g_n, g_k = gran
     kernel = Fp8BlockwiseGemmSm90(config, EpilogueTree(Accumulator()), (g_n, g_m, g_k) if swap else gran,
                                   sm_count=sm_count, sfa_tma=sfa_tma, l2_warmup=L2_WARMUP_KTILES, raster=raster,
-                                  weight_preload=weight_preload, weight_operand=0 if swap else 1)
+                                  weight_preload=weight_preload, weight_operand=0 if swap else 1,
+                                  split_cluster=split_cluster)
 
     options = f"--enable-tvm-ffi --gpu-arch sm_90a {extra_options}".strip()
 
@@ -339,16 +341,17 @@ def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], co
 
 
 def _compile_sm90(rank, out_dtype, gran, config: TileConfig, sm_count, sfa_tma: bool, a_dtype, b_dtype,
-                  raster=(1, True), weight_preload=0):
+                  raster=(1, True), weight_preload=0, split_cluster=1):
     key = ("sm_90a", rank, str(a_dtype), str(b_dtype), str(out_dtype), gran, config.key, sm_count)
     key += ("sfa_tma",) if sfa_tma else ()
     key += ("l2_warmup", L2_WARMUP_KTILES) if L2_WARMUP_KTILES else ()
     key += ("weight_preload", weight_preload) if weight_preload else ()
     key += ("raster", raster) if raster != (1, True) else ()
+    key += ("split_cluster", split_cluster) if split_cluster > 1 else ()
     return cached_compile("fp8_blockwise_scaled_mm", key,
                           lambda: build_sm90(rank, out_dtype, gran, config, sm_count, sfa_tma=sfa_tma,
                                              a_dtype=a_dtype, b_dtype=b_dtype, raster=raster,
-                                             weight_preload=weight_preload))
+                                             weight_preload=weight_preload, split_cluster=split_cluster))
 
 
 def fp8_blockwise_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,
@@ -384,9 +387,12 @@ def fp8_blockwise_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Ten
     cfg = config if config is not None else select_config(m, n, k, batch, sms, a_scale_staged=staged)
     sfa_tma = staged and not cfg.swap_ab
     cfg, split = resolve_split(cfg, m, n, k, batch, sms)
+    split_cluster = cluster_split(cfg, split, sms)
+    if split_cluster > 1:  # the K slices meet in a cluster: the unsplit launch, no scratch
+        cfg, split = replace(cfg, split_k=1, split_tail=1), None
     preload = weight_preload_ktiles("fp8", m) if WEIGHT_PRELOAD_KTILES is None else WEIGHT_PRELOAD_KTILES
     fn = _compile_sm90(a.dim(), out_dtype, gran, cfg, sms, sfa_tma, a.dtype, b.dtype,
-                       raster_for(cfg, m, n, k, batch, sms), preload)
+                       raster_for(cfg, m, n, k, batch, sms), preload, split_cluster)
     if out is None:
         out = torch.empty(out_shape, dtype=out_dtype, device=device)
     launch_planned(fn, (a, b, out, a_scale, b_scale), split, device, torch.float32)

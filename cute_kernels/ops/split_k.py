@@ -2,11 +2,13 @@
 problem gets, and the library-owned scratch (partial-sum stripes + per-tile semaphores) the slices meet in.
 
 Shared by every op built on ``Sm90GemmKernel`` (int8_scaled_mm, fp8_blockwise_scaled_mm): the partials are 32-bit
-words, int32 for integer accumulators and float32 (the same buffer, viewed) for floating-point ones.
+words, int32 for integer accumulators and float32 (the same buffer, viewed) for floating-point ones. Some plans
+need no scratch: ``cluster_split`` sends them to the cluster split-K kernel (``Sm90GemmKernel.split_cluster``).
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 
 import torch
@@ -43,6 +45,31 @@ def plan_split_k(cfg: TileConfig, km: int, kn: int, k: int, batch: int, sm_count
         slices, head = 1, positions
     split_tiles = (positions - head) * csize
     return slices, split_tiles * slices * cfg.tile_m * cfg.tile_n, split_tiles, head
+
+
+# Cluster split-K (``Sm90GemmKernel.split_cluster``): the slice counts whose split plans reduce their partials inside a
+# cluster of that many CTAs, SM to SM, instead of through the workspace; () turns it off (also
+# ``CUTE_KERNELS_SPLIT_CLUSTER=0``). Session 28 (H100, benchmarks/experiments/split_cluster.py, docs/int8_scaled_mm.md):
+# two slices 0.93-0.98x the time of the workspace fix-up on the decode rows of int8, FP8 and the weight-only WGMMA
+# path; four slices 1.35-1.69x (a GPC of 18 SMs holds four 4-CTA clusters, so 33 of them need a second wave); slots
+# of 32 KB (64 x 128 / 128 x 64 tiles) between 0.97x and 1.07x, hence the byte cap.
+SPLIT_CLUSTER_SLICES = () if os.environ.get("CUTE_KERNELS_SPLIT_CLUSTER", "1") == "0" else (2,)
+SPLIT_CLUSTER_MAX_BYTES = 16 << 10  # rank 0's receive slots (shared memory the ring gives up)
+
+
+def cluster_split(cfg: TileConfig, split, sm_count: int) -> int:
+    """K slices of ``split`` (a ``plan_split_k`` plan or None) to reduce inside clusters, or 1 for the workspace
+    fix-up: a plan that splits every tile (head 0) of a 1x1-cluster config into a slice count of
+    ``SPLIT_CLUSTER_SLICES``, all of whose clusters run at once (one tile per cluster: nothing waits for a slot),
+    and whose partials fit ``SPLIT_CLUSTER_MAX_BYTES`` of receive slots."""
+    if split is None or (cfg.cluster_m, cfg.cluster_n) != (1, 1) or cfg.ctas_per_sm != 1:  # (several: not measured)
+        return 1
+    slices, _, split_tiles, head = split
+    if head != 0 or slices not in SPLIT_CLUSTER_SLICES or split_tiles * slices > cfg.slots(sm_count):
+        return 1
+    if (slices - 1) * cfg.tile_m * cfg.tile_n * 4 > SPLIT_CLUSTER_MAX_BYTES:
+        return 1
+    return slices
 
 
 def resolve_split(cfg: TileConfig, m: int, n: int, k: int, batch: int, sm_count: int):

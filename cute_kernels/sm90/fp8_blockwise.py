@@ -80,7 +80,7 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
 
     def __init__(self, config: TileConfig, epilogue: EpilogueTree, granularity: tuple[int, int, int],
                  sm_count: int = 132, sfa_tma: bool = False, l2_warmup: int = 0, raster: tuple[int, bool] = (1, True),
-                 weight_preload: int = 0, weight_operand: int = 1):
+                 weight_preload: int = 0, weight_operand: int = 1, split_cluster: int = 1):
         g_m, g_n, g_k = granularity
         if g_k != 128:
             raise ValueError(f"scale granularity along K must be 128 (the K-tile of an FP8 WGMMA tile); got {g_k}")
@@ -93,7 +93,8 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
         # weight dimension's blocks assume tiles at multiples of the tile size (``rows_uniform``, segments).
         clamp = (g_m == 1, g_n % 8 != 0)
         super().__init__(config, epilogue, Float32, sm_count=sm_count, l2_warmup=l2_warmup, raster=raster,
-                         clamp=clamp, weight_preload=weight_preload, weight_operand=weight_operand)
+                         clamp=clamp, weight_preload=weight_preload, weight_operand=weight_operand,
+                         split_cluster=split_cluster)
         self.g_m, self.g_n, self.g_k = g_m, g_n, g_k
         if sfa_tma and g_m != 1:
             raise ValueError("sfa_tma stages per-token a_scale columns (gM = 1) only")

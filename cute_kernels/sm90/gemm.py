@@ -78,7 +78,8 @@ class Sm90GemmKernel:
 
     def __init__(self, config: TileConfig, epilogue: EpilogueTree, acc_dtype, sm_count: int = 132,
                  use_pdl: bool = True, l2_warmup: int = 0, raster: tuple[int, bool] = (1, True),
-                 clamp: tuple[bool, bool] = (False, False), weight_preload: int = 0, weight_operand: int = 1):
+                 clamp: tuple[bool, bool] = (False, False), weight_preload: int = 0, weight_operand: int = 1,
+                 split_cluster: int = 1):
         """l2_warmup: K-tiles of the CTA's first work tile whose A and B the producer asks L2 for (TMA prefetch)
         before ``griddepcontrol.wait``, i.e. while the previous kernel on the stream may still run (PDL); 0 = off.
         raster: (swizzle, raster_along_m) of the persistent schedule (``configs.raster_for``).
@@ -89,7 +90,11 @@ class Sm90GemmKernel:
         weight_preload: K-tiles of the CTA's first work tile whose weight operand (``weight_operand``: 0 = A,
         1 = B) the producer loads into the shared-memory ring before ``griddepcontrol.wait`` (at most the ring);
         the other operand of those stages follows after the wait. Only for a weight that no kernel launching this
-        one programmatically writes (``preload_weights``); 0 = off."""
+        one programmatically writes (``preload_weights``); 0 = off.
+        split_cluster: S > 1 launches clusters of S CTAs that take the same output tile, CTA rank r K slice r; the
+        ranks > 0 send their partial accumulators to rank 0's shared memory (``cluster_reduce``), which adds them
+        in rank order and runs the epilogue. A split-K with no workspace and no semaphore, for 1x1-cluster configs
+        launched without ``split``."""
         self.config = config
         self.clamp = tuple(bool(c) for c in clamp)
         # Rows a moved origin is rounded up to, per dimension: a TMA box's start in its tensor's innermost dimension
@@ -98,7 +103,12 @@ class Sm90GemmKernel:
         # past the edge.
         self.clamp_align = (1, 1)
         self.raster = raster
-        self.schedule = PersistentTileSchedule((config.cluster_m, config.cluster_n), *raster)
+        if not 1 <= split_cluster <= 8:
+            raise ValueError(f"split_cluster must be 1..8 (CTAs of a portable cluster); got {split_cluster}")
+        if split_cluster > 1 and (config.cluster_m, config.cluster_n) != (1, 1):
+            raise ValueError(f"split_cluster = {split_cluster} needs a 1x1 cluster config; got {config.describe()}")
+        self.split_cluster = split_cluster
+        self.schedule = PersistentTileSchedule((config.cluster_m, config.cluster_n), *raster, k_ranks=split_cluster)
         self.use_pdl = use_pdl
         self.l2_warmup = l2_warmup if use_pdl else 0
         self.weight_preload = weight_preload if use_pdl else 0
@@ -107,9 +117,11 @@ class Sm90GemmKernel:
             raise ValueError("weight_preload: the weight operand's tiles must not be clamped (only the tokens' are)")
         self.epilogue = epilogue
         self.acc_dtype = acc_dtype
-        self.cluster_shape_mn = (config.cluster_m, config.cluster_n)
+        self.cluster_shape_mn = (config.cluster_m, config.cluster_n)  # the operands' multicast cluster
+        self.launch_cluster_mn = (split_cluster, 1) if split_cluster > 1 else self.cluster_shape_mn
         ctas_per_sm = config.ctas_per_sm
-        self.max_active_clusters = max(1, config.slots(sm_count) // (config.cluster_m * config.cluster_n))
+        self.max_active_clusters = max(1, config.slots(sm_count) // (config.cluster_m * config.cluster_n
+                                                                      * split_cluster))
         # Two consumer warpgroups split a 128-row tile; a 64-row tile has one.
         self.atom_layout_mnk = (2, 1, 1) if config.tile_m == 128 else (1, 1, 1)
         self.num_mma_wg = math.prod(self.atom_layout_mnk)
@@ -160,7 +172,9 @@ class Sm90GemmKernel:
         self.stage_extra_bytes = self.choose_stage_extra_bytes(ab_bytes, epi_bytes)
         epi_bytes = cute.size(self.epi_tile) * d_dtype.width // 8 * self.epi_stages  # the hook may trade epi stages
         ab_bytes += self.stage_extra_bytes
-        fit = self.stages_that_fit(ab_bytes, epi_bytes)
+        # cluster split-K: rank 0 receives the other ranks' partials (32-bit words, one slot per rank > 0)
+        self.reduce_words = (self.split_cluster - 1) * cfg.tile_m * cfg.tile_n
+        fit = self.stages_that_fit(ab_bytes, epi_bytes + 4 * self.reduce_words)
         self.ab_stages = cfg.stages if cfg.stages else min(fit, _MAX_STAGES)
         per_cta = f" (the share of one of {cfg.ctas_per_sm} CTAs per SM)" if cfg.ctas_per_sm > 1 else ""
         if self.ab_stages < 2 or self.ab_stages > fit:
@@ -202,6 +216,11 @@ class Sm90GemmKernel:
             "sML": cute.struct.Align[cute.struct.MemRange[cutlass.Float32, max(1, self.mainloop_smem_words)], 128],
             "split_flag": cute.struct.MemRange[cutlass.Int32, 1],  # split-K: the semaphore value, broadcast
         }
+        if self.split_cluster > 1:
+            # cluster split-K (``cluster_reduce``): the received partials, and the full (rank 0) / free (rank > 0)
+            # barriers of the hand-over
+            fields["reduce_buf"] = cute.struct.Align[cute.struct.MemRange[cutlass.Int32, self.reduce_words], 16]
+            fields["reduce_mbar"] = cute.struct.MemRange[cutlass.Int64, 2]
         return cute.struct(type("SharedStorage", (), {"__annotations__": fields}))
 
     def stage_k(self, mma_k: int) -> int:
@@ -247,7 +266,7 @@ class Sm90GemmKernel:
             tma_a, tA, tma_b, tB, tma_d, tD, mD.shape, epi_tensors, self.tiled_mma, self.cta_layout_mnk,
             self.sA_layout, self.sB_layout, self.sD_layout, self.schedule.device_args(num_tiles), split_walk,
             mainloop_tma, timeline,
-        ).launch(grid=grid, block=[self.num_threads, 1, 1], cluster=(*self.cluster_shape_mn, 1),
+        ).launch(grid=grid, block=[self.num_threads, 1, 1], cluster=(*self.launch_cluster_mn, 1),
                  min_blocks_per_mp=self.config.ctas_per_sm, stream=stream, use_pdl=self.use_pdl,
                  # all of the SM's unified L1/shared memory as shared memory (also spares the DSL a device query
                  # for its per-SM size when min_blocks_per_mp > 1, so the CPU machine compiles it)
@@ -289,7 +308,12 @@ class Sm90GemmKernel:
             consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, consumer_arrivals),
             tx_count=tx_bytes, cta_layout_vmnk=cute.make_layout((1, *cta_layout_mnk.shape)), defer_sync=True,
         )
-        pipeline_init_arrive(cluster_shape_mn=self.cluster_shape_mn, is_relaxed=True)
+        if cutlass.const_expr(self.split_cluster > 1):
+            if tidx == 0:
+                cute.arch.mbarrier_init(storage.reduce_mbar.data_ptr(), 1)  # full: rank 0's expect_tx arrive
+                cute.arch.mbarrier_init(storage.reduce_mbar.data_ptr() + 1, 1)  # free: rank 0's remote arrive
+        # (the launch's cluster: with split_cluster the K ranks must see each other's barriers initialized)
+        pipeline_init_arrive(cluster_shape_mn=self.launch_cluster_mn, is_relaxed=True)
 
         # (bM, bK, tiles_m, tiles_k, L) views of the operands and (bM, bN, tiles_m, tiles_n, L) of the output.
         gA = cute.local_tile(mA, self.a_tile, (None, None, None))
@@ -312,7 +336,7 @@ class Sm90GemmKernel:
         b_mask = cute.make_layout_image_mask(cta_layout_mnk, cluster_coord, mode=0) if self.mcast_b > 1 else 0
 
         wg_idx = cute.arch.make_warp_uniform(tidx // self.threads_per_wg)
-        pipeline_init_wait(cluster_shape_mn=self.cluster_shape_mn)
+        pipeline_init_wait(cluster_shape_mn=self.launch_cluster_mn)
         if cutlass.const_expr(self.l2_warmup > 0):
             if warp_idx == 0:
                 self.warm_l2(tma_a, tAgA, tma_b, tBgB, sched_args, k_tiles, split)
@@ -343,7 +367,7 @@ class Sm90GemmKernel:
                 if cutlass.const_expr(self.weight_preload > 0):
                     _, _, preloaded = self.first_unit_preload(sched_args, k_tiles, split)
                 while work < work_end:
-                    pos, s_idx, n_slices = sched.split_unit(self.split_args(split), work)
+                    pos, s_idx, n_slices = self.work_unit(split, work)
                     tile = sched.tile_of(sched_args, pos)
                     l_idx = tile[2]
                     k_begin, k_count = self.slice_range(s_idx, n_slices, k_tiles)
@@ -404,15 +428,19 @@ class Sm90GemmKernel:
                     self.stamp(timeline, TL_PRODUCER_END)
         else:
             cute.arch.setmaxregister_increase(self.consumer_regs)
+            reduce = None
+            if cutlass.const_expr(self.split_cluster > 1):
+                reduce = (storage.reduce_buf.get_tensor(cute.make_layout(self.reduce_words)),
+                          storage.reduce_mbar.data_ptr())
             self.consumer(tiled_mma, ab_pipe, sA, sB, sD, gD, cD, extents, epi_tensors, tma_d, k_tiles,
                           sched_args, tidx, warp_idx, wg_idx, split, storage.split_flag.get_tensor(cute.make_layout(1)),
-                          sML, timeline)
+                          sML, timeline, reduce)
 
     @cute.jit
     def consumer(self, tiled_mma: cute.TiledMma, ab_pipe, sA: cute.Tensor, sB: cute.Tensor, sD: cute.Tensor,
                  gD: cute.Tensor, cD: cute.Tensor, extents, epi_tensors: tuple, tma_d: cute.CopyAtom,
                  k_tiles, sched_args, tidx, warp_idx, wg_idx, split, split_flag: cute.Tensor, sML: cute.Tensor,
-                 timeline=None):
+                 timeline=None, reduce=None):
         mma_tidx = tidx - self.threads_per_wg
         cta_rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
         thr_mma = tiled_mma.get_slice(
@@ -451,8 +479,9 @@ class Sm90GemmKernel:
         tiles_done = cutlass.Int32(0)  # work tiles this CTA finished: the epilogue's store-buffer phase
         read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stages)
         release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stages)
+        reduced = cutlass.Int32(0)  # cluster split-K: tiles handed over so far (the barriers' phase)
         while work < work_end:
-            pos, s_idx, n_slices = sched.split_unit(self.split_args(split), work)
+            pos, s_idx, n_slices = self.work_unit(split, work)
             tile = sched.tile_of(sched_args, pos)  # the output tile
             k_begin, k_count = self.slice_range(s_idx, n_slices, k_tiles)
             shift = self.tile_shifts(tile, extents)
@@ -474,7 +503,13 @@ class Sm90GemmKernel:
             tiles_m, tiles_n = cute.size(gD, mode=[2]), cute.size(gD, mode=[3])
             if tile[0] < tiles_m:
                 if tile[1] < tiles_n:
-                    if cutlass.const_expr(split is None):
+                    if cutlass.const_expr(self.split_cluster > 1):
+                        if self.cluster_reduce(acc, reduce, reduced, mma_tidx):
+                            self.epilogue_tile(acc, tile, shift, gD, sD, tCcD, tensors, tma_d, tiled_r2s, tRS_sD,
+                                               tRS_rAcc, tRS_rFrag, tRS_rOut, frag_size, store_pipe, tiles_done,
+                                               warp_idx)
+                        reduced += 1
+                    elif cutlass.const_expr(split is None):
                         self.epilogue_tile(acc, tile, shift, gD, sD, tCcD, tensors, tma_d, tiled_r2s, tRS_sD,
                                            tRS_rAcc, tRS_rFrag, tRS_rOut, frag_size, store_pipe, tiles_done, warp_idx)
                     else:
@@ -491,6 +526,8 @@ class Sm90GemmKernel:
                                                warp_idx)
             work += work_stride
             tiles_done += 1
+        if cutlass.const_expr(self.split_cluster > 1):
+            self.cluster_reduce_drain(reduce, reduced)
         store_pipe.producer_tail()
         if mma_tidx == 0:
             self.stamp(timeline, TL_CONSUMER_END)
@@ -541,7 +578,7 @@ class Sm90GemmKernel:
         saw them."""
         work = self.schedule.first_work()
         if work < self.schedule.work_count(sched_args, self.split_args(split)):
-            pos, s_idx, n_slices = self.schedule.split_unit(self.split_args(split), work)
+            pos, s_idx, n_slices = self.work_unit(split, work)
             tile = self.schedule.tile_of(sched_args, pos)
             l_idx = tile[2]
             k_begin, k_count = self.slice_range(s_idx, n_slices, k_tiles)
@@ -554,7 +591,7 @@ class Sm90GemmKernel:
         """(tile, first K-tile, K-tiles to preload) of this CTA's first work unit; 0 K-tiles if it has none."""
         sched = self.schedule
         work = sched.first_work()
-        pos, s_idx, n_slices = sched.split_unit(self.split_args(split), work)
+        pos, s_idx, n_slices = self.work_unit(split, work)
         tile = sched.tile_of(sched_args, pos)
         k_begin, k_count = self.slice_range(s_idx, n_slices, k_tiles)
         count = cutlass.Int32(0)
@@ -616,6 +653,68 @@ class Sm90GemmKernel:
                 row = self._timeline_row()
                 if timeline[row, TL_FIRST_DATA] == 0:
                     timeline[row, TL_FIRST_DATA] = cute.arch.globaltimer()
+
+    @cute.jit
+    def work_unit(self, split, work):
+        """(position, K slice, K slices) of work index ``work``: the schedule's ``split_unit``, or with
+        ``split_cluster`` the position itself, K slice = this CTA's rank in its cluster."""
+        if cutlass.const_expr(self.split_cluster > 1):
+            rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
+            return work, cutlass.Int32(rank), cutlass.Int32(self.split_cluster)
+        return self.schedule.split_unit(self.split_args(split), work)
+
+    @cute.jit
+    def cluster_reduce(self, acc: cute.Tensor, reduce, reduced, mma_tidx):
+        """Cluster split-K hand-over of one tile (``split_cluster``): every rank > 0 stores its partial accumulator
+        into its slot of rank 0's ``reduce_buf`` with ``st.async`` (DSMEM), completing transaction bytes on rank
+        0's full barrier; rank 0 waits for all of them, adds the slots in rank order (so a floating-point sum does
+        not depend on arrival) and tells each sender its slot is free again. Returns True on rank 0, which runs the
+        epilogue. ``reduced``: tiles this CTA handed over before (the barriers' phase).
+
+        Why: the workspace fix-up (``split_k_fixup``) puts an L2 round trip for the partials, a GPU-scope fence and
+        an atomic on every split tile's critical path (session 13: ~0.6 µs of a 4096^2 int8 decode call); here the
+        partials go SM to SM and the only fence is the barrier's cluster scope."""
+        buf, mbar = reduce
+        full, free = mbar, mbar + 1
+        frag = cute.size(acc)
+        slot = self.num_mma_threads * frag
+        rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
+        words = cute.recast_tensor(acc, cutlass.Int32) if cutlass.const_expr(self.acc_dtype != cutlass.Int32) else acc
+        is_root = rank == 0
+        if is_root:
+            if mma_tidx == 0:
+                cute.arch.mbarrier_arrive_and_expect_tx(full, (self.split_cluster - 1) * slot * 4)
+            cute.arch.mbarrier_wait(full, reduced % 2)
+            got = buf if cutlass.const_expr(self.acc_dtype == cutlass.Int32) else cute.make_tensor(
+                cute.recast_ptr(buf.iterator, dtype=self.acc_dtype), buf.layout)
+            for r in cutlass.range_constexpr(1, self.split_cluster):
+                for i in cutlass.range_constexpr(frag):
+                    acc[i] = acc[i] + got[(r - 1) * slot + mma_tidx * frag + i]
+            self.epi_barrier.arrive_and_wait()  # every slot read before a sender may refill it
+            if mma_tidx == 0:
+                for r in cutlass.range_constexpr(1, self.split_cluster):
+                    # CTA scope: the slot's loads have completed (the adds above consumed them before the barrier),
+                    # so nothing needs ordering but the arrive (a cluster-scope release is a GPU-wide MEMBAR here)
+                    cute.arch.mbarrier_arrive(free, r)
+        else:
+            if reduced > 0:
+                cute.arch.mbarrier_wait(free, (reduced - 1) % 2)  # rank 0 has read this slot's previous tile
+            # 16-byte stores (a thread's values are contiguous in its slot, frag a multiple of 4)
+            first = cute.assume((rank - 1) * slot + mma_tidx * frag, divby=4)
+            base = cute.make_ptr(cutlass.Int32, (buf.iterator + first).toint(), cute.AddressSpace.smem,
+                                 assumed_align=16)
+            for i in cutlass.range_constexpr(0, frag, 4):
+                cute.arch.store_async_dsmem(base + i, (words[i], words[i + 1], words[i + 2], words[i + 3]), full, 0)
+        return is_root
+
+    @cute.jit
+    def cluster_reduce_drain(self, reduce, reduced):
+        """A rank > 0 stays until rank 0 has read its last tile's slot: rank 0's last arrive lands on this CTA's
+        barrier, which must still exist."""
+        rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
+        if rank > 0:
+            if reduced > 0:
+                cute.arch.mbarrier_wait(reduce[1] + 1, (reduced - 1) % 2)
 
     @staticmethod
     def split_args(split):

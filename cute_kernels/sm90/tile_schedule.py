@@ -24,6 +24,9 @@ last, partial wave only (``ops.split_k.plan_split_k``): the GPU runs full waves 
 tiles in ``slices`` pieces across all SMs instead of on a few of them. Slice-major, so the slices of a tail position
 run on different CTAs at the same time.
 
+Cluster split-K (``k_ranks`` > 1): the launch's cluster is ``k_ranks`` CTAs along x that all take the same output
+tile, CTA rank r its K slice r (``Sm90GemmKernel.split_cluster``); the work indices are positions, as unsplit.
+
 Why our own: the DSL's ``cutlass.utils.StaticPersistentTileScheduler`` (the same static schedule) is deprecated in
 nvidia-cutlass-dsl 4.8 ("the wheel copy will be removed") and warns on every compile. This is the part of it we use,
 as plain functions of the loop index: the kernel's loops carry one Int32.
@@ -47,10 +50,14 @@ class PersistentTileSchedule:
     cluster_mn: tuple[int, int] = (1, 1)
     swizzle: int = 1
     along_m: bool = True
+    k_ranks: int = 1  # CTAs of a cluster that share one tile, each a K slice (cluster split-K)
 
     def __post_init__(self):
         if self.swizzle < 1:
             raise ValueError(f"PersistentTileSchedule.swizzle must be >= 1; got {self.swizzle}")
+        if self.k_ranks > 1 and self.cluster_mn != (1, 1):
+            raise ValueError(f"PersistentTileSchedule: k_ranks = {self.k_ranks} needs cluster_mn (1, 1); got "
+                             f"{self.cluster_mn}")
 
     def cluster_counts(self, tiles_mnl):
         """(clusters along M, clusters along N): the tile grid rounded up to whole clusters."""
@@ -76,6 +83,8 @@ class PersistentTileSchedule:
     def grid(self, tiles_mnl, max_active_clusters: int, split_args=None) -> list:
         """Launch grid (cluster_m, cluster_n, clusters): as many clusters as there is work, at most one per slot."""
         clusters = cutlass.min(self.work_count((tiles_mnl,), split_args), max_active_clusters)
+        if self.k_ranks > 1:
+            return [self.k_ranks, 1, clusters]
         return [self.cluster_mn[0], self.cluster_mn[1], clusters]
 
     def device_args(self, tiles_mnl) -> tuple:
@@ -161,6 +170,8 @@ class PersistentTileSchedule:
         """(m tile, n tile, L index) of this CTA at position ``pos`` (``split_unit``'s first value)."""
         coord = self.cluster_coord(args, pos)
         bidx, bidy, _ = cute.arch.block_idx()
+        if cutlass.const_expr(self.k_ranks > 1):
+            bidx = 0  # the x extent is the cluster's K ranks, which all take this tile
         # the launch's x / y extents are the cluster's, so the block index there is the CTA's rank in its cluster
         return (cute.arch.make_warp_uniform(cutlass.Int32(coord[0]) * self.cluster_mn[0] + cutlass.Int32(bidx)),
                 cute.arch.make_warp_uniform(cutlass.Int32(coord[1]) * self.cluster_mn[1] + cutlass.Int32(bidy)),

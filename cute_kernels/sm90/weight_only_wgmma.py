@@ -74,7 +74,7 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
 
     def __init__(self, config: TileConfig, epilogue: EpilogueTree, fmt: WeightFormat, group: int, has_scales: bool,
                  sm_count: int = 132, l2_warmup: int | None = None, a_buffers: int | None = None,
-                 k_tiles_per_stage: int | None = None, weight_preload: int = 0):
+                 k_tiles_per_stage: int | None = None, weight_preload: int = 0, split_cluster: int = 1):
         """a_buffers: A fragments = K-tiles whose WGMMAs may be in flight (2, 4; None: ``default_a_buffers``).
         k_tiles_per_stage: 64-value K-tiles per pipeline stage (1, 2, 4; None: 2 for 1/2-bit weights and for 4-bit
         16-token tiles, else 1). Where a row block's codes of one stage are wider than TMA's 256-element box limit
@@ -106,7 +106,7 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
         # of x runs past its end once x has one tile's rows (``wgmma.x_rows`` pads x below one tile, and for two
         # 256-token tiles, where a moved tile measured slower than a padded one).
         super().__init__(config, epilogue, Float32, sm_count=sm_count, l2_warmup=l2_warmup, clamp=(False, True),
-                         weight_preload=weight_preload, weight_operand=0)
+                         weight_preload=weight_preload, weight_operand=0, split_cluster=split_cluster)
         self.fmt, self.group, self.has_scales, self.has_zeros = fmt, group, has_scales, has_zeros
         self.a_buffers = a_buffers  # wait_group(a_buffers - 1) after each K-tile
         self.words = fmt.bits  # 32-bit words of codes per thread and K-tile (32 values)

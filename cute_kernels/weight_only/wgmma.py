@@ -17,6 +17,7 @@ from functools import lru_cache
 import torch
 
 from ..configs import TileConfig, best_split
+from ..ops.split_k import cluster_split
 from ..jit_cache import cached_compile
 from ..plan_cache import cached_for_tensor
 from .formats import format_by_key
@@ -308,19 +309,30 @@ def compile_wgmma(fmt_key: str, x_dtype, out_dtype, scaled: bool, group: int, cf
                           lambda: build(fmt_key, x_dtype, out_dtype, scaled, group, split_cfg, sm_count,
                                         kernel_options=dict(options)))
 
-def prepare(fmt_key: str, x_dtype, out_dtype, scaled: bool, group: int, cfg: TileConfig, sm_count: int, m: int,
-            n: int, k: int):
-    """(compiled fn, split plan or None) of one problem: what a launch needs besides its tensors."""
-    options = stage_options(format_by_key(fmt_key).bits, cfg, n, k)
+def launch_variant(bits: int, cfg: TileConfig, sm_count: int, m: int, n: int, k: int):
+    """(config to compile, kernel options, split plan or None) of one problem: ``stage_options`` (and the preload
+    override), the K split of ``cfg.split_k`` slices over every tile, or - ``ops.split_k.cluster_split`` - the unsplit
+    config with the slices reduced inside clusters (``split_cluster`` option, no scratch)."""
+    options = stage_options(bits, cfg, n, k)
     if WEIGHT_PRELOAD_STAGES is not None:
         options = tuple(sorted([o for o in options if o[0] != "weight_preload"]
                                + ([("weight_preload", WEIGHT_PRELOAD_STAGES)] if WEIGHT_PRELOAD_STAGES else [])))
-    fn = compile_wgmma(fmt_key, x_dtype, out_dtype, scaled, group, cfg, sm_count, options)
     split = None
     if cfg.split_k > 1:
         tiles = -(-n // cfg.tile_m) * -(-m // cfg.tile_n)
         split = (cfg.split_k, tiles * cfg.split_k * cfg.tile_m * cfg.tile_n, tiles, 0)  # every tile split: head 0
-    return fn, split
+    split_cluster = cluster_split(cfg, split, sm_count)
+    if split_cluster > 1:
+        cfg, split = replace(cfg, split_k=1), None
+        options = tuple(sorted(options + (("split_cluster", split_cluster),)))
+    return cfg, options, split
+
+
+def prepare(fmt_key: str, x_dtype, out_dtype, scaled: bool, group: int, cfg: TileConfig, sm_count: int, m: int,
+            n: int, k: int):
+    """(compiled fn, split plan or None) of one problem: what a launch needs besides its tensors."""
+    cfg, options, split = launch_variant(format_by_key(fmt_key).bits, cfg, sm_count, m, n, k)
+    return compile_wgmma(fmt_key, x_dtype, out_dtype, scaled, group, cfg, sm_count, options), split
 
 
 # ---------------------------------------------------------------------------------------------------- entry points
