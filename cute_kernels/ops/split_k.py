@@ -51,8 +51,9 @@ def plan_split_k(cfg: TileConfig, km: int, kn: int, k: int, batch: int, sm_count
 # cluster of that many CTAs, SM to SM, instead of through the workspace; () turns it off (also
 # ``CUTE_KERNELS_SPLIT_CLUSTER=0``). Session 28 (H100, benchmarks/experiments/split_cluster.py, docs/int8_scaled_mm.md):
 # two slices 0.93-0.98x the time of the workspace fix-up on the decode rows of int8, FP8 and the weight-only WGMMA
-# path; four slices 1.35-1.69x (a GPC of 18 SMs holds four 4-CTA clusters, so 33 of them need a second wave); slots
-# of 32 KB (64 x 128 / 128 x 64 tiles) between 0.97x and 1.07x, hence the byte cap.
+# path; four slices 1.35-1.69x (the driver runs 30 clusters of 4 CTAs at once on an H100, 66 of 2, 15 of 8: clusters
+# must fit in a GPC, so 32-33 of 4 need a second wave; 2-CTA clusters fill a GPC's SM pairs, so slots // 2 of them
+# run at once); slots of 32 KB (64 x 128 / 128 x 64 tiles) between 0.97x and 1.07x, hence the byte cap.
 SPLIT_CLUSTER_SLICES = () if os.environ.get("CUTE_KERNELS_SPLIT_CLUSTER", "1") == "0" else (2,)
 SPLIT_CLUSTER_MAX_BYTES = 16 << 10  # rank 0's receive slots (shared memory the ring gives up)
 
