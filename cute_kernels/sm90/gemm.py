@@ -673,7 +673,8 @@ class Sm90GemmKernel:
 
         Why: the workspace fix-up (``split_k_fixup``) puts an L2 round trip for the partials, a GPU-scope fence and
         an atomic on every split tile's critical path (session 13: ~0.6 µs of a 4096^2 int8 decode call); here the
-        partials go SM to SM and the only fence is the barrier's cluster scope."""
+        partials go SM to SM and the full barrier's transaction count is what orders them before rank 0's loads (no
+        fence). Session 28: 0.94-0.99x the time on the decode rows that take it (docs/int8_scaled_mm.md)."""
         buf, mbar = reduce
         full, free = mbar, mbar + 1
         frag = cute.size(acc)
