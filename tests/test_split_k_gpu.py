@@ -241,16 +241,21 @@ def _sms():
     return torch.cuda.get_device_properties(0).multi_processor_count
 
 
+def _require_cluster_plan(monkeypatch, select, m, n, k, batch):
+    """Turn cluster split-K on and skip unless the op's plan for this problem takes it (two slices)."""
+    monkeypatch.setattr(split_k, "SPLIT_CLUSTER_SLICES", (2,))
+    sms, lb = _sms(), batch or 1
+    cfg, plan = split_k.resolve_split(select(m, n, k, lb, sms), m, n, k, lb, sms)
+    if split_k.cluster_split(cfg, plan, sms) != 2:
+        pytest.skip(f"no two-slice cluster plan on {sms} SMs")
+
+
 @pytest.mark.parametrize("m,n,k,batch", [(1, 4096, 4096, None), (17, 4104, 4096, None), (40, 3000, 4112, None),
                                          (64, 4096, 4096, None), (3, 2056, 2048, 2)])
 def test_int8_split_cluster_matches_workspace(monkeypatch, m, n, k, batch):
     from cute_kernels.configs import select_sm90_int8
 
-    monkeypatch.setattr(split_k, "SPLIT_CLUSTER_SLICES", (2,))
-    sms, lb = _sms(), batch or 1
-    cfg, plan = split_k.resolve_split(select_sm90_int8(m, n, k, lb, sms), m, n, k, lb, sms)
-    if split_k.cluster_split(cfg, plan, sms) != 2:
-        pytest.skip(f"no two-slice cluster plan on {sms} SMs")
+    _require_cluster_plan(monkeypatch, select_sm90_int8, m, n, k, batch)
     a, b, a_s, b_s, bias = int8_gemm_inputs(m, n, k, batch=batch, seed=m + n)
     shape = (*a.shape[:-1], n)
 
@@ -268,11 +273,7 @@ def test_int8_split_cluster_matches_workspace(monkeypatch, m, n, k, batch):
 def test_fp8_split_cluster_matches_workspace(monkeypatch, m, n, k, batch):
     from cute_kernels.ops.fp8_blockwise_scaled_mm import select_config
 
-    monkeypatch.setattr(split_k, "SPLIT_CLUSTER_SLICES", (2,))
-    sms, lb = _sms(), batch or 1
-    cfg, plan = split_k.resolve_split(select_config(m, n, k, lb, sms), m, n, k, lb, sms)
-    if split_k.cluster_split(cfg, plan, sms) != 2:
-        pytest.skip(f"no two-slice cluster plan on {sms} SMs")
+    _require_cluster_plan(monkeypatch, select_config, m, n, k, batch)
     a, b, a_s, b_s = fp8_operands(m, n, k, GROUPWISE, batch=batch, seed=m + n)
 
     def run():
