@@ -394,7 +394,7 @@ def _tma_loads_before_pdl_wait(text: str) -> int:
 
 
 @pytest.mark.parametrize("family", ["int8-swapped-split", "int8-1x2", "fp8-swapped-split", "fp8-2x1-mcast-b",
-                                    "int1-wgmma", "int2-g128-wgmma"])
+                                    "int1-wgmma", "int2-g128-wgmma", "awq-small-wgmma"])
 def test_weight_preload_before_pdl_wait(family):
     """``Sm90GemmKernel.weight_preload`` (session 27): the producer TMAs the weight's first K-tiles into the ring
     before the PDL wait - a TMA load ahead of ACQBULK in SASS, none without the option - with the tensor-core ops and
@@ -416,6 +416,11 @@ def test_weight_preload_before_pdl_wait(family):
             return "QGMMA", lambda o: build_sm90(2, torch.bfloat16, (1, 128, 128), cfg, 132, o,
                                                  weight_preload=preload)
         from cute_kernels.weight_only import wgmma
+        if family == "awq-small-wgmma":  # the 64-row, two-CTAs-per-SM tile with the shipped small-layer options
+            cfg = wgmma.select_config(16, 4096, 4096)
+            opts = dict(wgmma.stage_options(4, cfg, 4096, 4096)) if preload else {}
+            return "HGMMA", lambda o: wgmma.build("awq", torch.float16, torch.float16, True, 128, cfg,
+                                                  extra_options=o, kernel_options=opts)
         bits, scaled = (1, False) if family == "int1-wgmma" else (2, True)
         cfg = wgmma.select_config(16, 8192, 8192)
         opts = {"weight_preload": preload} if preload else {}
@@ -433,7 +438,8 @@ def test_weight_preload_before_pdl_wait(family):
 
 
 def test_weight_preload_rule(monkeypatch):
-    """configs.WEIGHT_PRELOAD by op and token count, the weight-only rule (1/2-bit only), and the off switch."""
+    """configs.WEIGHT_PRELOAD by op and token count, the weight-only rule (1/2-bit weights; 4-bit on the 16-token
+    tiles of small layers, with the L2 warm-up off), and the off switch."""
     from cute_kernels import configs
     from cute_kernels.weight_only import wgmma
 
@@ -444,9 +450,14 @@ def test_weight_preload_rule(monkeypatch):
     assert dict(wgmma.stage_options(1, cfg, 8192, 8192)).get("weight_preload") == wgmma.PRELOAD_LOW_BIT_STAGES
     assert dict(wgmma.stage_options(2, cfg, 8192, 8192)).get("weight_preload") == wgmma.PRELOAD_LOW_BIT_STAGES
     assert "weight_preload" not in dict(wgmma.stage_options(4, cfg, 8192, 8192))
+    small = wgmma.select_config(16, 4096, 4096)
+    assert dict(wgmma.stage_options(4, small, 4096, 4096)) == {"weight_preload": wgmma.PRELOAD_SMALL_4BIT_STAGES,
+                                                                "l2_warmup": 0}
+    assert "weight_preload" not in dict(wgmma.stage_options(4, wgmma.select_config(32, 4096, 4096), 4096, 4096))
     monkeypatch.setattr(configs, "WEIGHT_PRELOAD_ENABLED", False)
     assert configs.weight_preload_ktiles("int8", 1) == 0 and configs.weight_preload_ktiles("fp8", 4096) == 0
     assert "weight_preload" not in dict(wgmma.stage_options(1, cfg, 8192, 8192))
+    assert wgmma.stage_options(4, small, 4096, 4096) == ()
 
 
 @pytest.mark.parametrize("family", ["int8", "fp8", "awq"])

@@ -215,6 +215,7 @@ def large_m_config(m: int, n: int, k: int, sm_count: int) -> TileConfig:
 # configs.WEIGHT_PRELOAD); an int forces it (experiments).
 WEIGHT_PRELOAD_STAGES = None
 PRELOAD_LOW_BIT_STAGES = 2
+PRELOAD_SMALL_4BIT_STAGES = 4  # 4-bit weights on 16-token tiles of small layers, with the L2 warm-up off (session 28)
 
 
 def stage_options(bits: int, cfg: TileConfig, n: int, k: int) -> tuple:
@@ -226,12 +227,19 @@ def stage_options(bits: int, cfg: TileConfig, n: int, k: int) -> tuple:
     the time at 16-64 tokens back to back; see configs.WEIGHT_PRELOAD). Session 17 (H100,
     ``wo_wgmma_small.py`` k2 / k2w2 at 24-64 tokens): on the three layers of >= 58.7M weights 2-7% faster for AWQ and
     int4 g128 and up to 10% for int4 (8192^2 M = 64: 21.7 -> 19.8 us; one row, int4 14336 x 4096 at 48 tokens, 3%
-    slower), while on 4096^2 the same options were 0-7% slower."""
+    slower), while on 4096^2 the same options were 0-7% slower.
+    4-bit weights on the 16-token tiles of layers below ``WGMMA_LARGE_LAYER`` (the 64-row, two-CTAs-per-SM tiles)
+    preload ``PRELOAD_SMALL_4BIT_STAGES`` stages with the L2 warm-up off. Sessions 27 and 28 (H100,
+    ``weight_preload.py`` variant 4/0, back to back): AWQ 4096^2 at 16 tokens 0.957x / 0.963x the time, at 12 tokens
+    0.916x, int4 0.945x / 0.978x at 12 / 16; at 32 tokens 1.00x, and on 14336 x 4096 AWQ was 1.02x slower (int4
+    0.97x), hence small layers and 16-token tiles only."""
     from ..configs import WEIGHT_PRELOAD_ENABLED
     from .config import WGMMA_LARGE_LAYER
 
     if bits == 4 and cfg.tile_n in (32, 64) and n * k >= WGMMA_LARGE_LAYER:
         return (("k_tiles_per_stage", 2), ("l2_warmup", 4 if cfg.tile_n == 32 else 2))
+    if bits == 4 and cfg.tile_n == 16 and n * k < WGMMA_LARGE_LAYER and WEIGHT_PRELOAD_ENABLED:
+        return (("l2_warmup", 0), ("weight_preload", PRELOAD_SMALL_4BIT_STAGES))
     if bits <= 2 and WEIGHT_PRELOAD_ENABLED:
         return (("weight_preload", PRELOAD_LOW_BIT_STAGES),)
     return ()
