@@ -214,8 +214,8 @@ def raster_for(cfg: TileConfig, m: int, n: int, k: int, batch: int = 1, sm_count
 # 1536 at 128 tokens is 1.02x slower with 4). With a foreign kernel between the calls (no overlap) 4 K-tiles are
 # neutral (0.97-1.01x), 8 within 0.98-1.03x on the rows that use them. The weight-only WGMMA path preloads 2 stages of
 # 1/2-bit weights (``weight_only.wgmma.stage_options``: 0.91-0.99x); 4-bit and AWQ were 1.00-1.04x slower with 4
-# stages and 1.04-1.15x with the whole ring, so they do not - except on the 16-token tiles of small layers, where 4
-# stages with the L2 warm-up off measured 0.92-0.98x (session 28).
+# stages and 1.04-1.15x with the whole ring, so they do not - except on 16-token tiles whose K is split, where 4
+# stages with the L2 warm-up off measured 0.92-1.00x (session 28).
 # Contract: the weight is read before the previous kernel on the stream has completed. That kernel cannot have
 # written it unless it triggers programmatic dependent launch early (no torch, cuBLAS-through-torch or cute_kernels
 # op writes an int8 / FP8 / packed weight); CUTE_KERNELS_WEIGHT_PRELOAD=0 turns the preload off.

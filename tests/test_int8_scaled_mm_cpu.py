@@ -438,8 +438,8 @@ def test_weight_preload_before_pdl_wait(family):
 
 
 def test_weight_preload_rule(monkeypatch):
-    """configs.WEIGHT_PRELOAD by op and token count, the weight-only rule (1/2-bit weights; 4-bit on the 16-token
-    tiles of small layers, with the L2 warm-up off), and the off switch."""
+    """configs.WEIGHT_PRELOAD by op and token count, the weight-only rule (1/2-bit weights; 4-bit on split 16-token
+    tiles, with the L2 warm-up off), and the off switch."""
     from cute_kernels import configs
     from cute_kernels.weight_only import wgmma
 
@@ -449,10 +449,12 @@ def test_weight_preload_rule(monkeypatch):
     cfg = wgmma.select_config(16, 8192, 8192)
     assert dict(wgmma.stage_options(1, cfg, 8192, 8192)).get("weight_preload") == wgmma.PRELOAD_LOW_BIT_STAGES
     assert dict(wgmma.stage_options(2, cfg, 8192, 8192)).get("weight_preload") == wgmma.PRELOAD_LOW_BIT_STAGES
-    assert "weight_preload" not in dict(wgmma.stage_options(4, cfg, 8192, 8192))
     small = wgmma.select_config(16, 4096, 4096)
-    assert dict(wgmma.stage_options(4, small, 4096, 4096)) == {"weight_preload": wgmma.PRELOAD_SMALL_4BIT_STAGES,
-                                                                "l2_warmup": 0}
+    for c, n, k in ((small, 4096, 4096), (cfg, 8192, 8192)):  # split 16-token tiles (4 and 2 slices)
+        assert c.split_k > 1
+        assert dict(wgmma.stage_options(4, c, n, k)) == {"weight_preload": wgmma.PRELOAD_4BIT_STAGES, "l2_warmup": 0}
+    unsplit = wgmma.select_config(16, 14336, 4096)
+    assert unsplit.split_k == 1 and "weight_preload" not in dict(wgmma.stage_options(4, unsplit, 14336, 4096))
     assert "weight_preload" not in dict(wgmma.stage_options(4, wgmma.select_config(32, 4096, 4096), 4096, 4096))
     monkeypatch.setattr(configs, "WEIGHT_PRELOAD_ENABLED", False)
     assert configs.weight_preload_ktiles("int8", 1) == 0 and configs.weight_preload_ktiles("fp8", 4096) == 0

@@ -215,7 +215,7 @@ def large_m_config(m: int, n: int, k: int, sm_count: int) -> TileConfig:
 # configs.WEIGHT_PRELOAD); an int forces it (experiments).
 WEIGHT_PRELOAD_STAGES = None
 PRELOAD_LOW_BIT_STAGES = 2
-PRELOAD_SMALL_4BIT_STAGES = 4  # 4-bit weights on 16-token tiles of small layers, with the L2 warm-up off (session 28)
+PRELOAD_4BIT_STAGES = 4  # 4-bit weights on split 16-token tiles, with the L2 warm-up off (session 28)
 
 
 def stage_options(bits: int, cfg: TileConfig, n: int, k: int) -> tuple:
@@ -228,18 +228,18 @@ def stage_options(bits: int, cfg: TileConfig, n: int, k: int) -> tuple:
     ``wo_wgmma_small.py`` k2 / k2w2 at 24-64 tokens): on the three layers of >= 58.7M weights 2-7% faster for AWQ and
     int4 g128 and up to 10% for int4 (8192^2 M = 64: 21.7 -> 19.8 us; one row, int4 14336 x 4096 at 48 tokens, 3%
     slower), while on 4096^2 the same options were 0-7% slower.
-    4-bit weights on the 16-token tiles of layers below ``WGMMA_LARGE_LAYER`` (the 64-row, two-CTAs-per-SM tiles)
-    preload ``PRELOAD_SMALL_4BIT_STAGES`` stages with the L2 warm-up off. Sessions 27 and 28 (H100,
-    ``weight_preload.py`` variant 4/0, back to back): AWQ 4096^2 at 16 tokens 0.957x / 0.963x the time, at 12 tokens
-    0.916x, int4 0.945x / 0.978x at 12 / 16; at 32 tokens 1.00x, and on 14336 x 4096 AWQ was 1.02x slower (int4
-    0.97x), hence small layers and 16-token tiles only."""
+    4-bit weights on 16-token tiles whose K is split preload ``PRELOAD_4BIT_STAGES`` stages with the L2 warm-up off.
+    Sessions 27 and 28 (H100, ``weight_preload.py`` variant 4/0, back to back), AWQ / int4 at 12 and 16 tokens:
+    4096^2 (64-row tiles in 4 slices) 0.916-0.963x / 0.945-0.978x the time, 8192^2 (2 slices) 0.970-0.979x /
+    0.986-0.992x, 4096 x 14336 (4 slices) 0.997-1.003x; the unsplit tiles of 14336 x 4096 had AWQ 1.01-1.02x slower,
+    and 32-token tiles gained nothing (0.996-1.007x), so neither takes it."""
     from ..configs import WEIGHT_PRELOAD_ENABLED
     from .config import WGMMA_LARGE_LAYER
 
     if bits == 4 and cfg.tile_n in (32, 64) and n * k >= WGMMA_LARGE_LAYER:
         return (("k_tiles_per_stage", 2), ("l2_warmup", 4 if cfg.tile_n == 32 else 2))
-    if bits == 4 and cfg.tile_n == 16 and n * k < WGMMA_LARGE_LAYER and WEIGHT_PRELOAD_ENABLED:
-        return (("l2_warmup", 0), ("weight_preload", PRELOAD_SMALL_4BIT_STAGES))
+    if bits == 4 and cfg.tile_n == 16 and cfg.split_k > 1 and WEIGHT_PRELOAD_ENABLED:
+        return (("l2_warmup", 0), ("weight_preload", PRELOAD_4BIT_STAGES))
     if bits <= 2 and WEIGHT_PRELOAD_ENABLED:
         return (("weight_preload", PRELOAD_LOW_BIT_STAGES),)
     return ()
