@@ -319,3 +319,22 @@ def test_weight_only_split_cluster_matches_workspace(monkeypatch, fmt, m, n, k):
     assert not cl.isnan().any()
     assert ((cl.double().cpu() - ref).abs().max() / ref.abs().max()).item() < 1.5e-3
     assert torch.equal(ws, cl)
+
+
+@pytest.mark.parametrize("m,n,k,cfg", [
+    (16, 4096, 1024, TileConfig(tile_m=64, tile_n=16, cluster_m=1, cluster_n=1, swap_ab=True)),  # 64 tiles
+    (100, 1000, 768, TileConfig(tile_m=64, tile_n=48, cluster_m=1, cluster_n=1, swap_ab=True)),  # ragged, moved tile
+    (200, 520, 512, TileConfig(tile_m=128, tile_n=64, cluster_m=1, cluster_n=1)),  # unswapped, 2 warpgroups
+])
+def test_int8_split_cluster_more_tiles_than_slots(m, n, k, cfg):
+    """The ops launch cluster split-K only where all clusters run at once. A kernel built for 8 SMs (4 two-CTA
+    clusters at once) on 18-64 tiles launches one cluster per tile all the same, the rest waiting for SMs
+    (``PersistentTileSchedule.grid``): every element checked against float64. (Session 28: when such clusters walked
+    several tiles each, the 128-row case gave wrong results and the 64-row ones did not.)"""
+    from cute_kernels.ops.int8_scaled_mm import build_sm90
+
+    fn = build_sm90(2, "vector", "vector", True, torch.bfloat16, cfg, sm_count=8, weight_preload=4, split_cluster=2)
+    a, b, a_s, b_s, bias = int8_gemm_inputs(m, n, k, seed=m + n + k)
+    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    fn(a, b, out, a_s, b_s, bias)
+    int8_check(out, a, b, a_s, b_s, bias, torch.bfloat16)

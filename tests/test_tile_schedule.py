@@ -162,8 +162,8 @@ def test_plan_split_k_sizes_the_tail_scratch():
 
 
 def test_k_ranks_schedule():
-    """Cluster split-K (``k_ranks``): the launch grid puts the cluster's K ranks along x and the positions along z,
-    as many as fit; it needs a 1x1 operand cluster."""
+    """Cluster split-K (``k_ranks``): the launch grid puts the cluster's K ranks along x and one cluster per position
+    along z, also past the cluster slots (a cluster never walks a second tile); it needs a 1x1 operand cluster."""
     import cutlass.cute as cute
 
     sched = PersistentTileSchedule((1, 1), k_ranks=2)
@@ -175,7 +175,7 @@ def test_k_ranks_schedule():
         seen["count"] = sched.work_count(((64, 1, 1),))
 
     cute.compile(trace)
-    assert [[int(v) for v in g] for g in seen["grids"]] == [[2, 1, 64], [2, 1, 66]]
+    assert [[int(v) for v in g] for g in seen["grids"]] == [[2, 1, 64], [2, 1, 100]]
     assert int(seen["count"]) == 64
     with pytest.raises(ValueError, match="k_ranks"):
         PersistentTileSchedule((2, 1), k_ranks=2)

@@ -94,7 +94,7 @@ class Sm90GemmKernel:
         split_cluster: S > 1 launches clusters of S CTAs that take the same output tile, CTA rank r K slice r; the
         ranks > 0 send their partial accumulators to rank 0's shared memory (``cluster_reduce``), which adds them
         in rank order and runs the epilogue. A split-K with no workspace and no semaphore, for 1x1-cluster configs
-        launched without ``split``."""
+        launched without ``split``. The grid has one cluster per tile (``PersistentTileSchedule.grid``)."""
         self.config = config
         self.clamp = tuple(bool(c) for c in clamp)
         # Rows a moved origin is rounded up to, per dimension: a TMA box's start in its tensor's innermost dimension

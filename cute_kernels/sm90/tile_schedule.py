@@ -25,7 +25,8 @@ tiles in ``slices`` pieces across all SMs instead of on a few of them. Slice-maj
 run on different CTAs at the same time.
 
 Cluster split-K (``k_ranks`` > 1): the launch's cluster is ``k_ranks`` CTAs along x that all take the same output
-tile, CTA rank r its K slice r (``Sm90GemmKernel.split_cluster``); the work indices are positions, as unsplit.
+tile, CTA rank r its K slice r (``Sm90GemmKernel.split_cluster``); the work indices are positions, as unsplit, and
+the grid has one cluster per position (not persistent: see ``grid``).
 
 Why our own: the DSL's ``cutlass.utils.StaticPersistentTileScheduler`` (the same static schedule) is deprecated in
 nvidia-cutlass-dsl 4.8 ("the wheel copy will be removed") and warns on every compile. This is the part of it we use,
@@ -82,9 +83,12 @@ class PersistentTileSchedule:
 
     def grid(self, tiles_mnl, max_active_clusters: int, split_args=None) -> list:
         """Launch grid (cluster_m, cluster_n, clusters): as many clusters as there is work, at most one per slot."""
-        clusters = cutlass.min(self.work_count((tiles_mnl,), split_args), max_active_clusters)
         if self.k_ranks > 1:
-            return [self.k_ranks, 1, clusters]
+            # One cluster per position, however many fit at once (the rest wait for a free SM pair): a cluster never
+            # walks a second tile. Session 28's GPU test of such walks (4 two-CTA clusters over 18 tiles of 128 rows)
+            # gave wrong results, the 64-row ones did not; the ops launch only one-wave plans anyway.
+            return [self.k_ranks, 1, self.work_count((tiles_mnl,), split_args)]
+        clusters = cutlass.min(self.work_count((tiles_mnl,), split_args), max_active_clusters)
         return [self.cluster_mn[0], self.cluster_mn[1], clusters]
 
     def device_args(self, tiles_mnl) -> tuple:
