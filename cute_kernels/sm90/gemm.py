@@ -694,8 +694,9 @@ class Sm90GemmKernel:
             self.epi_barrier.arrive_and_wait()  # every slot read before a sender may refill it
             if mma_tidx == 0:
                 for r in cutlass.range_constexpr(1, self.split_cluster):
-                    # CTA scope: the slot's loads have completed (the adds above consumed them before the barrier),
-                    # so nothing needs ordering but the arrive (a cluster-scope release is a GPU-wide MEMBAR here)
+                    # CTA scope (a cluster-scope release is a GPU-wide MEMBAR here): with one cluster per tile (the
+                    # grid) this arrive only keeps rank 1 alive until the slot is read. A walk that reused the slot
+                    # would need cluster scope - session 28's suspect for the race such walks showed.
                     cute.arch.mbarrier_arrive(free, r)
         else:
             if reduced > 0:
