@@ -69,7 +69,10 @@ def _build_int8(spec: ExportSpec, extra_options: str):
 
     cfg, split_cluster = spec.config, 1
     if cfg is None:  # what the op runs for this problem: the table's row, unsplit when one K slice is planned
-        cfg, split_cluster = _op_split(select_sm90_int8(spec.m, spec.n, spec.k), spec)
+        from .ops.split_k import resolve_launch
+
+        cfg, _, split_cluster = resolve_launch(select_sm90_int8(spec.m, spec.n, spec.k), spec.m, spec.n, spec.k, 1,
+                                               132)
     raster = raster_for(cfg, spec.m, spec.n, spec.k)  # the schedule the op runs for this problem (configs.raster_for)
     preload = weight_preload_ktiles("int8", spec.m)  # what the op preloads at this M (configs.WEIGHT_PRELOAD)
     fn = build_sm90(3 if spec.batched else 2, spec.a_scale, spec.b_scale, spec.bias, out_dtype, cfg,
@@ -77,19 +80,6 @@ def _build_int8(spec: ExportSpec, extra_options: str):
     return fn, {"config": cfg.describe(), "config_fields": dict(cfg.key), "raster": list(raster),
                 "weight_preload": preload, "split_cluster": split_cluster, **fields}
 
-
-def _op_split(cfg, spec: ExportSpec):
-    """(config, split_cluster) the ops run for this problem: unsplit when one K slice is planned, and unsplit with
-    the slices in a cluster where ``ops.split_k.cluster_split`` takes the plan."""
-    from dataclasses import replace
-
-    from .ops.split_k import cluster_split, resolve_split
-
-    cfg, split = resolve_split(cfg, spec.m, spec.n, spec.k, 1, 132)
-    split_cluster = cluster_split(cfg, split, 132)
-    if split_cluster > 1:
-        cfg = replace(cfg, split_k=1, split_tail=1)
-    return cfg, split_cluster
 
 
 def _build_fp8(spec: ExportSpec, extra_options: str):
@@ -100,7 +90,9 @@ def _build_fp8(spec: ExportSpec, extra_options: str):
     gran = check_granularity(tuple(spec.granularity))
     cfg, split_cluster = spec.config, 1
     if cfg is None:  # what the op runs for this problem (unsplit when one K slice is planned)
-        cfg, split_cluster = _op_split(select_config(spec.m, spec.n, spec.k), spec)
+        from .ops.split_k import resolve_launch
+
+        cfg, _, split_cluster = resolve_launch(select_config(spec.m, spec.n, spec.k), spec.m, spec.n, spec.k, 1, 132)
     raster = raster_for(cfg, spec.m, spec.n, spec.k)
     preload = weight_preload_ktiles("fp8", spec.m)
     fn = build_sm90(3 if spec.batched else 2, _dtype(spec.out_dtype, "out_dtype"), gran, cfg, 132, extra_options,

@@ -36,7 +36,7 @@ from ..configs import (SWAP_TILE_M, TileConfig, best_split, raster_for, size_swa
 from ..formats.scale_layouts import normalize_granularity
 from ..jit_cache import cached_compile
 from ..plan_cache import PlanCache
-from .split_k import cluster_split, launch_planned, resolve_split
+from .split_k import launch_planned, resolve_launch
 
 _OUT_DTYPES = (torch.float16, torch.bfloat16)
 _FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
@@ -386,10 +386,7 @@ def fp8_blockwise_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Ten
     staged = USE_SFA_TMA and sfa_tma_eligible(a_scale, gran)
     cfg = config if config is not None else select_config(m, n, k, batch, sms, a_scale_staged=staged)
     sfa_tma = staged and not cfg.swap_ab
-    cfg, split = resolve_split(cfg, m, n, k, batch, sms)
-    split_cluster = cluster_split(cfg, split, sms)
-    if split_cluster > 1:  # the K slices meet in a cluster: the unsplit launch, no scratch
-        cfg, split = replace(cfg, split_k=1, split_tail=1), None
+    cfg, split, split_cluster = resolve_launch(cfg, m, n, k, batch, sms)
     preload = weight_preload_ktiles("fp8", m) if WEIGHT_PRELOAD_KTILES is None else WEIGHT_PRELOAD_KTILES
     fn = _compile_sm90(a.dim(), out_dtype, gran, cfg, sms, sfa_tma, a.dtype, b.dtype,
                        raster_for(cfg, m, n, k, batch, sms), preload, split_cluster)

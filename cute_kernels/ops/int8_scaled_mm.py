@@ -29,7 +29,7 @@ from .. import checks
 from ..configs import TileConfig, raster_for, select_sm90_int8, weight_preload_ktiles
 from ..jit_cache import cached_compile
 from ..plan_cache import PlanCache
-from .split_k import cluster_split, launch_planned, resolve_split
+from .split_k import launch_planned, resolve_launch
 
 # Largest K whose int32 sum cannot overflow: K * 128 * 128 < 2^31 (WGMMA saturates; split-K partials would wrap).
 MAX_K = 2**31 // 2**14 - 16
@@ -275,10 +275,7 @@ def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_sc
     cfg = config if config is not None else select_sm90_int8(m, n, k, batch, sms)
     if c is not None and cfg.splits:
         cfg = dataclasses.replace(cfg, split_k=1, split_tail=1)  # c is added by the one epilogue of an unsplit tile
-    cfg, split = resolve_split(cfg, m, n, k, batch, sms)
-    split_cluster = cluster_split(cfg, split, sms)
-    if split_cluster > 1:  # the K slices meet in a cluster: the unsplit launch, no scratch
-        cfg, split = dataclasses.replace(cfg, split_k=1, split_tail=1), None
+    cfg, split, split_cluster = resolve_launch(cfg, m, n, k, batch, sms)
     preload = weight_preload_ktiles("int8", m) if WEIGHT_PRELOAD_KTILES is None else WEIGHT_PRELOAD_KTILES
     fn = _compile_sm90(a.dim(), _scale_kind(a_scale), _scale_kind(b_scale), _bias_kind(bias), out_dtype, cfg, sms,
                        None if c is None else c.dtype, raster_for(cfg, m, n, k, batch, sms), preload, split_cluster)

@@ -73,6 +73,17 @@ def cluster_split(cfg: TileConfig, split, sm_count: int) -> int:
     return slices
 
 
+def resolve_launch(cfg: TileConfig, m: int, n: int, k: int, batch: int, sm_count: int):
+    """What an op compiles and launches for its problem: (config, split plan or None, split_cluster) - the plan of
+    ``resolve_split``, or, where ``cluster_split`` takes it, the unsplit config with its slices reduced in clusters
+    (no plan: the unsplit launch, no scratch)."""
+    cfg, split = resolve_split(cfg, m, n, k, batch, sm_count)
+    split_cluster = cluster_split(cfg, split, sm_count)
+    if split_cluster > 1:
+        return replace(cfg, split_k=1, split_tail=1), None, split_cluster
+    return cfg, split, 1
+
+
 def resolve_split(cfg: TileConfig, m: int, n: int, k: int, batch: int, sm_count: int):
     """(config to compile, split plan or None) for the op's problem (M tokens, N output columns); a ``swap_ab``
     config's kernel computes the transposed problem, so its (M, N) are (n, m). When the plan has one slice, the

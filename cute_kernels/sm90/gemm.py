@@ -120,8 +120,8 @@ class Sm90GemmKernel:
         self.cluster_shape_mn = (config.cluster_m, config.cluster_n)  # the operands' multicast cluster
         self.launch_cluster_mn = (split_cluster, 1) if split_cluster > 1 else self.cluster_shape_mn
         ctas_per_sm = config.ctas_per_sm
-        self.max_active_clusters = max(1, config.slots(sm_count) // (config.cluster_m * config.cluster_n
-                                                                      * split_cluster))
+        # (a split_cluster grid has one cluster per tile instead: PersistentTileSchedule.grid)
+        self.max_active_clusters = max(1, config.slots(sm_count) // (config.cluster_m * config.cluster_n))
         # Two consumer warpgroups split a 128-row tile; a 64-row tile has one.
         self.atom_layout_mnk = (2, 1, 1) if config.tile_m == 128 else (1, 1, 1)
         self.num_mma_wg = math.prod(self.atom_layout_mnk)
