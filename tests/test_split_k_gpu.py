@@ -330,7 +330,8 @@ def test_int8_split_cluster_more_tiles_than_slots(m, n, k, cfg):
     """The ops launch cluster split-K only where all clusters run at once. A kernel built for 8 SMs (4 two-CTA
     clusters at once) on 18-64 tiles launches one cluster per tile all the same, the rest waiting for SMs
     (``PersistentTileSchedule.grid``): every element checked against float64. (Session 28: when such clusters walked
-    several tiles each, the 128-row case gave wrong results and the 64-row ones did not.)"""
+    several tiles each, the 128-row case gave wrong results and the 64-row ones did not; session 29: a cluster-scope
+    free arrive in ``cluster_reduce`` made those walks right.)"""
     from cute_kernels.ops.int8_scaled_mm import build_sm90
 
     fn = build_sm90(2, "vector", "vector", True, torch.bfloat16, cfg, sm_count=8, weight_preload=4, split_cluster=2)

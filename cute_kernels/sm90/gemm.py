@@ -695,8 +695,9 @@ class Sm90GemmKernel:
             if mma_tidx == 0:
                 for r in cutlass.range_constexpr(1, self.split_cluster):
                     # CTA scope (a cluster-scope release is a GPU-wide MEMBAR here): with one cluster per tile (the
-                    # grid) this arrive only keeps rank 1 alive until the slot is read. A walk that reused the slot
-                    # would need cluster scope - session 28's suspect for the race such walks showed.
+                    # grid) this arrive only keeps rank 1 alive until the slot is read. A walk that reuses the slot
+                    # needs scope=CLUSTER: with CTA scope rank 1's next stores overtook rank 0's reads on 128-row
+                    # tiles (session 28's wrong results; session 29 on the GPU: cluster scope made them right).
                     cute.arch.mbarrier_arrive(free, r)
         else:
             if reduced > 0:

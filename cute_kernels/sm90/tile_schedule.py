@@ -86,7 +86,9 @@ class PersistentTileSchedule:
         if self.k_ranks > 1:
             # One cluster per position, however many fit at once (the rest wait for a free SM pair): a cluster never
             # walks a second tile. Session 28's GPU test of such walks (4 two-CTA clusters over 18 tiles of 128 rows)
-            # gave wrong results, the 64-row ones did not; the ops launch only one-wave plans anyway.
+            # gave wrong results, the 64-row ones did not: a reused slot needs a cluster-scope free arrive
+            # (``Sm90GemmKernel.cluster_reduce``, session 29), which costs a GPU-wide MEMBAR per tile. The ops launch
+            # only one-wave plans anyway.
             return [self.k_ranks, 1, self.work_count((tiles_mnl,), split_args)]
         clusters = cutlass.min(self.work_count((tiles_mnl,), split_args), max_active_clusters)
         return [self.cluster_mn[0], self.cluster_mn[1], clusters]
