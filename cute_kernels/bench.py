@@ -22,14 +22,14 @@ INT8_MS = [1, 16, 32, 128, 256, 1024, 4096]  # 256: a common serving batch (not 
 
 
 def save_plot(fig, path, dpi: int = 110) -> None:
-    """``fig.savefig`` as a 128-colour palette PNG: the plots live in docs/, and the tree travels to the device
+    """``fig.savefig`` as a 64-colour palette PNG: the plots live in docs/, and the tree travels to the device
     machine beside a ~61 MiB payload (a line plot loses nothing visible; RGBA PNGs were 3x the size)."""
     fig.savefig(path, dpi=dpi)
     try:
         from PIL import Image  # matplotlib's own dependency
     except ImportError:
         return
-    Image.open(path).convert("RGB").quantize(colors=128, method=Image.Quantize.MEDIANCUT).save(path, optimize=True)
+    Image.open(path).convert("RGB").quantize(colors=64, method=Image.Quantize.MEDIANCUT).save(path, optimize=True)
 
 
 def graph_time_us(calls, replays: int = 12):

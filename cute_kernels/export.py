@@ -75,10 +75,14 @@ def _build_int8(spec: ExportSpec, extra_options: str):
                                                132)
     raster = raster_for(cfg, spec.m, spec.n, spec.k)  # the schedule the op runs for this problem (configs.raster_for)
     preload = weight_preload_ktiles("int8", spec.m)  # what the op preloads at this M (configs.WEIGHT_PRELOAD)
+    from .ops.split_k import cluster_rank1_share
+
+    share = cluster_rank1_share("int8", spec.k, split_cluster)  # rank 1's sixteenths of K (8: halves)
     fn = build_sm90(3 if spec.batched else 2, spec.a_scale, spec.b_scale, spec.bias, out_dtype, cfg,
-                    extra_options=extra_options, raster=raster, weight_preload=preload, split_cluster=split_cluster)
+                    extra_options=extra_options, raster=raster, weight_preload=preload, split_cluster=split_cluster,
+                    rank1_share=share)
     return fn, {"config": cfg.describe(), "config_fields": dict(cfg.key), "raster": list(raster),
-                "weight_preload": preload, "split_cluster": split_cluster, **fields}
+                "weight_preload": preload, "split_cluster": split_cluster, "rank1_share": share, **fields}
 
 
 

@@ -492,6 +492,28 @@ def test_split_cluster_reduces_through_dsmem(family):
     assert "MEMBAR.ALL.GPU" not in s.text and "ATOM" not in s.text
 
 
+def test_cluster_rank1_share_rule():
+    """``ops.split_k.cluster_rank1_share`` (session 29): rank 1 of a two-CTA int8 cluster streams 6/16 of K up to
+    K = 8192 and 7/16 above; FP8, the weight-only path and every other split keep halves. The kernel refuses a share
+    outside 1..8 or an uneven share without a two-CTA cluster, and the export CLI reports what the op runs."""
+    from cute_kernels.epilogues import scaled_mm_tree
+    from cute_kernels.export import ExportSpec, _build_int8
+    from cute_kernels.ops import split_k
+    from cute_kernels.sm90.gemm import Sm90GemmKernel
+
+    assert [split_k.cluster_rank1_share("int8", k, 2) for k in (256, 4096, 8192, 8320, 14336)] == [6, 6, 6, 7, 7]
+    assert split_k.cluster_rank1_share("int8", 4096, 1) == 8 and split_k.cluster_rank1_share("fp8", 4096, 2) == 8
+    cfg = TileConfig(tile_m=64, tile_n=16, cluster_m=1, swap_ab=True)
+    tree = scaled_mm_tree("vector", "vector", True, swap_ab=True)
+    assert Sm90GemmKernel(cfg, tree, None, split_cluster=2, rank1_share=6).rank1_share == 6
+    for bad in (dict(split_cluster=2, rank1_share=0), dict(split_cluster=2, rank1_share=9),
+                dict(split_cluster=1, rank1_share=6)):
+        with pytest.raises(ValueError, match="rank1_share"):
+            Sm90GemmKernel(cfg, tree, None, **bad)
+    _, manifest = _build_int8(ExportSpec(m=32, n=4096, k=14336), "")
+    assert manifest["split_cluster"] == 2 and manifest["rank1_share"] == 7
+
+
 def test_split_cluster_rule(monkeypatch):
     """``ops.split_k.cluster_split``: two-slice plans of every tile (head 0) on 1x1-cluster, one-CTA-per-SM configs
     whose clusters all run at once and whose receive slots fit the byte cap; the off switch; and what the ops and

@@ -321,6 +321,22 @@ def test_weight_only_split_cluster_matches_workspace(monkeypatch, fmt, m, n, k):
     assert torch.equal(ws, cl)
 
 
+@pytest.mark.parametrize("k,share", [(256, 6), (384, 6), (4096, 6), (4096, 1), (14336, 7), (1152, 5)])
+def test_int8_split_cluster_uneven_slices(k, share):
+    """Rank 1 of a two-CTA cluster streams ``share`` sixteenths of K (``Sm90GemmKernel.rank1_share``, session 29),
+    each rank at least one K-tile (2 and 3 K-tiles included): every element against float64, NaN-poisoned output."""
+    from cute_kernels.ops.int8_scaled_mm import build_sm90
+
+    m, n = 24, 4096
+    cfg = TileConfig(tile_m=64, tile_n=32, cluster_m=1, cluster_n=1, swap_ab=True)
+    fn = build_sm90(2, "vector", "vector", True, torch.bfloat16, cfg, weight_preload=4, split_cluster=2,
+                    rank1_share=share)
+    a, b, a_s, b_s, bias = int8_gemm_inputs(m, n, k, seed=k + share)
+    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    fn(a, b, out, a_s, b_s, bias)
+    int8_check(out, a, b, a_s, b_s, bias, torch.bfloat16)
+
+
 @pytest.mark.parametrize("m,n,k,cfg", [
     (16, 4096, 1024, TileConfig(tile_m=64, tile_n=16, cluster_m=1, cluster_n=1, swap_ab=True)),  # 64 tiles
     (100, 1000, 768, TileConfig(tile_m=64, tile_n=48, cluster_m=1, cluster_n=1, swap_ab=True)),  # ragged, moved tile

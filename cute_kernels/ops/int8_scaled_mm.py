@@ -29,7 +29,7 @@ from .. import checks
 from ..configs import TileConfig, raster_for, select_sm90_int8, weight_preload_ktiles
 from ..jit_cache import cached_compile
 from ..plan_cache import PlanCache
-from .split_k import launch_planned, resolve_launch
+from .split_k import cluster_rank1_share, launch_planned, resolve_launch
 
 # Largest K whose int32 sum cannot overflow: K * 128 * 128 < 2^31 (WGMMA saturates; split-K partials would wrap).
 MAX_K = 2**31 // 2**14 - 16
@@ -97,7 +97,7 @@ WEIGHT_PRELOAD_KTILES = None
 
 
 def build_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm_count=132, extra_options="",
-               c_dtype=None, raster=(1, True), weight_preload=0, split_cluster=1):
+               c_dtype=None, raster=(1, True), weight_preload=0, split_cluster=1, rank1_share=8):
     """Compile the SM90 kernel for one variant from fake tensors (no GPU needed); returns the TVM-FFI function.
     has_bias: ``epilogues.bias_kind`` - False / True (a bias in the output dtype) / "acc" (an int32 bias added to the
     accumulator before the scales).
@@ -105,7 +105,8 @@ def build_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm
     Call signature of the result: ``fn(a, b, out, a_scale, b_scale, bias_or_None)`` on CUDA torch tensors, with a
     trailing ``c`` when ``c_dtype`` is given (unsplit configs only). ``weight_preload``: K-tiles of b loaded before
     the PDL wait (``configs.weight_preload_ktiles``). ``split_cluster``: K slices reduced within a cluster
-    (``Sm90GemmKernel.split_cluster``; an unsplit config, launched with the unsplit signature).
+    (``Sm90GemmKernel.split_cluster``; an unsplit config, launched with the unsplit signature), rank 1 streaming
+    ``rank1_share`` sixteenths of K (``split_k.cluster_rank1_share``).
     """
     import cutlass
     import cutlass.cute as cute
@@ -131,7 +132,8 @@ def build_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm
     clamp = (False, False) if c_dtype is not None else (not config.swap_ab, config.swap_ab)
     kernel = Sm90GemmKernel(config, tree, cutlass.Int32, sm_count=sm_count, l2_warmup=L2_WARMUP_KTILES,
                             raster=raster, clamp=clamp, weight_preload=weight_preload,
-                            weight_operand=0 if config.swap_ab else 1, split_cluster=split_cluster)
+                            weight_operand=0 if config.swap_ab else 1, split_cluster=split_cluster,
+                            rank1_share=rank1_share)
     swap = config.swap_ab
     options = f"--enable-tvm-ffi --gpu-arch sm_90a {extra_options}".strip()
 
@@ -183,7 +185,7 @@ def build_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm
 
 
 def _compile_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm_count, c_dtype=None,
-                  raster=(1, True), weight_preload=0, split_cluster=1):
+                  raster=(1, True), weight_preload=0, split_cluster=1, rank1_share=8):
     key = ("sm_90a", rank, a_kind, b_kind, has_bias, str(out_dtype), config.key, sm_count)
     if L2_WARMUP_KTILES:
         key += ("l2_warmup", L2_WARMUP_KTILES)
@@ -195,10 +197,12 @@ def _compile_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig,
         key += ("raster", raster)
     if split_cluster > 1:
         key += ("split_cluster", split_cluster)
+    if rank1_share != 8:
+        key += ("rank1_share", rank1_share)
     return cached_compile("int8_scaled_mm", key,
                           lambda: build_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config, sm_count,
                                              c_dtype=c_dtype, raster=raster, weight_preload=weight_preload,
-                                             split_cluster=split_cluster))
+                                             split_cluster=split_cluster, rank1_share=rank1_share))
 
 
 def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,
@@ -278,7 +282,8 @@ def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_sc
     cfg, split, split_cluster = resolve_launch(cfg, m, n, k, batch, sms)
     preload = weight_preload_ktiles("int8", m) if WEIGHT_PRELOAD_KTILES is None else WEIGHT_PRELOAD_KTILES
     fn = _compile_sm90(a.dim(), _scale_kind(a_scale), _scale_kind(b_scale), _bias_kind(bias), out_dtype, cfg, sms,
-                       None if c is None else c.dtype, raster_for(cfg, m, n, k, batch, sms), preload, split_cluster)
+                       None if c is None else c.dtype, raster_for(cfg, m, n, k, batch, sms), preload, split_cluster,
+                       cluster_rank1_share("int8", k, split_cluster))
     if out is None:
         out = torch.empty(out_shape, dtype=out_dtype, device=device)
     launch_planned(fn, (a, b, out, a_scale, b_scale, bias) + ((c,) if c is not None else ()), split, device)

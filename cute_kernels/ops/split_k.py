@@ -58,6 +58,21 @@ SPLIT_CLUSTER_SLICES = () if os.environ.get("CUTE_KERNELS_SPLIT_CLUSTER", "1") =
 SPLIT_CLUSTER_MAX_BYTES = 16 << 10  # rank 0's receive slots (shared memory the ring gives up)
 
 
+# How much of K rank 1 of a two-CTA int8 cluster streams, in sixteenths, by K (``Sm90GemmKernel.rank1_share``; rank 0
+# adds the partials and runs the epilogue, so it takes the rest). Session 29 (H100, rank 1 at 8 / 7 / 6 / 5 / 4 / 3
+# sixteenths, interleaved; docs/int8_scaled_mm.md): 4096^2 at 1 / 16 / 32 / 64 tokens best at 5-6 (6: 0.97 / 0.99 /
+# 0.96 / 0.93x the time of halves), 4096 x 14336 best at 7 (0.99 / 0.99 / 0.99 / 0.97x). FP8 and the weight-only
+# path keep halves: their consumers bound the mainloop, and 7 / 6 sixteenths were 1.00-1.10x there.
+INT8_RANK1_SHARE = ((8192, 6), (None, 7))  # (K up to, sixteenths), first match
+
+
+def cluster_rank1_share(op: str, k: int, split_cluster: int) -> int:
+    """Sixteenths of K that rank 1 of a ``split_cluster`` = 2 kernel of ``op`` streams (8: halves)."""
+    if split_cluster != 2 or op != "int8":
+        return 8
+    return next(share for most, share in INT8_RANK1_SHARE if most is None or k <= most)
+
+
 def cluster_split(cfg: TileConfig, split, sm_count: int) -> int:
     """K slices of ``split`` (a ``plan_split_k`` plan or None) to reduce inside clusters, or 1 for the workspace
     fix-up: a plan that splits every tile (head 0) of a 1x1-cluster config into a slice count of

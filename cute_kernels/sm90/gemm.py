@@ -79,7 +79,7 @@ class Sm90GemmKernel:
     def __init__(self, config: TileConfig, epilogue: EpilogueTree, acc_dtype, sm_count: int = 132,
                  use_pdl: bool = True, l2_warmup: int = 0, raster: tuple[int, bool] = (1, True),
                  clamp: tuple[bool, bool] = (False, False), weight_preload: int = 0, weight_operand: int = 1,
-                 split_cluster: int = 1):
+                 split_cluster: int = 1, rank1_share: int = 8):
         """l2_warmup: K-tiles of the CTA's first work tile whose A and B the producer asks L2 for (TMA prefetch)
         before ``griddepcontrol.wait``, i.e. while the previous kernel on the stream may still run (PDL); 0 = off.
         raster: (swizzle, raster_along_m) of the persistent schedule (``configs.raster_for``).
@@ -94,7 +94,9 @@ class Sm90GemmKernel:
         split_cluster: S > 1 launches clusters of S CTAs that take the same output tile, CTA rank r K slice r; the
         ranks > 0 send their partial accumulators to rank 0's shared memory (``cluster_reduce``), which adds them
         in rank order and runs the epilogue. A split-K with no workspace and no semaphore, for 1x1-cluster configs
-        launched without ``split``. The grid has one cluster per tile (``PersistentTileSchedule.grid``)."""
+        launched without ``split``. The grid has one cluster per tile (``PersistentTileSchedule.grid``).
+        rank1_share: with ``split_cluster`` = 2, the sixteenths of the tile's K-tiles rank 1 streams (8: halves);
+        rank 0, which adds the partials and runs the epilogue, streams the rest (``slice_range``)."""
         self.config = config
         self.clamp = tuple(bool(c) for c in clamp)
         # Rows a moved origin is rounded up to, per dimension: a TMA box's start in its tensor's innermost dimension
@@ -108,6 +110,10 @@ class Sm90GemmKernel:
         if split_cluster > 1 and (config.cluster_m, config.cluster_n) != (1, 1):
             raise ValueError(f"split_cluster = {split_cluster} needs a 1x1 cluster config; got {config.describe()}")
         self.split_cluster = split_cluster
+        if not 1 <= rank1_share <= 8 or (rank1_share != 8 and split_cluster != 2):
+            raise ValueError(f"rank1_share must be 1..8 sixteenths of K, and not 8 only with split_cluster = 2; got "
+                             f"{rank1_share} with split_cluster = {split_cluster}")
+        self.rank1_share = rank1_share
         self.schedule = PersistentTileSchedule((config.cluster_m, config.cluster_n), *raster, k_ranks=split_cluster)
         self.use_pdl = use_pdl
         self.l2_warmup = l2_warmup if use_pdl else 0
@@ -727,9 +733,21 @@ class Sm90GemmKernel:
     @cute.jit
     def slice_range(self, s_idx, n_slices, k_tiles):
         """(first K-tile, number of K-tiles) of K slice ``s_idx`` of ``n_slices`` (``split_unit``); all of K for an
-        unsplit walk, whose slice values are the constants (0, 1)."""
+        unsplit walk, whose slice values are the constants (0, 1). With ``rank1_share`` < 8 (two-CTA cluster split-K)
+        rank 1 takes the last ``rank1_share`` / 16 of the K-tiles and rank 0 the rest.
+
+        Why uneven: rank 0 waits for rank 1's partial before its epilogue. When the stream is memory-bound (int8),
+        rank 1 finishing early costs nothing - the SMs still streaming get its share of the bandwidth - and its
+        partial is in rank 0's shared memory by the time rank 0's mainloop ends (session 29: int8 4096^2 at 1-64
+        tokens 0.93-0.97x the time with 6/16). Where the consumers bound the mainloop (FP8's promotion, the
+        weight-only decode) rank 0's extra K-tiles cost their full time: those keep halves."""
         k_begin, k_count = 0, k_tiles
-        if cutlass.const_expr(not isinstance(n_slices, int)):
+        if cutlass.const_expr(self.rank1_share != 8):
+            # rank 0's K-tiles; each rank keeps at least one (split plans have >= 2 K-tiles)
+            first = cutlass.min(k_tiles - k_tiles * self.rank1_share // 16, k_tiles - 1)
+            k_begin = s_idx * first
+            k_count = first + s_idx * (k_tiles - 2 * first)
+        elif cutlass.const_expr(not isinstance(n_slices, int)):
             k_begin = s_idx * k_tiles // n_slices
             k_count = (s_idx + 1) * k_tiles // n_slices - k_begin
         return k_begin, k_count
