@@ -111,8 +111,8 @@ class Sm90GemmKernel:
             raise ValueError(f"split_cluster = {split_cluster} needs a 1x1 cluster config; got {config.describe()}")
         self.split_cluster = split_cluster
         if not 1 <= rank1_share <= 8 or (rank1_share != 8 and split_cluster != 2):
-            raise ValueError(f"rank1_share must be 1..8 sixteenths of K, and not 8 only with split_cluster = 2; got "
-                             f"{rank1_share} with split_cluster = {split_cluster}")
+            raise ValueError(f"rank1_share must be 1..8 (sixteenths of K), and other than 8 only with split_cluster = 2;"
+                             f" got {rank1_share} with split_cluster = {split_cluster}")
         self.rank1_share = rank1_share
         self.schedule = PersistentTileSchedule((config.cluster_m, config.cluster_n), *raster, k_ranks=split_cluster)
         self.use_pdl = use_pdl
@@ -739,7 +739,7 @@ class Sm90GemmKernel:
         Why uneven: rank 0 waits for rank 1's partial before its epilogue. When the stream is memory-bound (int8),
         rank 1 finishing early costs nothing - the SMs still streaming get its share of the bandwidth - and its
         partial is in rank 0's shared memory by the time rank 0's mainloop ends (session 29: int8 4096^2 at 1-64
-        tokens 0.93-0.97x the time with 6/16). Where the consumers bound the mainloop (FP8's promotion, the
+        tokens 0.93-0.99x the time with 6/16). Where the consumers bound the mainloop (FP8's promotion, the
         weight-only decode) rank 0's extra K-tiles cost their full time: those keep halves."""
         k_begin, k_count = 0, k_tiles
         if cutlass.const_expr(self.rank1_share != 8):
