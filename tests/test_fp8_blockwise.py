@@ -100,6 +100,24 @@ def test_mid_m_long_k_rows(n, k, rows):
     assert select_config(129, n, k).tile_m == 128
 
 
+def test_mid_m_rows_run_as_2x1_clusters(monkeypatch):
+    """65-128 tokens on narrow layers: the two 64-row token tiles run as one 2x1 cluster that multicasts the weight
+    tile (``MID_M_CLUSTER``, session 30); one token tile (<= 64 tokens) and the wide layers keep 1x1; the switch turns
+    it off."""
+    import cute_kernels.ops.fp8_blockwise_scaled_mm as op
+
+    for n, k in ((7168, 2048), (2112, 7168), (4096, 7168), (7168, 16384), (576, 7168)):
+        for m in (65, 96, 128):
+            cfg = op.select_config(m, n, k)
+            assert (cfg.tile_m, cfg.tile_n, cfg.cluster_m, cfg.cluster_n, cfg.swap_ab) == (64, 128, 2, 1, False)
+            assert cfg in op.shipped_configs() and replace(cfg, split_k=1) in op.shipped_configs()
+        assert op.select_config(64, n, k).cluster_m == 1
+        assert op.select_config(129, n, k).cluster_m == 1
+    assert op.select_config(128, 24576, 1536).cluster_m == 1  # 192 weight tiles: not a narrow layer
+    monkeypatch.setattr(op, "MID_M_CLUSTER", False)
+    assert op.select_config(96, 7168, 2048).cluster_m == 1
+
+
 def test_swapped_rows_pick_the_weight_tile_height_by_waves():
     # N = 14336: 112 tiles of 128 weight rows fill one wave, 224 of 64 two half-as-long ones - a tie, which goes to
     # the taller tile; N = 7168: 56 tiles of 128 rows leave 76 SMs idle unless K is split, 64 rows (112 tiles) fewer.
@@ -164,9 +182,11 @@ def test_large_m_widths_with_a_staged_a_scale(m, n, k, staged, unstaged):
     (3, torch.bfloat16, (1, 128, 128), TileConfig(tile_m=128, tile_n=16, swap_ab=True, cluster_m=1)),
     (2, torch.float16, (128, 128, 128), TileConfig(tile_m=64, tile_n=32, swap_ab=True, cluster_m=1)),
     (2, torch.bfloat16, (1, 128, 128), TileConfig(tile_m=64, tile_n=48, swap_ab=True, cluster_m=1, split_k=8)),
+    (2, torch.bfloat16, (1, 128, 128), TileConfig(tile_m=64, tile_n=128, cluster_m=2, split_k=8)),
 ], ids=["groupwise-bf16-128x128c2", "blockwise-fp16-batched-64x128-split", "blockwise-bf16-128x128-split",
         "groupwise-bf16-128x192c2", "blockwise-fp16-64x160-split", "groupwise-bf16-swap-64x64-split",
-        "groupwise-bf16-batched-swap-128x16", "blockwise-fp16-swap-64x32", "groupwise-bf16-swap-64x48-split"])
+        "groupwise-bf16-batched-swap-128x16", "blockwise-fp16-swap-64x32", "groupwise-bf16-swap-64x48-split",
+        "groupwise-bf16-64x128c2-split"])
 def test_sm90_compiles_to_qgmma_without_spills(rank, out_dtype, gran, cfg, tmp_path):
     from cute_kernels.sass import summarize_cubin
 

@@ -78,11 +78,31 @@ def test_mid_m_long_k_64_row_tiles_through_the_dispatch(m):
     from cute_kernels.ops.fp8_blockwise_scaled_mm import select_config, sfa_tma_eligible
 
     n, k = 2048, 8448 + 128
-    assert select_config(m, n, k).tile_m == 64
+    cfg = select_config(m, n, k)
+    assert (cfg.tile_m, cfg.cluster_m) == (64, 2)  # the two token tiles in one cluster (session 30)
     a, b, a_s, b_s = _operands(m, n, k, GROUPWISE, mn_major=False, seed=m)
     a_s, b_s = to_tma_aligned_mn_major(a_s), to_mn_major(b_s)
     assert sfa_tma_eligible(a_s, GROUPWISE)
     out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    fp8_blockwise_scaled_mm(a, b, a_s, b_s, out=out)
+    _check(out, a, b, a_s, b_s, GROUPWISE, torch.bfloat16)
+
+
+@pytest.mark.parametrize("m,n,k,batch", [(65, 712, 2048, 1), (100, 2112, 1536, 1), (128, 576, 7168, 1),
+                                         (97, 264, 640, 2)])
+@pytest.mark.parametrize("staged", [True, False], ids=["tma_sfa", "loaded_sfa"])
+def test_mid_m_cluster_through_the_dispatch(m, n, k, batch, staged):
+    """65-128 tokens on narrow layers through the op's own call path: two 64-row token tiles in a 2x1 cluster sharing
+    the weight tile by multicast (session 30); ragged second token tile, ragged N, a batch, and a_scale both staged
+    by TMA (a 4-row-aligned stride) and loaded by the consumers."""
+    from cute_kernels.ops.fp8_blockwise_scaled_mm import select_config, sfa_tma_eligible
+
+    assert select_config(m, n, k, batch).cluster_m == 2
+    lead = (batch,) if batch > 1 else ()
+    a, b, a_s, b_s = _operands(m, n, k, GROUPWISE, batch=batch if batch > 1 else None, mn_major=False, seed=m + n)
+    a_s, b_s = (to_tma_aligned_mn_major(a_s) if staged else a_s), to_mn_major(b_s)
+    assert sfa_tma_eligible(a_s, GROUPWISE) == staged
+    out = torch.full((*lead, m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
     fp8_blockwise_scaled_mm(a, b, a_s, b_s, out=out)
     _check(out, a, b, a_s, b_s, GROUPWISE, torch.bfloat16)
 

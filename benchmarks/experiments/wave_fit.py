@@ -108,6 +108,27 @@ FP8_CONFIRM = [(m, n, k, {"session22": T(128, 128, split=4)}) for n, k in ((2112
                for m in (129, 192, 256)]
 
 
+# WF_MID_CLUSTER=1 (session 30): at 65-128 tokens every weight tile of int8's swapped row reads the whole token tile
+# from L2 again (at M = 128 on 4096 x 14336: 117 MB of x against 58.7 MB of weights, ~6.4 TB/s of L2 -> SM traffic);
+# a 2-CTA cluster along the weight tiles multicasts it (the kernel's B operand) to both.
+MID_CLUSTER = [(m, n, k, {"swap 64 cl2 split4": T(64, tn, 2, 1, swap=True, split=4),
+                          "swap 128 cl2 split4": T(128, tn, 2, 1, swap=True, split=4)})
+               for n, k in ((4096, 4096), (4096, 14336), (14336, 4096)) for m, tn in ((80, 80), (128, 128))]
+# WF_FP8_MID_CLUSTER=1 (session 30): FP8's 65-128-token row runs two 64-row token tiles, each reading the weight tile;
+# a 2-CTA cluster along the token tiles multicasts the weight (the kernel's B operand).
+FP8_MID_CLUSTER = [(m, n, k, {"64x128 cl2 split8": T(64, 128, 2, 1, split=8),
+                              "64x128 cl2 split4": T(64, 128, 2, 1, split=4)})
+                   for n, k in ((7168, 16384), (24576, 1536), (4096, 7168), (7168, 2048), (2112, 7168))
+                   for m in (96, 128)]
+
+# WF_FP8_MID_CLUSTER_CONFIRM=1 (session 30): the shipped dispatch (2x1 clusters at 65-128 tokens) against the 1x1 row
+# of session 29, on the benchmark's narrow layers and five it does not have.
+FP8_MID_CLUSTER_CONFIRM = [(m, n, k, {"1x1 (session 29)": T(64, 128, split=8)})
+                           for n, k in ((7168, 16384), (4096, 7168), (7168, 2048), (2112, 7168), (576, 7168),
+                                        (1536, 7168), (4096, 14336), (2048, 16384), (4096, 4096))
+                           for m in (65, 96, 128)]
+
+
 def int8_case(m, n, k):
     sets = []
     for _ in range(max(2, int(64e6 // (n * k)) + 1)):
@@ -142,7 +163,9 @@ def main():
     # one env switch per recorded sweep (the first set wins); none set: the INT8 / FP8 candidate sweep
     modes = [("WF_CONFIRM", "int8", CONFIRM), ("WF_MID", "int8", MID), ("WF_FP8_MID", "fp8", FP8_MID),
              ("WF_FP8_CONFIRM", "fp8", FP8_CONFIRM), ("WF_INT8_CHECK", "int8", INT8_CHECK),
-             ("WF_INT8_CHECK2", "int8", INT8_CHECK2), ("WF_ODD", "int8", ODD)]
+             ("WF_INT8_CHECK2", "int8", INT8_CHECK2), ("WF_ODD", "int8", ODD),
+             ("WF_MID_CLUSTER", "int8", MID_CLUSTER), ("WF_FP8_MID_CLUSTER", "fp8", FP8_MID_CLUSTER),
+             ("WF_FP8_MID_CLUSTER_CONFIRM", "fp8", FP8_MID_CLUSTER_CONFIRM)]
     makers = {"int8": int8_case, "fp8": fp8_case}
     chosen = next(((op, problems) for env, op, problems in modes if os.environ.get(env) == "1"), None)
     if chosen is not None:

@@ -97,6 +97,13 @@ MID_M_64_ROWS = (128, 8192)  # (max tokens, max K)
 # tile lost 4-8% on 8192 x 28672 and 7168 x 18432, so it is not taken there. Session 6 (H200, older code) had found
 # the opposite at 7168 x 16384, M = 96 (42.7 vs 51.7 us); not re-measured on an H200.
 MID_M_64_ROWS_LONG_K = True
+# Those two 64-row token tiles run as one 2x1 cluster: each weight tile (the kernel's B) is read from L2 once and
+# multicast to both CTAs instead of once per token tile. Measured on an H100 (session 30, benchmarks/experiments/
+# wave_fit.py WF_FP8_MID_CLUSTER, CUDA-graph medians of 3 interleaved rounds, float64-checked): M = 96 / 128 on
+# 7168 x 16384 0.95 / 0.97x the time, 4096 x 7168 0.95 / 0.94x, 7168 x 2048 0.96 / 0.95x, 2112 x 7168 0.96 / 0.96x.
+# (The int8 analogue - a 2-CTA cluster along the swapped weight tiles multicasting the tokens - gained nothing:
+# 1.00-1.02x.) At <= 64 tokens there is one token tile, so the row stays 1x1 there.
+MID_M_CLUSTER = True
 
 # Tile widths the host chooses among, with their measured cost per output column relative to 128 (H200,
 # 2026-11-22, benchmarks/experiments/fp8_tile_n.py: 21 shapes, each width's time / its wave count). tile_n is at
@@ -170,6 +177,11 @@ def _work_tiles(cfg: TileConfig, m: int, n: int, k: int, batch: int, sm_count: i
     return tiles * best_split(tiles, cfg.tile_m, cfg.split_k, -(-k // 128), cfg.slots(sm_count))
 
 
+def _mid_m_rows() -> TileConfig:
+    """The 64-row tile of 65-128 tokens (``MID_M_64_ROWS``): its two token tiles in a 2x1 cluster (``MID_M_CLUSTER``)."""
+    return replace(_UNSWAPPED_SMALL_M, cluster_m=2) if MID_M_CLUSTER else _UNSWAPPED_SMALL_M
+
+
 def select_config(m: int, n: int, k: int, batch: int = 1, sm_count: int = 132,
                   a_scale_staged: bool = True) -> TileConfig:
     """The table's row for M, at the tile size that the wave model (``configs.split_cost``: persistent waves x work
@@ -183,7 +195,7 @@ def select_config(m: int, n: int, k: int, batch: int = 1, sm_count: int = 132,
     base = next(cfg for max_m, cfg in SM90_FP8_BLOCKWISE_TABLE if m <= max_m)
     narrow_mid_m = (not base.swap_ab and m <= MID_M_64_ROWS[0] and -(-n // 128) * batch <= sm_count // 2)
     if narrow_mid_m and k <= MID_M_64_ROWS[1]:
-        return _UNSWAPPED_SMALL_M
+        return _mid_m_rows()
     unswapped = base if not base.swap_ab else _UNSWAPPED_SMALL_M
     widths = [replace(unswapped, tile_n=w) for w in _row_widths(unswapped, m, k)]
     large_m_staged = a_scale_staged and base is SM90_FP8_BLOCKWISE_TABLE[-1][1]
@@ -194,7 +206,7 @@ def select_config(m: int, n: int, k: int, batch: int = 1, sm_count: int = 132,
     if narrow_mid_m and MID_M_64_ROWS_LONG_K and a_scale_staged:
         rows64 = _work_tiles(_UNSWAPPED_SMALL_M, m, n, k, batch, sm_count)
         if _work_tiles(unswapped, m, n, k, batch, sm_count) <= rows64 <= _UNSWAPPED_SMALL_M.slots(sm_count):
-            return _UNSWAPPED_SMALL_M
+            return _mid_m_rows()
     if base.swap_ab and _swap_allowed(m, k):
         swapped = size_swapped_tile(base, m, n, k, batch, sm_count)
         if _wave_cost(swapped, m, n, k, batch, sm_count) < cost:
@@ -208,6 +220,7 @@ def shipped_configs() -> list[TileConfig]:
     rows = [cfg for _, cfg in SM90_FP8_BLOCKWISE_TABLE] + [_UNSWAPPED_SMALL_M]
     sized = [c for cfg in rows for c in ([replace(cfg, tile_m=h) for h in SWAP_TILE_M] if cfg.swap_ab
                                          else [replace(cfg, tile_n=w) for w in _row_widths(cfg)])]
+    sized.append(_mid_m_rows())  # one width: the mid-M rule does not size it
     return list(dict.fromkeys(c for cfg in sized for c in (cfg, replace(cfg, split_k=1, split_tail=1))))
 
 
