@@ -9,8 +9,9 @@ the last slice reads the others' stripes). The GEMM takes ~1.3x a bare read of i
   shipped   the library's fix-up (session 13: barrier, one acq_rel atomic by one thread, barrier: one MEMBAR)
   nofence   the same stores / atomic / reads with a relaxed atomic and no fence (ordering not guaranteed)
   none      no memory traffic at all: slice 0 runs the epilogue on its own partial (wrong result)
-  late_epi  only with patches/epilogue_early_fetch.patch applied (tried in session 13, not shipped: the epilogue's
-            first operands loaded before the mainloop / fix-up): that patch's switch off, i.e. the shipped order
+  late_epi  only with epilogue_early_fetch.patch (the data archive's dropped/patches/) applied (session 13, not
+            shipped: the epilogue's first operands loaded before the mainloop / fix-up): that patch's switch off,
+            i.e. the shipped order
 Results of the last two are not checked (they need not be right); fences and shipped are checked against float64.
 FP8 blockwise (same base kernel, same fix-up) is timed too at three split rows (M = 1 and 64).
 Run one variant per process (the JIT compiles the patched method; disk cache off):
@@ -74,7 +75,7 @@ def fixup_none(self, acc, split, s_idx, tile_lin, mma_tidx, split_flag):
     return s_idx == 0
 
 
-if VARIANT == "late_epi":  # with patches/epilogue_early_fetch.patch applied: that change switched off
+if VARIANT == "late_epi":  # with epilogue_early_fetch.patch (data archive) applied: that change switched off
     Sm90GemmKernel.prefetch_epilogue = False
 elif VARIANT == "fences":
     Sm90GemmKernel.split_k_fixup = make_fixup(fenced=True)

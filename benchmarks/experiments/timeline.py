@@ -98,7 +98,8 @@ def apply_variant(cfg, split, rows_cols, k_tiles):
 
         from cute_kernels.sm90.gemm import Sm90GemmKernel
         if "dynamic" not in inspect.signature(Sm90GemmKernel.__init__).parameters:
-            raise SystemExit("the dynamic variants need patches/dynamic_walk.patch applied (git apply)")
+            raise SystemExit("the dynamic variants need dynamic_walk.patch applied (the data archive's "
+                             "dropped/patches/; git apply)")
     positions = split[2] if split is not None else -(-rows_cols[0] // cfg.tile_m) * -(-rows_cols[1] // cfg.tile_n)
     slices = min(8, k_tiles, (split[0] if split is not None else 1) * factor)
     if not cfg.splits:

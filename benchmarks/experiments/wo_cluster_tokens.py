@@ -9,7 +9,7 @@ both launched through the path's entry points with the config forced, each check
 the output (and the clustered one on the last token rows, where a phantom tile of an odd tile count sits), then CUDA-graph
 medians of three interleaved rounds over three weight copies, beside torch.matmul. Writes wo_cluster_tokens.json.
 
-    git apply benchmarks/experiments/patches/wo_cluster_tokens.patch   (the kernel on main refuses clusters)
+    git apply wo_cluster_tokens.patch (from the data archive's dropped/patches/)   (the kernel on main refuses clusters)
     python benchmarks/experiments/wo_cluster_tokens.py        (env: WC_LAYERS, WC_MS, WC_FAMS)
 
 Result (H100, data/session21_h100/wo_cluster_tokens.json): correct everywhere, no faster (c2 / ship median 1.012

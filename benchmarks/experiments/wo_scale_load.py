@@ -1,9 +1,10 @@
 """Session 5: group scales kept in their own dtype in the step buffers and converted where used (instead of right
 after the load). Times awq_gemm and quantized_mm int4 with group-128 scales on the decode path (M in {1, 4, 16},
 the benchmark shapes), CUDA-graph medians over weight sets rotated through more than L2, each checked against
-float64 first. Run once per kernel version and compare: the variant is patches/wo_scale_load.patch (against the
-session-5 tree; measured no gain, not shipped), the recorded run was new, old, new back to back on one H200 with
-CUTE_KERNELS_DISK_CACHE=0. Prints one JSON line per case and writes $OUT/wo_scale_load_<tag>.json."""
+float64 first. Run once per kernel version and compare: the variant is wo_scale_load.patch (data archive,
+dropped/patches/; against the session-5 tree; measured no gain, not shipped), the recorded run was new, old,
+new back to back on one H200 with CUTE_KERNELS_DISK_CACHE=0. Prints one JSON line per case and writes
+$OUT/wo_scale_load_<tag>.json."""
 import json
 import os
 import sys
