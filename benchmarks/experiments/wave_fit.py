@@ -128,6 +128,14 @@ FP8_MID_CLUSTER_CONFIRM = [(m, n, k, {"1x1 (session 29)": T(64, 128, split=8)})
                                         (1536, 7168), (4096, 14336), (2048, 16384), (4096, 4096))
                            for m in (65, 96, 128)]
 
+# WF_FP8_SPLIT_ROW_CLUSTER=1 (session 30): 129-256 tokens run 128-row split-K tiles (128 or 64 wide) as 1x1: two
+# token tiles each read the weight tile; the same tiles in a 2x1 cluster multicast it.
+FP8_SPLIT_ROW_CLUSTER = [(m, n, k, {"128x128 cl2 split4": T(128, 128, 2, 1, split=4),
+                                    "128x64 cl2 split4": T(128, 64, 2, 1, split=4)})
+                         for n, k in ((2112, 7168), (4096, 7168), (7168, 2048), (7168, 16384), (24576, 1536),
+                                      (4096, 14336))
+                         for m in (192, 256)]
+
 
 def int8_case(m, n, k):
     sets = []
@@ -165,7 +173,8 @@ def main():
              ("WF_FP8_CONFIRM", "fp8", FP8_CONFIRM), ("WF_INT8_CHECK", "int8", INT8_CHECK),
              ("WF_INT8_CHECK2", "int8", INT8_CHECK2), ("WF_ODD", "int8", ODD),
              ("WF_MID_CLUSTER", "int8", MID_CLUSTER), ("WF_FP8_MID_CLUSTER", "fp8", FP8_MID_CLUSTER),
-             ("WF_FP8_MID_CLUSTER_CONFIRM", "fp8", FP8_MID_CLUSTER_CONFIRM)]
+             ("WF_FP8_MID_CLUSTER_CONFIRM", "fp8", FP8_MID_CLUSTER_CONFIRM),
+             ("WF_FP8_SPLIT_ROW_CLUSTER", "fp8", FP8_SPLIT_ROW_CLUSTER)]
     makers = {"int8": int8_case, "fp8": fp8_case}
     chosen = next(((op, problems) for env, op, problems in modes if os.environ.get(env) == "1"), None)
     if chosen is not None:
