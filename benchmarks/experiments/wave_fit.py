@@ -136,6 +136,13 @@ FP8_SPLIT_ROW_CLUSTER = [(m, n, k, {"128x128 cl2 split4": T(128, 128, 2, 1, spli
                                       (4096, 14336))
                          for m in (192, 256)]
 
+# WF_FP8_LONG_K_LOADED=1 (session 30): 65-128 tokens above K = 8192 with an a_scale the consumers load (plain
+# MN-major, M not a multiple of 4): the dispatch keeps the 128-row tile there (session 24: the 64-row 1x1 tile lost
+# 4-8% on two layers); the 64-row tiles now run as 2x1 clusters.
+FP8_LONG_K_LOADED = [(m, n, k, {"64x128 cl2 split8": T(64, 128, 2, 1, split=8), "64x128 split8": T(64, 128, split=8)})
+                     for n, k in ((7168, 16384), (4096, 14336), (2048, 16384), (8192, 28672), (7168, 18432))
+                     for m in (65, 97, 126)]
+
 
 def int8_case(m, n, k):
     sets = []
@@ -174,7 +181,8 @@ def main():
              ("WF_INT8_CHECK2", "int8", INT8_CHECK2), ("WF_ODD", "int8", ODD),
              ("WF_MID_CLUSTER", "int8", MID_CLUSTER), ("WF_FP8_MID_CLUSTER", "fp8", FP8_MID_CLUSTER),
              ("WF_FP8_MID_CLUSTER_CONFIRM", "fp8", FP8_MID_CLUSTER_CONFIRM),
-             ("WF_FP8_SPLIT_ROW_CLUSTER", "fp8", FP8_SPLIT_ROW_CLUSTER)]
+             ("WF_FP8_SPLIT_ROW_CLUSTER", "fp8", FP8_SPLIT_ROW_CLUSTER),
+             ("WF_FP8_LONG_K_LOADED", "fp8", FP8_LONG_K_LOADED)]
     makers = {"int8": int8_case, "fp8": fp8_case}
     chosen = next(((op, problems) for env, op, problems in modes if os.environ.get(env) == "1"), None)
     if chosen is not None:
