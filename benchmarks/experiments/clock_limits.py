@@ -68,7 +68,8 @@ def rel_err(out, ref):
 
 
 def kernels():
-    """name -> (call, ops per call, peak ops per clock per SM); each checked on a small problem first."""
+    """(name -> (call, dense tensor-core ops per clock per SM of its data type), name -> relative error of the
+    kernels of ours, each checked against float64 on a 512^3 problem)."""
     checks, made = {}, {}
     for name, (lo, hi) in (("int8", (-128, 128)), ("int8 small", (-2, 2))):
         (a, b, sa, sb, bias), out = int8_problem(512, 512, 512, lo, hi)
