@@ -242,8 +242,14 @@ def test_dispatch_rule():
             assert config.select_tile(bits, first - 1, n, 132, dense=True, wgmma=True, k=k, **kw)[0] == "decode"
             assert config.select_tile(bits, first, n, 132, dense=True, wgmma=True, k=k, **kw)[0] == "wgmma"
             assert config.select_tile(bits, first, n, 132, dense=True, wgmma=True, k=k - 64, **kw)[0] == "decode"
-        # without group parameters the layer size does not matter
-        assert config.select_tile(bits, first, n, 132, dense=True, wgmma=True, k=k)[0] == "decode"
+        # without group parameters large layers switch at WGMMA_MIN_M_LARGE (1/2-bit, session 31) or as small ones
+        plain = config.WGMMA_MIN_M_LARGE.get(bits, config.WGMMA_MIN_M[bits])
+        assert plain <= config.WGMMA_MIN_M[bits]
+        assert config.select_tile(bits, plain - 1, n, 132, dense=True, wgmma=True, k=k)[0] == "decode"
+        assert config.select_tile(bits, plain, n, 132, dense=True, wgmma=True, k=k)[0] == "wgmma"
+        assert config.select_tile(bits, plain, n, 132, dense=True, wgmma=True, k=k - 64)[0] == (
+            "wgmma" if plain == config.WGMMA_MIN_M[bits] else "decode")
+    assert set(config.WGMMA_MIN_M_LARGE) == {1, 2}
     # 8-bit: the decode path up to DECODE_MAX_M (no WGMMA_MIN_M entry), then WGMMA like the other widths
     assert config.select_tile(8, 16, 8192, 132, dense=True, wgmma=True, k=8192)[0] == "decode"
     assert config.select_tile(8, 17, 8192, 132, dense=True, wgmma=True, k=8192)[0] == "wgmma"
@@ -479,3 +485,32 @@ def test_stages_fit_the_real_shared_storage():
     stages = int(re.search(r"pipeline stages\s+: (\d+)", out).group(1))
     size = int(re.search(r"shared memory\s+: (\d+) B", out).group(1))
     assert stages == 9 and size <= SM90_SMEM_BYTES, out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt_key,bits,x_dtype,scaled,tile_m,split", [
+    ("int2", 2, torch.bfloat16, False, 128, 1), ("int2", 2, torch.float16, True, 64, 8),
+    ("int1", 1, torch.bfloat16, True, 128, 8), ("int1", 1, torch.float16, False, 64, 1)])
+def test_sync_consumers_compile_to_hmma(fmt_key, bits, x_dtype, scaled, tile_m, split):
+    """1/2-bit weights at <= SYNC_MMA_MAX_M tokens: the consumers run mma.sync (HMMA.16816, x's B fragments by LDSM
+    from the staged x tile) instead of register-sourced HGMMA; no spills, the same epilogue. Not above 8 tokens, and
+    never for 4/8-bit weights or AWQ."""
+    from cute_kernels.sass import compile_with_artifacts, summarize_cubin
+
+    m, n, k = 3, 8192 if tile_m == 128 else 4096, 4096
+    cfg = TileConfig(tile_m=tile_m, tile_n=16, cluster_m=1, cluster_n=1, split_k=split,
+                     ctas_per_sm=2 if tile_m == 64 else 1)
+    assert cfg in wgmma.shipped_configs()
+    options = tuple(o for o in wgmma.launch_variant(bits, cfg, 132, m, n, k)[1] if o[0] != "split_cluster")
+    assert ("sync_mma", 8) in options
+    assert ("sync_mma", 8) not in wgmma.launch_variant(bits, cfg, 132, wgmma.SYNC_MMA_MAX_M + 1, n, k)[1]
+    for other in (4, 8):
+        assert not any(o[0] == "sync_mma" for o in wgmma.launch_variant(other, cfg, 132, m, n, k)[1])
+    compiled = compile_with_artifacts(
+        lambda o: wgmma.build(fmt_key, x_dtype, x_dtype, scaled, 128 if scaled else 64, cfg, extra_options=o,
+                              kernel_options=dict(options)))
+    s = summarize_cubin(compiled.artifacts.CUBIN)
+    suffix = ".BF16" if x_dtype == torch.bfloat16 else ""
+    assert s.mma.get(f"HMMA.16816.F32{suffix}", 0) > 0 and not any(op.startswith("HGMMA") for op in s.mma), dict(s.mma)
+    assert s.instructions.get("LDSM", 0) > 0
+    assert s.local_memory_ops == 0

@@ -250,3 +250,37 @@ def test_large_layers_through_the_default_dispatch(fam, m, group):
     out = poisoned((m, n), torch.bfloat16)
     quantized_mm(x, w, scale, 4, gs, out=out)
     assert _err(out, ref) < TOL[torch.bfloat16]
+
+
+@pytest.mark.parametrize("fam,m,n,k", [("int1", 1, 520, 2176), ("int2", 5, 8192, 8192), ("int2g", 3, 4096, 4096),
+                                       ("int4", 8, 1032, 2112), ("int8", 2, 264, 1088), ("awq", 7, 4096, 14336),
+                                       ("int1g", 4, 8072, 4224), ("awq", 9, 520, 2048)])
+def test_sync_consumers_against_wgmma_consumers(fam, m, n, k):
+    """1/2-bit weights at <= wgmma.SYNC_MMA_MAX_M tokens: the WGMMA path's consumers run mma.sync over the token tile's
+    first 8 columns (``WeightOnlyWgmmaSm90.mainloop_sync``). Split layers (cluster and workspace split-K), the 64-row
+    small-layer tile, ragged N and K stages, group parameters; forced (True) also for 4/8-bit and AWQ, which the rule
+    leaves on WGMMA, and at 9 tokens (two 8-token chunks). Forced on, the rule, forced off: each against float64."""
+    torch.manual_seed(m + n)
+    dtype = torch.float16 if fam == "awq" else torch.bfloat16
+    group = 128 if fam == "awq" or fam.endswith("g") else None
+    bits = 4 if fam == "awq" else int(fam[3])
+    x = torch.randn(m, k, dtype=dtype, device="cuda")
+    if fam == "awq":
+        qweight, qzeros, scales = awq_quantize(torch.randn(k, n, device="cuda") * 0.05, group, dtype)
+        ref = awq_gemm_ref(x.cpu(), qweight.cpu(), scales.cpu(), qzeros.cpu())
+        run = lambda out: awq_gemm(x, qweight, scales, qzeros, out=out, path="wgmma")  # noqa: E731
+    else:
+        w, scale, gs = quantize_weights(torch.randn(n, k, device="cuda"), bits, group)
+        gs = None if gs is None else gs.to(dtype)
+        ref = quantized_mm_ref(x.cpu(), w.cpu(), scale, bits, None if gs is None else gs.float().cpu())
+        run = lambda out: wgmma.quantized_mm_wgmma(x, w, out, scale, bits, gs, group or wgmma.NO_GROUP, 132)  # noqa: E731
+    assert (wgmma.launch_variant(bits, wgmma.select_config(m, n, k), 132, m, n, k)[1].count(("sync_mma", 8)) == 1) == (
+        m <= wgmma.SYNC_MMA_MAX_M and bits <= wgmma.SYNC_MMA_MAX_BITS)
+    for forced in (True, None, False):
+        wgmma.SYNC_MMA = forced
+        try:
+            out = poisoned((m, n), dtype)
+            run(out)
+        finally:
+            wgmma.SYNC_MMA = None
+        assert _err(out, ref) < TOL[dtype], forced

@@ -477,6 +477,7 @@ class Sm90GemmKernel:
         tensors = dict(zip(self.operand_names, epi_tensors))
         tensors["smem"] = sML  # the mainloop's per-stage shared-memory operands (``choose_stage_extra_bytes``)
         tensors["sA"] = sA  # the staged A operand, for mainloops that read it themselves (register-sourced WGMMA)
+        tensors["sB"] = sB  # the staged B operand, for mainloops that read it themselves (mma.sync)
         tensors["timeline"] = timeline
 
         sched = self.schedule

@@ -32,6 +32,11 @@ done. The group parameters of a stage arrive with it (one more TMA box on the st
 shared memory at the K-tile that uses them. Session 16 measured why: read from global memory by the consumers, even
 two or four K-tiles ahead, they cost 3-5 µs of an 8192^2 AWQ GEMM at 1-64 tokens, in either layout. Sessions 15-16
 measured these choices (benchmarks/experiments/wo_wgmma_small.py; docs/weight_only.md).
+With ``sync_mma`` (1/2-bit weights at <= 8 tokens, ``wgmma.launch_variant``) the consumers issue the same K-tiles as
+``mma.sync`` instead (``mainloop_sync``): same decode, same accumulator registers and epilogue, x's fragments by
+``ldmatrix`` from the staged x tile, each stage released as soon as its MMAs have issued (session 31: 0.83-0.97x the
+time; the WGMMA path's stream itself, without any consumer work, measured ~5.6 / 8.0 µs for the 8.4 / 16.8 MB of
+1/2-bit 8192^2).
 """
 
 from __future__ import annotations
@@ -74,7 +79,8 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
 
     def __init__(self, config: TileConfig, epilogue: EpilogueTree, fmt: WeightFormat, group: int, has_scales: bool,
                  sm_count: int = 132, l2_warmup: int | None = None, a_buffers: int | None = None,
-                 k_tiles_per_stage: int | None = None, weight_preload: int = 0, split_cluster: int = 1):
+                 k_tiles_per_stage: int | None = None, weight_preload: int = 0, split_cluster: int = 1,
+                 sync_mma: int = 0):
         """a_buffers: A fragments = K-tiles whose WGMMAs may be in flight (2, 4; None: ``default_a_buffers``).
         k_tiles_per_stage: 64-value K-tiles per pipeline stage (1, 2, 4; None: 2 for 1/2-bit weights and for 4-bit
         16-token tiles, else 1). Where a row block's codes of one stage are wider than TMA's 256-element box limit
@@ -117,6 +123,9 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
         # words of each
         self.groups_per_stage = max(1, K_TILE * self.kps // group) if self.groups_per_tile else 0
         self.words_per_group = fmt.context_word_count(has_scales) if self.groups_per_tile else 0
+        if sync_mma and (sync_mma % 8 or sync_mma > config.tile_n):
+            raise ValueError(f"sync_mma = {sync_mma}: must be a multiple of 8 up to tile_n = {config.tile_n}")
+        self.sync_mma = sync_mma  # > 0: mma.sync over the first sync_mma tokens of a tile instead of WGMMA
 
     @staticmethod
     def default_a_buffers(config: TileConfig) -> int:
@@ -192,6 +201,8 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
     def mainloop(self, tiled_mma: cute.TiledMma, ab_pipe, tCrA: cute.Tensor, tCrB: cute.Tensor, acc: cute.Tensor,
                  read, release, k_begin, k_tiles, tile, origin, tCcD: cute.Tensor, tensors: dict):
         ct = F16 if cutlass.const_expr(self.b_dtype == cutlass.Float16) else BF16
+        if cutlass.const_expr(self.sync_mma > 0):
+            return self.mainloop_sync(ab_pipe, tCrA, acc, read, release, k_tiles, origin, tCcD, tensors, ct)
         tidx, _, _ = cute.arch.thread_idx()
         wg = tidx // self.threads_per_wg - 1
         kps, nf = self.kps, self.a_buffers
@@ -259,6 +270,61 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
                 ab_pipe.consumer_release(release)
                 release.advance()
         if cutlass.const_expr(j == kps - 1):
+            read.advance()
+        return read, release
+
+    # ------------------------------------------------------------------ mainloop on mma.sync (few tokens)
+    @cute.jit
+    def mainloop_sync(self, ab_pipe, tCrA: cute.Tensor, acc: cute.Tensor, read, release, k_tiles, origin,
+                      tCcD: cute.Tensor, tensors: dict, ct):
+        """The same K-tiles with ``mma.sync.m16n8k16`` instead of WGMMA, over the tile's first ``sync_mma`` tokens.
+
+        A warp's slice of WGMMA's register A fragment (16 rows x 16 K per k-block) is exactly mma.sync's A fragment,
+        and its slice of the 64 x N accumulator is mma.sync's C fragments of N / 8 token chunks in the same register
+        order, so the decode and the epilogue are unchanged. x's B fragments come from the staged x tile with
+        ``ldmatrix`` (the tile is K-major, 128-byte swizzled: row n of a 64-value K-tile is 128 bytes whose 16-byte
+        chunk c sits at chunk c ^ (n % 8)). mma.sync reads its registers when it issues, so a stage is released right
+        after the MMAs of its last K-tile, with no asynchronous group to wait for."""
+        tidx, _, _ = cute.arch.thread_idx()
+        wg = tidx // self.threads_per_wg - 1
+        lane = tidx % 32
+        kps = self.kps
+        tile_n = self.config.tile_n
+        a_base = (Int32(tensors["sA"].iterator.toint()) + wg * kps * self.tile_bytes
+                  + (tidx % self.threads_per_wg) * (4 * self.words))
+        stage_bytes = self.a_stage_bytes()
+        # ldmatrix row addresses: lane 8j + r reads row (token) r of matrix j = K columns 8j..8j+7 of a k-block pair
+        r, jm = lane % 8, lane // 8
+        b_row = Int32(tensors["sB"].iterator.toint()) + r * 128
+        b_off = [((4 * hh + jm) ^ r) * 16 for hh in range(2)]
+        b_tile_bytes = tile_n * K_TILE * 2  # one K-tile of x: tile_n rows of 128 bytes (8-row atoms 1 KB apart)
+        b_stage_bytes = b_tile_bytes * kps
+        rows = [tCcD[((0, j, 0), 0, 0)][0] - origin[0] for j in range(2)]
+        s_params = self.param_stages(tensors["smem"]) if cutlass.const_expr(self.groups_per_tile > 0) else None
+        chunks = self.sync_mma // 8
+        read.reset_count()
+        release.reset_count()
+        acc.fill(0)
+        for q in range(k_tiles):
+            ab_pipe.consumer_wait(read)
+            for j in cutlass.range_constexpr(kps):
+                addr = a_base + read.index * stage_bytes + j * self.tile_bytes
+                words = []
+                for c in cutlass.range_constexpr(0, self.words, 4):
+                    words += ptx.ld_shared_words(addr + 4 * c, min(4, self.words - c))
+                self.decode(words, tCrA, ct, self.decode_contexts(ct, s_params, rows, j, read.index))
+                regs = cute.recast_tensor(tCrA, Uint32)
+                xb = b_row + read.index * b_stage_bytes + j * b_tile_bytes
+                for c in cutlass.range_constexpr(chunks):
+                    xr = [ptx.ldmatrix_x4(xb + c * 1024 + b_off[hh]) for hh in range(2)]
+                    for kb in cutlass.range_constexpr(4):
+                        a = [regs[4 * kb + p] for p in range(4)]
+                        b = [xr[kb // 2][2 * (kb % 2)], xr[kb // 2][2 * (kb % 2) + 1]]
+                        d = ptx.mma_m16n8k16(ct.name, a, b, [acc[4 * c + e] for e in range(4)])
+                        for e in cutlass.range_constexpr(4):
+                            acc[4 * c + e] = d[e]
+            ab_pipe.consumer_release(release)
+            release.advance()
             read.advance()
         return read, release
 

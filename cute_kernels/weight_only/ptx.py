@@ -214,6 +214,16 @@ def ld_shared_v4(smem_addr, offset: int = 0, loc=None, ip=None) -> list:
 
 
 @dsl_user_op
+def ldmatrix_x4(smem_addr, loc=None, ip=None) -> list:
+    """``ldmatrix.sync.aligned.m8n8.x4.shared.b16``: lanes 8j..8j+7 give the row addresses of 8 x 8 matrix j; lane
+    (g = lane / 4, t = lane % 4) receives row g, elements 2t..2t+1 of each matrix. Volatile, like ``ld_shared_v4``."""
+    res = llvm.inline_asm(_struct(4, T.i32()), [Int32(smem_addr).ir_value(loc=loc, ip=ip)],
+                          "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {$0,$1,$2,$3}, [$4];", "=r,=r,=r,=r,r",
+                          has_side_effects=True, is_align_stack=False)
+    return [Uint32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(4)]
+
+
+@dsl_user_op
 def ld_shared_words(smem_addr, n: int, loc=None, ip=None) -> list:
     """``n`` (1, 2 or 4) consecutive 32-bit words from shared memory in one load (4n bytes, 4n-byte aligned);
     volatile, like ``ld_shared_v4``, so it stays behind the pipeline-stage wait that makes the words valid."""

@@ -216,6 +216,17 @@ def large_m_config(m: int, n: int, k: int, sm_count: int) -> TileConfig:
 WEIGHT_PRELOAD_STAGES = None
 PRELOAD_LOW_BIT_STAGES = 2
 PRELOAD_4BIT_STAGES = 4  # 4-bit weights on split 16-token tiles, with the L2 warm-up off (session 28)
+# Consumers on mma.sync instead of WGMMA (``WeightOnlyWgmmaSm90.mainloop_sync``) for 1/2-bit weights at up to
+# SYNC_MMA_MAX_M tokens, which then compute only the token tile's first 8 columns. Session 31 (H100,
+# benchmarks/experiments/wo_sync_mma.py, int1 / int2 / int4 with and without g128 scales and AWQ at 1-16 tokens on the
+# four layers of the issues; docs/weight_only.md): at 1-8 tokens 0.83-0.97x the WGMMA consumers' time for 1/2-bit
+# weights on every layer (int2g 8192^2 at one token 13.8 -> 11.6 us). 4-bit weights and AWQ gained 1-7% on three
+# layers and lost up to 3% on 4096 x 14336, and AWQ's 64-row tile spills a register in its 24-register producer with
+# them, so they keep WGMMA; at 16 tokens (two 8-token chunks) the 1/2-bit results were mixed (0.92-1.06x).
+# SYNC_MMA: None = this rule, True / False force it (experiments).
+SYNC_MMA = None
+SYNC_MMA_MAX_M = 8
+SYNC_MMA_MAX_BITS = 2
 
 
 def stage_options(bits: int, cfg: TileConfig, n: int, k: int) -> tuple:
@@ -319,12 +330,15 @@ def compile_wgmma(fmt_key: str, x_dtype, out_dtype, scaled: bool, group: int, cf
 
 def launch_variant(bits: int, cfg: TileConfig, sm_count: int, m: int, n: int, k: int):
     """(config to compile, kernel options, split plan or None) of one problem: ``stage_options`` (and the preload
-    override), the K split of ``cfg.split_k`` slices over every tile, or - ``ops.split_k.cluster_split`` - the unsplit
+    override), mma.sync consumers for 1/2-bit weights up to ``SYNC_MMA_MAX_M`` tokens, the K split of ``cfg.split_k`` slices over every tile, or - ``ops.split_k.cluster_split`` - the unsplit
     config with the slices reduced inside clusters (``split_cluster`` option, no scratch)."""
     options = stage_options(bits, cfg, n, k)
     if WEIGHT_PRELOAD_STAGES is not None:
         options = tuple(sorted([o for o in options if o[0] != "weight_preload"]
                                + ([("weight_preload", WEIGHT_PRELOAD_STAGES)] if WEIGHT_PRELOAD_STAGES else [])))
+    if SYNC_MMA or (SYNC_MMA is None and m <= SYNC_MMA_MAX_M and bits <= SYNC_MMA_MAX_BITS):
+        tokens = cfg.tile_n if m > cfg.tile_n else -(-m // 8) * 8  # one tile of m tokens: only its first m count
+        options = tuple(sorted(options + (("sync_mma", tokens),)))
     split = None
     if cfg.split_k > 1:
         tiles = -(-n // cfg.tile_m) * -(-m // cfg.tile_n)
