@@ -60,13 +60,13 @@ PAIR_TILE_MS = (64,)  # tile heights that use k_pair (see __init__)
 # freely), "complete" (the turn passes when a warpgroup's WGMMAs have completed) or "issue" (it passes as soon as they
 # are issued: the other warpgroup's WGMMAs queue behind them, so the first one promotes while they run).
 # "complete" measured 6-19% slower than issuing freely at every M >= 1024 and -5% to +6% on the 128-row split rows
-# (H200, session 5, benchmarks/experiments/fp8_alternate.py; 8192^3 1037 -> 1178 us, ncu tensor pipe 69% -> 60%):
+# (H200, session 5, fp8_alternate.py in the data archive's dropped/; 8192^3 1037 -> 1178 us, ncu tensor pipe 69% -> 60%):
 # the hand-over (WGMMA drain, barrier, issue, pipe fill) costs more than the overlap gains.
 ALTERNATE_WARPGROUPS = False
 # Where staging a_scale would cost an A/B stage: give the epilogue this many buffers (instead of 4) to keep the stage
 # count, or 0 to load a_scale from global memory instead (``choose_stage_extra_bytes``). 0: 128x128 tiles staged with
 # 3 epilogue buffers measured -6% to +1.5% against the consumer loads (H200, session 5, ABBA order,
-# benchmarks/experiments/fp8_sfa_epi.py).
+# fp8_sfa_epi.py in the data archive's dropped/).
 SFA_TMA_EPI_STAGES = 0
 
 

@@ -34,7 +34,7 @@ two or four K-tiles ahead, they cost 3-5 µs of an 8192^2 AWQ GEMM at 1-64 token
 measured these choices (benchmarks/experiments/wo_wgmma_small.py; docs/weight_only.md).
 With ``sync_mma`` (1/2-bit weights at <= 8 tokens, ``wgmma.launch_variant``) the consumers issue the same K-tiles as
 ``mma.sync`` instead (``mainloop_sync``): same decode, same accumulator registers and epilogue, x's fragments by
-``ldmatrix`` from the staged x tile, each stage released as soon as its MMAs have issued (session 31: 0.83-0.97x the
+``ldmatrix`` from the staged x tile, each stage released as soon as its MMAs have issued (session 31: 0.83-0.98x the
 time; the WGMMA path's stream itself, without any consumer work, measured ~5.6 / 8.0 µs for the 8.4 / 16.8 MB of
 1/2-bit 8192^2).
 """

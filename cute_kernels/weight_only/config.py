@@ -50,7 +50,7 @@ class DecodePlan:
     token_major: bool = False  # M > 8: one token tile per CTA, token tiles adjacent in the grid (TileShape)
     min_ctas_per_sm: float = 1.5  # nt is halved while the grid has fewer CTAs than this per SM (0: never)
     # register pipeline: the buffers swap roles instead of the next step's being copied (TileShape). Measured on the
-    # H200 (session 5, benchmarks/experiments/wo_swap.py): 5-29% slower for the x_ahead plans (AWQ M = 1: 5.3 -> 7.2
+    # H200 (session 5, wo_swap.py, in the data archive's dropped/): 5-29% slower for the x_ahead plans (AWQ M = 1: 5.3 -> 7.2
     # us at 4096^2; int4 M = 16: 18.1 -> 24.1 us at 8192^2), -9% to +16% for the others; only 2-bit at M <= 8 gains
     # consistently (two runs, the second in ABBA order: +3-9% on 5 of 6 points, -2% on one), so only its plan has it.
     swap_registers: bool = False

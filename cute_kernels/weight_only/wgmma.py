@@ -219,10 +219,10 @@ PRELOAD_4BIT_STAGES = 4  # 4-bit weights on split 16-token tiles, with the L2 wa
 # Consumers on mma.sync instead of WGMMA (``WeightOnlyWgmmaSm90.mainloop_sync``) for 1/2-bit weights at up to
 # SYNC_MMA_MAX_M tokens, which then compute only the token tile's first 8 columns. Session 31 (H100,
 # benchmarks/experiments/wo_sync_mma.py, int1 / int2 / int4 with and without g128 scales and AWQ at 1-16 tokens on the
-# four layers of the issues; docs/weight_only.md): at 1-8 tokens 0.83-0.97x the WGMMA consumers' time for 1/2-bit
-# weights on every layer (int2g 8192^2 at one token 13.8 -> 11.6 us). 4-bit weights and AWQ gained 1-7% on three
-# layers and lost up to 3% on 4096 x 14336, and AWQ's 64-row tile spills a register in its 24-register producer with
-# them, so they keep WGMMA; at 16 tokens (two 8-token chunks) the 1/2-bit results were mixed (0.92-1.06x).
+# four layers of the issues; docs/weight_only.md): at 1-8 tokens 0.83-0.98x the WGMMA consumers' time for 1/2-bit
+# weights on every layer (int2g 8192^2 at one token 13.8 -> 11.6 us). 4-bit weights and AWQ ran 0.94-1.03x (no
+# consistent gain), and AWQ's 64-row tile spills a register in its 24-register producer with them, so they keep
+# WGMMA; at 16 tokens (two 8-token chunks) the 1/2-bit results were mixed (0.92-1.07x).
 # SYNC_MMA: None = this rule, True / False force it (experiments).
 SYNC_MMA = None
 SYNC_MMA_MAX_M = 8
