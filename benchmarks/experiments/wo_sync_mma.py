@@ -18,10 +18,9 @@ import statistics
 import torch
 
 from cute_kernels.bench import graph_time_us
-from cute_kernels.formats.awq import awq_quantize
-from cute_kernels.formats.bitpack import quantize_weights
 from cute_kernels.reference import awq_gemm_ref, quantized_mm_ref
 from cute_kernels.weight_only import awq_gemm, quantized_mm, wgmma
+from wo_crossover import family, make  # the same families and weights as the crossover runs
 
 OUT = os.environ.get("OUT", ".")
 LAYERS = tuple(tuple(int(v) for v in s.split("x")) for s in
@@ -31,22 +30,6 @@ FAMILIES = tuple(os.environ.get("WO_FAMS", "int1,int2,int4,awq").split(","))
 VARIANTS = tuple(os.environ.get("WO_VARIANTS", "decode,wgmma,sync").split(","))
 ROUNDS = int(os.environ.get("WO_ROUNDS", "3"))
 L2_MARGIN = 150 << 20
-
-
-def family(fam):
-    dtype = torch.float16 if fam == "awq" else torch.bfloat16
-    group = 128 if fam == "awq" or fam.endswith("g") else None  # int2g etc.: bf16 group scales g128
-    bits = 4 if fam == "awq" else int(fam[3])
-    return dtype, group, bits
-
-
-def make(fam, n, k):
-    dtype, group, bits = family(fam)
-    if fam == "awq":
-        q, z, s = awq_quantize(torch.randn(k, n, device="cuda") * 0.05, group, dtype)
-        return q, s, z
-    w, s, gs = quantize_weights(torch.randn(n, k, device="cuda"), bits, group)
-    return w, s, None if gs is None else gs.to(dtype)
 
 
 def call(fam, x, wt, out, variant):
