@@ -159,7 +159,7 @@ WGMMA_MIN_M = {1: 8, 2: 8, 4: 12}  # bits -> fewest tokens on the WGMMA path (fo
 # scales (AWQ: fp16), decode / wgmma µs: 1-bit at 4 tokens faster on 4 of 4 layers (8192^2 14.9 / 14.0); 2-bit at
 # 8 on 4 of 4 (8192^2 18.7 / 16.4; at 4: 2 of 4); 4-bit at 12 on 2 of 4, one even, 8192^2 2% slower (4096 x 14336
 # 22.4 / 17.8; 8192^2 20.1 / 20.5); AWQ at 12 on 4 of 4 (4096 x 14336 24.3 / 20.3; at 8: 1 of 4).
-WGMMA_MIN_M_GROUPED = {1: 4, 2: 4, 4: 12}  # the same with group scales (AWQ: its 4-bit entry; 2-bit: session 31)
+WGMMA_MIN_M_GROUPED = {1: 4, 2: 8, 4: 12}  # the same with group scales (AWQ: its 4-bit entry)
 # Session 17 (same script and machine): with two 4-bit K-tiles per stage on 16-token tiles, grouped 4-bit weights and
 # AWQ at 8 tokens are faster on the WGMMA path on the three layers of >= 58.7M weights (AWQ 14336 x 4096 18.7 /
 # 15.9 us, 4096 x 14336 17.3 / 16.7, 8192^2 20.0 / 18.4; int4 g128 16.7 / 15.7, 18.5 / 16.0, 18.8 / 17.6) and slower
@@ -176,10 +176,13 @@ WGMMA_MIN_M_GROUPED_LARGE = {1: 1, 2: 1, 4: 8}
 # Session 31 (H100, benchmarks/experiments/wo_sync_mma.py; docs/weight_only.md): with mma.sync consumers at <= 8
 # tokens (wgmma.SYNC_MMA_MAX_M) the WGMMA path overtakes the decode path earlier. Unscaled 1/2-bit weights on the three
 # large layers at 4 tokens, decode / WGMMA us: int1 14336 x 4096 10.9 / 8.7, 4096 x 14336 12.2 / 9.8, 8192^2 9.7 /
-# 9.1; int2 12.9 / 10.5, 13.7 / 11.3, 11.4 / 10.9 (at one token the decode path still wins on two of the three:
-# 8192^2 int2 10.2 / 10.9). Grouped 2-bit weights on 4096^2 (the one small layer measured) at 4 tokens: 6.6 / 6.2.
-# Unscaled 4-bit weights and AWQ keep their entries (the decode path wins at 1-4 tokens on three of four layers).
-WGMMA_MIN_M_LARGE = {1: 4, 2: 4}
+# 9.1; int2 12.9 / 10.5, 13.7 / 11.3, 11.4 / 10.9. With two accumulator chains in those consumers 1-bit weights win
+# from one token on two of the three (session 30's dispatch -> this one, wo_sync_dispatch.py, at M = 1: 14336 x 4096
+# 11.0 -> 8.4 us, 8192^2 8.7 -> 8.4, 4096 x 14336 8.8 -> 9.2), 2-bit ones not (8192^2 decode 10.1 / WGMMA 10.4).
+# Grouped 2-bit weights on 4096^2 at 4 tokens were faster on the forced WGMMA path (6.6 / 6.2 us) but not through the
+# dispatch (6.9 -> 7.0-7.1 in two runs), so they keep WGMMA_MIN_M_GROUPED. Unscaled 4-bit weights and AWQ keep their
+# entries (the decode path wins at 1-4 tokens on three of four layers).
+WGMMA_MIN_M_LARGE = {1: 1, 2: 4}
 
 
 def wgmma_min_m(bits: int, scaled: bool = False, awq: bool = False, weights: int | None = None) -> int:

@@ -10,8 +10,8 @@ Paths (``config.py``): M <= 16 runs the memory-bound decode tiles, larger M the 
 template; both decode in registers and accumulate in fp32 on mma.sync. On SM90 with fp16/bf16 x, 1/2/4/8-bit weights
 from 17 tokens up to ``config.WGMMA_MAX_M`` (4096) run the WGMMA path instead (``wgmma.py``: the weight re-ordered
 once into a cached blob, decoded in registers into WGMMA's A operand) - from fewer tokens where it measured faster
-(``config.WGMMA_MIN_M``: 8 at 1/2 bits, 12 at 4 bits, 4 at 1/2 bits on layers of >= 32M weights; with group scales
-``WGMMA_MIN_M_GROUPED``: 4 / 4 / 12, on layers of >= 32M weights 1 / 1 / 8). fp16/bf16 x multiply on fp16/bf16 tensor
+(``config.WGMMA_MIN_M``: 8 at 1/2 bits, 12 at 4 bits, on layers of >= 32M weights 1 / 4 at 1 / 2 bits; with group
+scales ``WGMMA_MIN_M_GROUPED``: 4 / 8 / 12, on layers of >= 32M weights 1 / 1 / 8). fp16/bf16 x multiply on fp16/bf16 tensor
 cores; fp32 x is split into two bf16 terms (~16 mantissa bits). Group scales are folded into the decoded weight in
 the compute dtype (one fp16/bf16 rounding per weight, like every fp16 weight-only kernel); the per-tensor scale is
 applied to the fp32 accumulator.
