@@ -157,6 +157,19 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
         plain = cute.make_layout((rows, cols, stages), stride=(cols, 1, rows * cols))
         return cute.make_composed_layout(cute.make_swizzle(0, 4, 3), 0, plain)  # no swizzle: threads read rows
 
+    def make_smem_layouts(self):
+        super().make_smem_layouts()
+        if self.sync_mma:  # the staged x layout ``mainloop_sync``'s ldmatrix addresses assume (byte offsets)
+            n_, kps = self.config.tile_n, self.kps
+            for n, k, s in ((1, 0, 0), (9, 8, 0), (3, K_TILE * (kps - 1) + 17, 1)):
+                expect = (s * n_ * K_TILE * 2 * kps + k // K_TILE * n_ * K_TILE * 2 + n // 8 * 1024 + n % 8 * 128
+                          + k % K_TILE * 2)
+                got = cute.crd2idx((n, k, s), self.sB_layout.outer) * 2
+                if got != expect:
+                    raise ValueError(f"sync_mma: x stage layout {self.sB_layout} is not the one mainloop_sync reads")
+            if str(self.sB_layout.inner) != "S<3,4,3>":
+                raise ValueError(f"sync_mma: x stage swizzle {self.sB_layout.inner} is not the 128-byte one")
+
     def make_fragment_a(self, tiled_mma: cute.TiledMma, thr_mma, sA: cute.Tensor) -> cute.Tensor:
         return tiled_mma.make_fragment_A(thr_mma.partition_shape_A((self.tile_mnk[0], K_TILE)))  # one K-tile
 
@@ -299,6 +312,7 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
         b_off = [((4 * hh + jm) ^ r) * 16 for hh in range(2)]
         b_tile_bytes = tile_n * K_TILE * 2  # one K-tile of x: tile_n rows of 128 bytes (8-row atoms 1 KB apart)
         b_stage_bytes = b_tile_bytes * kps
+        # (``make_smem_layouts`` checks that the staged x tile has this layout)
         rows = [tCcD[((0, j, 0), 0, 0)][0] - origin[0] for j in range(2)]
         s_params = self.param_stages(tensors["smem"]) if cutlass.const_expr(self.groups_per_tile > 0) else None
         chunks = self.sync_mma // 8
