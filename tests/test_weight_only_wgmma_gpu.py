@@ -273,7 +273,8 @@ def test_sync_consumers_against_wgmma_consumers(fam, m, n, k):
         w, scale, gs = quantize_weights(torch.randn(n, k, device="cuda"), bits, group)
         gs = None if gs is None else gs.to(dtype)
         ref = quantized_mm_ref(x.cpu(), w.cpu(), scale, bits, None if gs is None else gs.float().cpu())
-        run = lambda out: wgmma.quantized_mm_wgmma(x, w, out, scale, bits, gs, group or wgmma.NO_GROUP, 132)  # noqa: E731
+        run = lambda out: wgmma.quantized_mm_wgmma(  # noqa: E731
+            x, w, out, scale, bits, gs, group or wgmma.NO_GROUP, 132)
     assert (wgmma.launch_variant(bits, wgmma.select_config(m, n, k), 132, m, n, k)[1].count(("sync_mma", 8)) == 1) == (
         m <= wgmma.SYNC_MMA_MAX_M and bits <= wgmma.SYNC_MMA_MAX_BITS)
     for forced in (True, None, False):

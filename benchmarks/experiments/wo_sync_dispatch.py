@@ -55,7 +55,8 @@ def main():
                 x = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
                 out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
                 w0 = wts[0]
-                ref = quantized_mm_ref(x.cpu(), w0[0].cpu(), w0[1], bits, None if w0[2] is None else w0[2].float().cpu())
+                gs0 = None if w0[2] is None else w0[2].float().cpu()
+                ref = quantized_mm_ref(x.cpu(), w0[0].cpu(), w0[1], bits, gs0)
                 times = {"old": [], "new": []}
                 for _ in range(ROUNDS):
                     for v in ("old", "new"):

@@ -50,9 +50,10 @@ class DecodePlan:
     token_major: bool = False  # M > 8: one token tile per CTA, token tiles adjacent in the grid (TileShape)
     min_ctas_per_sm: float = 1.5  # nt is halved while the grid has fewer CTAs than this per SM (0: never)
     # register pipeline: the buffers swap roles instead of the next step's being copied (TileShape). Measured on the
-    # H200 (session 5, wo_swap.py, in the data archive's dropped/): 5-29% slower for the x_ahead plans (AWQ M = 1: 5.3 -> 7.2
-    # us at 4096^2; int4 M = 16: 18.1 -> 24.1 us at 8192^2), -9% to +16% for the others; only 2-bit at M <= 8 gains
-    # consistently (two runs, the second in ABBA order: +3-9% on 5 of 6 points, -2% on one), so only its plan has it.
+    # H200 (session 5, wo_swap.py, in the data archive's dropped/): 5-29% slower for the x_ahead plans (AWQ M = 1: 5.3
+    # -> 7.2 us at 4096^2; int4 M = 16: 18.1 -> 24.1 us at 8192^2), -9% to +16% for the others; only 2-bit at M <= 8
+    # gains consistently (two runs, the second in ABBA order: +3-9% on 5 of 6 points, -2% on one), so only its plan has
+    # it.
     swap_registers: bool = False
     stages: int = 0  # ring stages (0: ``ring_stages(nt)``)
     # the plan to use instead of halving ``nt`` when this one would launch fewer than min_ctas_per_sm CTAs per SM
@@ -219,16 +220,16 @@ def decode_plan(fmt: int | str, m: int, scaled: bool = False) -> DecodePlan:
     raise ValueError(f"the decode path handles M <= {plans[-1].max_m} tokens; got M = {m}")
 
 
-# Weight bytes a decode grid should keep in flight per SM. A warp's K step of one 16-row tile is 1 KB (32 lanes x 2
-# rows x 16 B); the register pipeline keeps one step ahead, so an SM holds (CTAs per SM) x 8 warps x nt KB. Where the
-# grid leaves that below this (N <= 4096: 256 CTAs of 16 rows, ~16 KB per SM), the M <= 8 plans of the 2/4/8-bit
-# formats take the cp.async ring with two steps ahead (3 stages) instead. Measured on the H200 (session 6,
-# benchmarks/experiments/wo_inflight.py, ABBA order, µs registers -> ring): 4096 x 14336 M = 1 int8 23.79 -> 22.57,
-# int4 14.80 -> 12.14, int2 13.08 -> 10.42; M = 8 int4 17.82 -> 14.76, int2 27.80 -> 21.20; 4096 x 4096 M = 1 int8
-# 7.99 -> 7.31, int4 5.82 -> 5.15, int2 5.70 -> 4.81 (every 2/4/8-bit row at M in {1, 4, 8} gained 5-24%). 1-bit
-# keeps its registers (ring: 8.35 -> 8.35 at M = 1, 5% slower at M = 4 / 8: its steps are long in compute). At
-# N = K = 8192 (~32 KB per SM) the registers stay best (wo_depth.py: int4 11.64 vs 11.74 for a 3-stage ring with nt
-# 2; deeper rings, 4-8 stages, were slower everywhere: 12.5-19.5).
+# Weight bytes a decode grid should keep in flight per SM. A warp's K step of one 16-row tile is 1 KB (32 lanes x 2 rows
+# x 16 B); the register pipeline keeps one step ahead, so an SM holds (CTAs per SM) x 8 warps x nt KB. Where the grid
+# leaves that below this (N <= 4096: 256 CTAs of 16 rows, ~16 KB per SM), the M <= 8 plans of the 2/4/8-bit formats take
+# the cp.async ring with two steps ahead (3 stages) instead. Measured on the H200 (session 6, wo_inflight.py, now in the
+# data archive's session31/moved/, ABBA order, µs registers -> ring): 4096 x 14336 M = 1 int8 23.79 -> 22.57, int4 14.80
+# -> 12.14, int2 13.08 -> 10.42; M = 8 int4 17.82 -> 14.76, int2 27.80 -> 21.20; 4096 x 4096 M = 1 int8 7.99 -> 7.31,
+# int4 5.82 -> 5.15, int2 5.70 -> 4.81 (every 2/4/8-bit row at M in {1, 4, 8} gained 5-24%). 1-bit keeps its registers
+# (ring: 8.35 -> 8.35 at M = 1, 5% slower at M = 4 / 8: its steps are long in compute). At N = K = 8192 (~32 KB per SM)
+# the registers stay best (wo_depth.py: int4 11.64 vs 11.74 for a 3-stage ring with nt 2; deeper rings, 4-8 stages, were
+# slower everywhere: 12.5-19.5).
 DECODE_MIN_INFLIGHT_KB = 24
 
 # Grids of several waves: warps side by side along N. A decode CTA runs 8 warps on the same rows, each taking every
