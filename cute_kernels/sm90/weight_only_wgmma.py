@@ -160,10 +160,9 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
     def make_smem_layouts(self):
         super().make_smem_layouts()
         if self.sync_mma:  # the staged x layout ``mainloop_sync``'s ldmatrix addresses assume (byte offsets)
-            n_, kps = self.config.tile_n, self.kps
-            for n, k, s in ((1, 0, 0), (9, 8, 0), (3, K_TILE * (kps - 1) + 17, 1)):
-                expect = (s * n_ * K_TILE * 2 * kps + k // K_TILE * n_ * K_TILE * 2 + n // 8 * 1024 + n % 8 * 128
-                          + k % K_TILE * 2)
+            tile = self.x_tile_bytes()
+            for n, k, s in ((1, 0, 0), (9, 8, 0), (3, K_TILE * (self.kps - 1) + 17, 1)):
+                expect = s * tile * self.kps + k // K_TILE * tile + n // 8 * 1024 + n % 8 * 128 + k % K_TILE * 2
                 got = cute.crd2idx((n, k, s), self.sB_layout.outer) * 2
                 if got != expect:
                     raise ValueError(f"sync_mma: x stage layout {self.sB_layout} is not the one mainloop_sync reads")
@@ -216,19 +215,12 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
         ct = F16 if cutlass.const_expr(self.b_dtype == cutlass.Float16) else BF16
         if cutlass.const_expr(self.sync_mma > 0):
             return self.mainloop_sync(ab_pipe, tCrA, acc, read, release, k_tiles, origin, tCcD, tensors, ct)
-        tidx, _, _ = cute.arch.thread_idx()
-        wg = tidx // self.threads_per_wg - 1
         kps, nf = self.kps, self.a_buffers
-        # This thread's words of K-tile 0 of stage 0: its warpgroup's block, then 4 * bits bytes per thread.
-        a_base = (Int32(tensors["sA"].iterator.toint()) + wg * kps * self.tile_bytes
-                  + (tidx % self.threads_per_wg) * (4 * self.words))
+        a_base = self.codes_base(tensors)
         stage_bytes = self.a_stage_bytes()
         # A fragments rotate over K-tiles: the one being decoded is never one an in-flight WGMMA reads.
         frags = [tCrA] + [cute.make_rmem_tensor(tCrA.shape, self.b_dtype) for _ in range(nf - 1)]
-        # The two weight rows (within the tile) this thread's A fragment and accumulator cover: WGMMA's fragment
-        # sub-mode 1 steps 8 rows.
-        rows = [tCcD[((0, j, 0), 0, 0)][0] - origin[0] for j in range(2)]
-        s_params = self.param_stages(tensors["smem"]) if cutlass.const_expr(self.groups_per_tile > 0) else None
+        rows, s_params = self.decode_operands(origin, tCcD, tensors)
 
         read.reset_count()
         release.reset_count()
@@ -268,11 +260,8 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
         j = h % kps
         if cutlass.const_expr(j == 0):
             ab_pipe.consumer_wait(read)
-        addr = a_base + read.index * stage_bytes + j * self.tile_bytes
-        words = []  # at most four words per load (8-bit weights: two 16-byte loads)
-        for c in cutlass.range_constexpr(0, self.words, 4):
-            words += ptx.ld_shared_words(addr + 4 * c, min(4, self.words - c))
-        self.decode(words, frag, ct, self.decode_contexts(ct, s_params, rows, j, read.index))
+        self.decode_k_tile(frag, a_base + read.index * stage_bytes + j * self.tile_bytes, ct, s_params, rows, j,
+                           read.index)
         warpgroup.fence()
         for kb in cutlass.range_constexpr(cute.size(frag, mode=[2])):
             cute.gemm(tiled_mma, acc, frag[(None, None, kb)], tCrB[(None, None, 4 * j + kb, read.index)], acc)
@@ -298,23 +287,19 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
         ``ldmatrix`` (the tile is K-major, 128-byte swizzled: row n of a 64-value K-tile is 128 bytes whose 16-byte
         chunk c sits at chunk c ^ (n % 8)). mma.sync reads its registers when it issues, so a stage is released right
         after the MMAs of its last K-tile, with no asynchronous group to wait for."""
-        tidx, _, _ = cute.arch.thread_idx()
-        wg = tidx // self.threads_per_wg - 1
-        lane = tidx % 32
         kps = self.kps
-        tile_n = self.config.tile_n
-        a_base = (Int32(tensors["sA"].iterator.toint()) + wg * kps * self.tile_bytes
-                  + (tidx % self.threads_per_wg) * (4 * self.words))
+        a_base = self.codes_base(tensors)
         stage_bytes = self.a_stage_bytes()
         # ldmatrix row addresses: lane 8j + r reads row (token) r of matrix j = K columns 8j..8j+7 of a k-block pair
+        # (``make_smem_layouts`` checks that the staged x tile has the layout ``x_tile_bytes`` describes)
+        tidx, _, _ = cute.arch.thread_idx()
+        lane = tidx % 32
         r, jm = lane % 8, lane // 8
         b_row = Int32(tensors["sB"].iterator.toint()) + r * 128
         b_off = [((4 * hh + jm) ^ r) * 16 for hh in range(2)]
-        b_tile_bytes = tile_n * K_TILE * 2  # one K-tile of x: tile_n rows of 128 bytes (8-row atoms 1 KB apart)
+        b_tile_bytes = self.x_tile_bytes()
         b_stage_bytes = b_tile_bytes * kps
-        # (``make_smem_layouts`` checks that the staged x tile has this layout)
-        rows = [tCcD[((0, j, 0), 0, 0)][0] - origin[0] for j in range(2)]
-        s_params = self.param_stages(tensors["smem"]) if cutlass.const_expr(self.groups_per_tile > 0) else None
+        rows, s_params = self.decode_operands(origin, tCcD, tensors)
         chunks = self.sync_mma // 8
         read.reset_count()
         release.reset_count()
@@ -326,11 +311,8 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
         for q in range(k_tiles):
             ab_pipe.consumer_wait(read)
             for j in cutlass.range_constexpr(kps):
-                addr = a_base + read.index * stage_bytes + j * self.tile_bytes
-                words = []
-                for c in cutlass.range_constexpr(0, self.words, 4):
-                    words += ptx.ld_shared_words(addr + 4 * c, min(4, self.words - c))
-                self.decode(words, tCrA, ct, self.decode_contexts(ct, s_params, rows, j, read.index))
+                self.decode_k_tile(tCrA, a_base + read.index * stage_bytes + j * self.tile_bytes, ct, s_params,
+                                   rows, j, read.index)
                 regs = cute.recast_tensor(tCrA, Uint32)
                 xb = b_row + read.index * b_stage_bytes + j * b_tile_bytes
                 for c in cutlass.range_constexpr(chunks):
@@ -348,6 +330,36 @@ class WeightOnlyWgmmaSm90(Sm90GemmKernel):
         for i in cutlass.range_constexpr(4 * chunks):
             acc[i] = acc[i] + odd[i]
         return read, release
+
+    def x_tile_bytes(self) -> int:
+        """Bytes of one staged 64-value K-tile of x: tile_n rows of 128 bytes, in 8-row atoms 1 KB apart."""
+        return self.config.tile_n * K_TILE * 2
+
+    @cute.jit
+    def codes_base(self, tensors: dict):
+        """Shared address of this thread's codes of K-tile 0 of stage 0: its warpgroup's block, then 4 * bits bytes
+        per thread."""
+        tidx, _, _ = cute.arch.thread_idx()
+        wg = tidx // self.threads_per_wg - 1
+        return (Int32(tensors["sA"].iterator.toint()) + wg * self.kps * self.tile_bytes
+                + (tidx % self.threads_per_wg) * (4 * self.words))
+
+    @cute.jit
+    def decode_operands(self, origin, tCcD: cute.Tensor, tensors: dict):
+        """(the two weight rows within the tile that this thread's A fragment and accumulator cover - WGMMA's
+        fragment sub-mode 1 steps 8 rows -, the staged group parameters or None)."""
+        rows = [tCcD[((0, j, 0), 0, 0)][0] - origin[0] for j in range(2)]
+        s_params = self.param_stages(tensors["smem"]) if cutlass.const_expr(self.groups_per_tile > 0) else None
+        return rows, s_params
+
+    @cute.jit
+    def decode_k_tile(self, frag: cute.Tensor, addr, ct, s_params, rows, j, stage):
+        """Load this thread's codes of K-tile ``j`` of a stage (shared address ``addr``) and decode them into
+        ``frag``."""
+        words = []  # at most four words per load (8-bit weights: two 16-byte loads)
+        for c in cutlass.range_constexpr(0, self.words, 4):
+            words += ptx.ld_shared_words(addr + 4 * c, min(4, self.words - c))
+        self.decode(words, frag, ct, self.decode_contexts(ct, s_params, rows, j, stage))
 
     @cute.jit
     def param_words(self, s_params: cute.Tensor, rows, j, stage):

@@ -331,8 +331,8 @@ def compile_wgmma(fmt_key: str, x_dtype, out_dtype, scaled: bool, group: int, cf
 def launch_variant(bits: int, cfg: TileConfig, sm_count: int, m: int, n: int, k: int):
     """(config to compile, kernel options, split plan or None) of one problem: ``stage_options`` (and the preload
     override), mma.sync consumers for 1/2-bit weights up to ``SYNC_MMA_MAX_M`` tokens, the K split of ``cfg.split_k``
-    slices over every tile, or - ``ops.split_k.cluster_split`` - the unsplit
-    config with the slices reduced inside clusters (``split_cluster`` option, no scratch)."""
+    slices over every tile, or - ``ops.split_k.cluster_split`` - the unsplit config with the slices reduced inside
+    clusters (``split_cluster`` option, no scratch)."""
     options = stage_options(bits, cfg, n, k)
     if WEIGHT_PRELOAD_STAGES is not None:
         options = tuple(sorted([o for o in options if o[0] != "weight_preload"]
