@@ -251,6 +251,21 @@ def test_dispatch_rule():
         assert config.select_tile(bits, plain, n, 132, dense=True, wgmma=True, k=k - 64)[0] == (
             "wgmma" if plain == config.WGMMA_MIN_M[bits] else "decode")
     assert set(config.WGMMA_MIN_M_LARGE) == {1, 2}
+    # grouped 4-bit on long-K layers whose plan reduces its K slices in clusters: from one token (AWQ; int4 with group
+    # scales where the clusters fill the SMs) - session 32
+    def first_wgmma(n, k, awq):
+        kw = {"scaled": True, "awq": awq, "dense": not awq}
+        return next(m for m in range(1, 17) if config.select_tile(4, m, n, 132, wgmma=True, k=k, **kw)[0] == "wgmma")
+
+    assert config.WGMMA_MIN_M_GROUPED_LARGE[4] == 6
+    assert wgmma.cluster_split_ctas(8192, 8192, 132) == 128 and wgmma.cluster_split_ctas(7168, 8192, 132) == 112
+    assert wgmma.cluster_split_ctas(4096, 14336, 132) == 0 and wgmma.cluster_split_ctas(14336, 4096, 132) == 0
+    for (n, k), awq_first, int4g_first in (((8192, 8192), 1, 1), ((8192, 28672), 1, 1), ((7168, 8192), 1, 6),
+                                           ((8192, 4096), 6, 6), ((4096, 14336), 6, 6), ((14336, 4096), 6, 6),
+                                           ((4096, 4096), 12, 12)):
+        assert (first_wgmma(n, k, True), first_wgmma(n, k, False)) == (awq_first, int4g_first), (n, k)
+    # no group parameters: unchanged by it
+    assert config.select_tile(4, 1, 8192, 132, dense=True, wgmma=True, k=8192)[0] == "decode"
     # 8-bit: the decode path up to DECODE_MAX_M (no WGMMA_MIN_M entry), then WGMMA like the other widths
     assert config.select_tile(8, 16, 8192, 132, dense=True, wgmma=True, k=8192)[0] == "decode"
     assert config.select_tile(8, 17, 8192, 132, dense=True, wgmma=True, k=8192)[0] == "wgmma"

@@ -161,6 +161,33 @@ def test_awq_gemm_default_dispatch_at_decode_sizes(m):
         assert _err(out, ref) < TOL[torch.float16]
 
 
+@pytest.mark.parametrize("fmt,m", [("awq", 1), ("awq", 5), ("int4g", 1), ("int4g", 6)])
+def test_grouped_4bit_on_a_cluster_split_layer_at_few_tokens(fmt, m):
+    """Session 32's rule: grouped 4-bit weights on a long-K layer whose plan reduces in clusters (8192 x 8192) take
+    the WGMMA path from one token; through the default dispatch, twice (the warm path), against float64."""
+    from cute_kernels.weight_only import config
+
+    torch.manual_seed(m + len(fmt))
+    n, k = 8192, 8192
+    assert config.select_tile(4, m, n, 132, scaled=True, awq=fmt == "awq", dense=fmt != "awq", k=k,
+                              wgmma=True)[0] == "wgmma"
+    dtype = torch.float16 if fmt == "awq" else torch.bfloat16
+    x = torch.randn(m, k, dtype=dtype, device="cuda")
+    if fmt == "awq":
+        qweight, qzeros, scales = awq_quantize(torch.randn(k, n, device="cuda") * 0.05, 128, dtype)
+        ref = awq_gemm_ref(x.cpu(), qweight.cpu(), scales.cpu(), qzeros.cpu())
+        run = lambda out: awq_gemm(x, qweight, scales, qzeros, out=out)  # noqa: E731
+    else:
+        w, scale, gs = quantize_weights(torch.randn(n, k, device="cuda"), 4, 128)
+        gs = gs.to(dtype)
+        ref = quantized_mm_ref(x.cpu(), w.cpu(), scale, 4, gs.float().cpu())
+        run = lambda out: quantized_mm(x, w, scale, 4, gs, out=out)  # noqa: E731
+    for _ in range(2):
+        out = poisoned((m, n), dtype)
+        run(out)
+        assert _err(out, ref) < TOL[dtype]
+
+
 @pytest.mark.parametrize("tokens", [16, 17, 300, 4096, 4097])
 def test_awq_linear_across_the_switch(tokens):
     torch.manual_seed(tokens)

@@ -172,8 +172,26 @@ WGMMA_MIN_M_GROUPED = {1: 4, 2: 8, 4: 12}  # the same with group scales (AWQ: it
 # int2 15.1 / 13.1, 15.4 / 13.8, 15.8 / 14.6; the same at 2, 4 and 8 tokens), while on 4096^2 the decode path still
 # wins below 8 tokens (int1 g128 M = 1 5.6 / 6.8). Without group parameters the large layers are split (int1 M = 1:
 # 14336 x 4096 11.3 / 9.8, 8192^2 9.1 / 11.1), so those keep WGMMA_MIN_M.
+# Session 32 (H100, benchmarks/experiments/wo_cluster_layers.py, decode / WGMMA forced, seven layers of >= 2^25
+# weights; docs/weight_only.md): at 6 tokens grouped 4-bit weights and AWQ ran 0.86-1.01x the decode path's time on
+# the WGMMA path on all seven (AWQ 8192^2 17.7 / 16.4 us, 4096 x 14336 16.8 / 16.6, 14336 x 4096 16.8 / 15.7), so
+# their entry moved from 8 to 6 tokens; and see WGMMA_CLUSTER_LONG_K.
 WGMMA_LARGE_LAYER = 1 << 25
-WGMMA_MIN_M_GROUPED_LARGE = {1: 1, 2: 1, 4: 8}
+WGMMA_MIN_M_GROUPED_LARGE = {1: 1, 2: 1, 4: 6}
+# Session 32 (same run): on layers whose WGMMA plan reduces its two K slices inside 2-CTA clusters (56-66 weight tiles
+# of 128 rows: ``wgmma.cluster_split_ctas``) and whose K is at least this, AWQ is faster on the WGMMA path from one
+# token. AWQ at 1 / 4 tokens, decode / WGMMA us: 8192 x 28672 53.7 / 49.4, 55.0 / 49.7; 8192 x 14336 29.1 / 27.1,
+# 29.9 / 27.4; 7168 x 8192 16.3 / 15.4, 16.9 / 15.5; 8192^2 16.5 / 16.6, 16.6 / 16.4. int4 with g128 scales ran
+# 0.92-0.97x on the three 8192-row layers (128 CTAs) and 1.03-1.04x on 7168 x 8192, whose 112 CTAs leave 20 SMs idle
+# where the decode path uses all of them (its decode is cheaper than AWQ's, so that matters more): it takes the rule
+# where the clusters fill at least WGMMA_CLUSTER_INT4_MIN_FILL of the SMs. With K = 4096 (8192 x 4096: AWQ 8.8 / 9.8
+# at one token) and on layers split through the workspace or not split (4096 x 14336, 14336 x 4096: AWQ 1.02-1.09x
+# at 1-2 tokens) the decode path stays ahead below 6 tokens. Through the dispatch, old -> new rule (wo_rule32.py,
+# with four layers the fit had not seen): AWQ 0.77-1.01x the time at 1-7 tokens (7168 x 16384 at 4 tokens 33.2 ->
+# 28.0 us, 8192^2 17.2 -> 16.7), int4 g128 0.85-1.01x where it moves and 1.02-1.05x on the two 7168-row layers
+# before WGMMA_CLUSTER_INT4_MIN_FILL excluded them. None turns the rule off (experiments).
+WGMMA_CLUSTER_LONG_K = 8192
+WGMMA_CLUSTER_INT4_MIN_FILL = 0.95
 # Session 31 (H100, benchmarks/experiments/wo_sync_mma.py; docs/weight_only.md): with mma.sync consumers at <= 8
 # tokens (wgmma.SYNC_MMA_MAX_M) the WGMMA path overtakes the decode path earlier. Unscaled 1/2-bit weights on the three
 # large layers at 4 tokens, decode / WGMMA us: int1 14336 x 4096 10.9 / 8.7, 4096 x 14336 12.2 / 9.8, 8192^2 9.7 /
@@ -186,11 +204,20 @@ WGMMA_MIN_M_GROUPED_LARGE = {1: 1, 2: 1, 4: 8}
 WGMMA_MIN_M_LARGE = {1: 1, 2: 4}
 
 
-def wgmma_min_m(bits: int, scaled: bool = False, awq: bool = False, weights: int | None = None) -> int:
+def wgmma_min_m(bits: int, scaled: bool = False, awq: bool = False, weights: int | None = None,
+                n: int | None = None, k: int | None = None, sm_count: int = 132) -> int:
     """Fewest tokens that take the WGMMA path (when eligible) instead of the decode path; ``weights``: N * K of the
-    layer, if known (large layers switch earlier: ``WGMMA_MIN_M_GROUPED_LARGE``, ``WGMMA_MIN_M_LARGE``)."""
+    layer, if known (large layers switch earlier: ``WGMMA_MIN_M_GROUPED_LARGE``, ``WGMMA_MIN_M_LARGE``); ``n``, ``k``:
+    the layer's shape, if known (grouped 4-bit weights on long-K layers split in clusters: ``WGMMA_CLUSTER_LONG_K``)."""
     grouped = scaled or awq
     large = weights is not None and weights >= WGMMA_LARGE_LAYER
+    if (grouped and bits == 4 and WGMMA_CLUSTER_LONG_K is not None and n is not None and k is not None
+            and k >= WGMMA_CLUSTER_LONG_K):
+        from .wgmma import cluster_split_ctas
+
+        ctas = cluster_split_ctas(n, k, sm_count)
+        if ctas and (awq or ctas >= WGMMA_CLUSTER_INT4_MIN_FILL * sm_count):
+            return 1
     if grouped and large and bits in WGMMA_MIN_M_GROUPED_LARGE:
         return WGMMA_MIN_M_GROUPED_LARGE[bits]
     if not grouped and large and bits in WGMMA_MIN_M_LARGE:
@@ -385,7 +412,8 @@ def select_tile(bits: int, m: int, n: int, sm_count: int, path: str | None = Non
     picks its TileConfig itself). ``awq``: the AWQ format (its own decode plans)."""
     if path is None:
         decode = m <= (DECODE_MAX_M if decode_max_m is None else decode_max_m)
-        early = decode_max_m is None and m >= wgmma_min_m(bits, scaled, awq, None if k is None else n * k)
+        early = decode_max_m is None and m >= wgmma_min_m(bits, scaled, awq, None if k is None else n * k, n, k,
+                                                             sm_count)
         if (not decode or early) and wgmma and (m <= WGMMA_MAX_M or not dense):
             path = "wgmma"
         elif dense and m >= (DENSE_MIN_M if dense_min_m is None else dense_min_m):

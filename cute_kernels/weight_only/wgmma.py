@@ -351,6 +351,14 @@ def launch_variant(bits: int, cfg: TileConfig, sm_count: int, m: int, n: int, k:
     return cfg, options, split
 
 
+def cluster_split_ctas(n: int, k: int, sm_count: int, m: int = 1) -> int:
+    """CTAs of the launch of M tokens of an N x K layer when it reduces its K slices inside clusters
+    (``launch_variant``'s ``split_cluster``: one cluster per tile, the same for every M of one token tile), else 0."""
+    cfg = select_config(m, n, k, sm_count)
+    slices = dict(launch_variant(4, cfg, sm_count, m, n, k)[1]).get("split_cluster", 1)
+    return slices * -(-n // cfg.tile_m) * -(-m // cfg.tile_n) if slices > 1 else 0
+
+
 def prepare(fmt_key: str, x_dtype, out_dtype, scaled: bool, group: int, cfg: TileConfig, sm_count: int, m: int,
             n: int, k: int):
     """(compiled fn, split plan or None) of one problem: what a launch needs besides its tensors."""
