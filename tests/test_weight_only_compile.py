@@ -53,14 +53,18 @@ def test_every_width_compiles_from_the_one_template(bits):
 
 def test_decode_l2_prefetch_rule_and_sass():
     """Session 10's rule: 4-bit (2-bit and AWQ up to 8 tokens) decode tiles on layers with N >= K ask L2 for the leading
-    bytes of their rows before the PDL wait (one bulk prefetch per row: UBLKPF); other formats and shapes do not."""
+    bytes of their rows before the PDL wait (one bulk prefetch per row: UBLKPF); since session 32 AWQ also on N < K
+    layers whose decode grid is one wave; other formats and shapes do not."""
     on = config.decode_tile(4, m=1, n=8192, sm_count=132, k=8192)
     assert on.l2_prefetch_mb == config.DECODE_L2_PREFETCH_MB > 0
     assert config.decode_tile(4, m=16, n=14336, sm_count=132, scaled=True, k=4096).l2_prefetch_mb > 0
     assert config.decode_tile(2, m=8, n=8192, sm_count=132, k=8192).l2_prefetch_mb > 0
     assert config.decode_tile("awq", m=4, n=14336, sm_count=132, scaled=True, k=4096).l2_prefetch_mb > 0
+    for n, k in ((4096, 14336), (1536, 8960)):  # N < K, 256 / 96 CTAs: one wave
+        assert config.decode_tile("awq", m=1, n=n, sm_count=132, scaled=True, k=k).l2_prefetch_mb > 0
     for fmt, m, n, k in ((4, 1, 4096, 14336), (2, 16, 8192, 8192), (1, 1, 8192, 8192), (8, 1, 8192, 8192),
-                         ("awq", 16, 8192, 8192), ("awq", 1, 4096, 14336), (4, 1, 8192, None)):
+                         ("awq", 16, 8192, 8192), ("awq", 1, 5120, 13824), ("awq", 9, 4096, 14336),
+                         (4, 1, 8192, None)):
         assert config.decode_tile(fmt, m=m, n=n, sm_count=132, k=k).l2_prefetch_mb == 0, (fmt, m, n, k)
     s = _sass("int4", torch.bfloat16, None, on)
     assert s.instructions.get("UBLKPF", 0) > 0 and not s.spills

@@ -298,8 +298,17 @@ def side_by_side_warps(fmt: int | str, rows_per_warp: int, n: int, k: int, sm_co
 # the 4-bit formats (with or without group scales) at every decode M, for 2-bit and AWQ up to 8 tokens, on layers at
 # least as wide as deep (N >= K); slower elsewhere (long K, 1-bit, int8 at 4096^2, AWQ and 2-bit at 16 tokens),
 # hence the rule: format -> the most tokens it applies to.
+# Session 32 (H100, benchmarks/experiments/wo_prefetch_long_k.py, the shipped tile with the prefetch toggled, 5
+# interleaved rounds): on layers deeper than wide AWQ gains too wherever its decode grid is one wave (at most
+# DECODE_CTAS_PER_SM CTAs per SM): 0.89-0.99x the time at 1-4 tokens on six such layers (4096 x 14336 at one token
+# 15.35 -> 14.86 us, 1536 x 8960 7.90 -> 7.06), and on eight held-out ones measured after the rule was drawn, 0.885-
+# 0.994x on the six one-wave grids (3072 x 8192, 2560 x 10240, 2048 x 5632, 1024 x 4096, 896 x 4864, 4096 x 12288)
+# and 1.00-1.03x on the two multi-wave ones (5120 x 17920, 6144 x 16384; 5120 x 13824 in the first set alike).
+# int4 with and without g128 scales lost 2-14% on five of the six first layers, as in session 10, so only the formats
+# in DECODE_L2_PREFETCH_ONE_WAVE take it there.
 DECODE_L2_PREFETCH_MB = 4
 DECODE_L2_PREFETCH_MAX_M = {4: 16, 2: 8, "awq": 8}
+DECODE_L2_PREFETCH_ONE_WAVE = ("awq",)  # formats that take it on N < K layers when the grid is one wave
 
 # Session 12 (H100, benchmarks/experiments/wo_cta_cap.py, ABBA, µs shipped -> capped): the decode grids are sized for
 # DECODE_CTAS_PER_SM CTAs per SM, but tiles of <= 85 registers with a small ring fit 3-5 per SM, and the block
@@ -361,8 +370,9 @@ def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None
             ring, stages, x_ahead, swap = True, SCALED_16_SPLIT_RING_STAGES, False, False
     in_place = plan.fields_in_place or 0 < plan.fields_in_place_min_nt <= nt
     in_place = in_place if fields_in_place is None else fields_in_place
-    prefetch = (DECODE_L2_PREFETCH_MB if m <= DECODE_L2_PREFETCH_MAX_M.get(fmt, 0) and k is not None and n >= k
-                else 0)
+    one_wave = -(-n // (16 * nt * warps_n)) <= DECODE_CTAS_PER_SM * sm_count
+    prefetch = (DECODE_L2_PREFETCH_MB if m <= DECODE_L2_PREFETCH_MAX_M.get(fmt, 0) and k is not None
+                and (n >= k or (fmt in DECODE_L2_PREFETCH_ONE_WAVE and one_wave)) else 0)
     tile = TileShape(nt=nt, mt=mt, warps_n=warps_n, warps_k=8 // warps_n, stages=stages if ring else 0,
                      x_ahead=x_ahead, token_major=token_major, swap_registers=swap and not ring,
                      fields_in_place=in_place, l2_prefetch_mb=prefetch, preload_weights=ring and decode_preload(fmt))
