@@ -41,10 +41,16 @@ def test_awq_gemm(dtype, M, G):
     assert _err(out, awq_gemm_ref(x.cpu(), qweight.cpu(), scales.cpu(), qzeros.cpu())) < TOL[dtype]
 
 
-@pytest.mark.parametrize("M,OC,IC", [(1, 14336, 4096), (4, 8192, 8192), (16, 28672, 4096), (12, 8192, 8192)])
+@pytest.mark.parametrize("M,OC,IC", [(1, 14336, 4096), (4, 8192, 8192), (16, 28672, 4096), (12, 8192, 8192),
+                                     (1, 4096, 14336), (4, 1536, 8960)])
 def test_awq_gemm_default_dispatch_large_layers(M, OC, IC):
-    """The shipped decode tiles on real layer sizes (4 or 2 warps side by side, 64-row warps at 9-16 tokens; the
-    decode path forced: on SM90 AWQ takes the WGMMA path from 12 tokens since session 16)."""
+    """The shipped decode tiles on real layer sizes (4 or 2 warps side by side, 64-row warps at 9-16 tokens, the L2
+    prefetch on one-wave grids of layers deeper than wide since session 32; the decode path forced: on SM90 AWQ takes
+    the WGMMA path from 12 tokens since session 16)."""
+    from cute_kernels.weight_only import config
+
+    if OC < IC:
+        assert config.decode_tile("awq", M, OC, 132, scaled=True, k=IC).l2_prefetch_mb > 0
     qweight, scales, qzeros = _awq(IC, OC, 128, torch.float16, seed=M + OC)
     x = torch.randn(M, IC, dtype=torch.float16, device="cuda")
     out = poisoned((M, OC), torch.float16)

@@ -188,8 +188,8 @@ WGMMA_MIN_M_GROUPED_LARGE = {1: 1, 2: 1, 4: 6}
 # at one token) and on layers split through the workspace or not split (4096 x 14336, 14336 x 4096: AWQ 1.02-1.09x
 # at 1-2 tokens) the decode path stays ahead below 6 tokens. Through the dispatch, old -> new rule (wo_rule32.py,
 # with four layers the fit had not seen): AWQ 0.77-1.01x the time at 1-7 tokens (7168 x 16384 at 4 tokens 33.2 ->
-# 28.0 us, 8192^2 17.2 -> 16.7), int4 g128 0.85-1.01x where it moves and 1.02-1.05x on the two 7168-row layers
-# before WGMMA_CLUSTER_INT4_MIN_FILL excluded them. None turns the rule off (experiments).
+# 28.0 us, 8192^2 17.2 -> 16.7), int4 g128 0.85-1.01x where it moves and 1.00-1.05x at 1-4 tokens on the three
+# 7168-row layers before WGMMA_CLUSTER_INT4_MIN_FILL excluded them. None turns the rule off (experiments).
 WGMMA_CLUSTER_LONG_K = 8192
 WGMMA_CLUSTER_INT4_MIN_FILL = 0.95
 # Session 31 (H100, benchmarks/experiments/wo_sync_mma.py; docs/weight_only.md): with mma.sync consumers at <= 8
