@@ -8,13 +8,11 @@ rotated past L2. ``python benchmarks/experiments/wo_cluster_layers.py``; writes 
 """
 import json
 import os
-import statistics
 
 import torch
 
 import wo_crossover
-from cute_kernels.bench import graph_time_us
-from wo_crossover import call, family, make
+from wo_crossover import call, family, interleaved_medians, weight_copies
 
 OUT = os.environ.get("OUT", ".")
 LAYERS = tuple(tuple(int(v) for v in s.split("x")) for s in os.environ.get(
@@ -23,7 +21,6 @@ MS = tuple(int(m) for m in os.environ.get("WO_MS", "1,2,4,6").split(","))
 FAMILIES = tuple(os.environ.get("WO_FAMS", "awq,int4g,int4").split(","))
 ROUNDS = int(os.environ.get("WO_ROUNDS", "3"))
 PATHS = ("decode", "wgmma")
-L2_MARGIN = 150 << 20
 
 
 def main():
@@ -33,17 +30,13 @@ def main():
     for fam in FAMILIES:
         dtype, group, bits = family(fam)
         for n, k in LAYERS:
-            copies = max(2, min(8, -(-L2_MARGIN // (n * k * bits // 8))))
-            wts = [make(fam, n, k) for _ in range(copies)]
+            wts = weight_copies(fam, n, k)
             for m in MS:
                 x = torch.randn(m, k, dtype=dtype, device="cuda")
                 out = torch.empty(m, n, dtype=dtype, device="cuda")
-                times = {p: [] for p in PATHS}
-                for _ in range(ROUNDS):
-                    for p in PATHS:
-                        times[p].append(graph_time_us([lambda w=w, p=p: call(fam, x, w, out, p) for w in wts])[0])
-                row = {"fam": fam, "M": m, "N": n, "K": k, **{p: statistics.median(t) for p, t in times.items()},
-                       "all": times}
+                fns = {p: (lambda w, p=p: call(fam, x, w, out, p)) for p in PATHS}
+                medians, times = interleaved_medians(fns, wts, ROUNDS)
+                row = {"fam": fam, "M": m, "N": n, "K": k, **medians, "all": times}
                 rows.append(row)
                 print(json.dumps({a: b for a, b in row.items() if a != "all"}), flush=True)
             del wts

@@ -12,6 +12,7 @@ parameters moved into its TMA stages (data/session16_h100/wo_crossover.json).
 """
 import json
 import os
+import statistics
 
 import torch
 
@@ -43,6 +44,22 @@ def make(fam, n, k):
         return q, s, z
     w, s, gs = quantize_weights(torch.randn(n, k, device="cuda"), bits, group)
     return w, s, None if gs is None else gs.to(dtype)
+
+
+def weight_copies(fam, n, k, margin=L2_MARGIN):
+    """Enough copies of one layer's weights (2-8) that a graph rotating over them reads past L2."""
+    bits = family(fam)[2]
+    return [make(fam, n, k) for _ in range(max(2, min(8, -(-margin // (n * k * bits // 8)))))]
+
+
+def interleaved_medians(fns, wts, rounds):
+    """{name: median µs} and {name: every round's µs} of ``fns`` (name -> callable(weights)), each timed as a CUDA
+    graph over ``wts`` (``graph_time_us``), the names interleaved round by round."""
+    times = {v: [] for v in fns}
+    for _ in range(rounds):
+        for v, f in fns.items():
+            times[v].append(graph_time_us([lambda w=w, f=f: f(w) for w in wts])[0])
+    return {v: statistics.median(t) for v, t in times.items()}, times
 
 
 def call(fam, x, wt, out, path):

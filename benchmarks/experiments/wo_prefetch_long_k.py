@@ -8,15 +8,13 @@ rotated past L2. Writes $OUT/wo_prefetch_long_k.json.
 """
 import json
 import os
-import statistics
 from dataclasses import replace
 
 import torch
 
-from cute_kernels.bench import graph_time_us
 from cute_kernels.reference import awq_gemm_ref, quantized_mm_ref
 from cute_kernels.weight_only import awq_gemm, config, quantized_mm
-from wo_crossover import family, make
+from wo_crossover import family, interleaved_medians, weight_copies
 
 OUT = os.environ.get("OUT", ".")
 LAYERS = tuple(tuple(int(v) for v in s.split("x")) for s in os.environ.get(
@@ -24,7 +22,6 @@ LAYERS = tuple(tuple(int(v) for v in s.split("x")) for s in os.environ.get(
 MS = tuple(int(m) for m in os.environ.get("WO_MS", "1,2,4,8").split(","))
 FAMILIES = tuple(os.environ.get("WO_FAMS", "awq,int4g,int4").split(","))
 ROUNDS = int(os.environ.get("WO_ROUNDS", "5"))
-L2_MARGIN = 150 << 20
 
 
 def run(fam, x, wt, out, tile):
@@ -38,8 +35,7 @@ def main():
     for fam in FAMILIES:
         dtype, group, bits = family(fam)
         for n, k in LAYERS:
-            copies = max(2, min(8, -(-L2_MARGIN // (n * k * bits // 8))))
-            wts = [make(fam, n, k) for _ in range(copies)]
+            wts = weight_copies(fam, n, k)
             for m in MS:
                 x = torch.randn(m, k, dtype=dtype, device="cuda")
                 wt = wts[0]
@@ -56,12 +52,10 @@ def main():
                         bad += 1
                         print(f"CHECK FAILED {fam} {n}x{k} M={m} {name}: {err:.2e}", flush=True)
                 out = torch.empty(m, n, dtype=dtype, device="cuda")
-                times = {v: [] for v in tiles}
-                for _ in range(ROUNDS):
-                    for v, tile in tiles.items():
-                        times[v].append(graph_time_us([lambda w=w, t=tile: run(fam, x, w, out, t) for w in wts])[0])
-                row = {"fam": fam, "M": m, "N": n, "K": k, "ship_prefetch": ship.l2_prefetch_mb,
-                       **{v: statistics.median(t) for v, t in times.items()}, "all": times}
+                fns = {v: (lambda w, t=tile: run(fam, x, w, out, t)) for v, tile in tiles.items()}
+                medians, times = interleaved_medians(fns, wts, ROUNDS)
+                row = {"fam": fam, "M": m, "N": n, "K": k, "ship_prefetch": ship.l2_prefetch_mb, **medians,
+                       "all": times}
                 rows.append(row)
                 print(json.dumps({a: b for a, b in row.items() if a != "all"}), flush=True)
             del wts

@@ -16,7 +16,7 @@ import torch
 from cute_kernels.bench import graph_time_us
 from cute_kernels.reference import awq_gemm_ref, quantized_mm_ref
 from cute_kernels.weight_only import config
-from wo_crossover import call, family, make
+from wo_crossover import call, family, make, weight_copies
 
 OUT = os.environ.get("OUT", ".")
 LAYERS = tuple(tuple(int(v) for v in s.split("x")) for s in os.environ.get(
@@ -25,7 +25,6 @@ LAYERS = tuple(tuple(int(v) for v in s.split("x")) for s in os.environ.get(
 MS = tuple(int(m) for m in os.environ.get("WO_MS", "1,4,6,7").split(","))
 FAMILIES = tuple(os.environ.get("WO_FAMS", "awq,int4g").split(","))
 ROUNDS = int(os.environ.get("WO_ROUNDS", "3"))
-L2_MARGIN = 150 << 20
 RULES = {"old": (None, 8), "new": (config.WGMMA_CLUSTER_LONG_K, config.WGMMA_MIN_M_GROUPED_LARGE[4])}
 
 
@@ -70,8 +69,7 @@ def main():
     for fam in FAMILIES:
         dtype, group, bits = family(fam)
         for n, k in LAYERS:
-            copies = max(2, min(8, -(-L2_MARGIN // (n * k * bits // 8))))
-            wts = [make(fam, n, k) for _ in range(copies)]
+            wts = weight_copies(fam, n, k)
             for m in MS:
                 x = torch.randn(m, k, dtype=dtype, device="cuda")
                 out = torch.empty(m, n, dtype=dtype, device="cuda")
