@@ -266,6 +266,16 @@ def test_dispatch_rule():
         assert (first_wgmma(n, k, True), first_wgmma(n, k, False)) == (awq_first, int4g_first), (n, k)
     # no group parameters: unchanged by it
     assert config.select_tile(4, 1, 8192, 132, dense=True, wgmma=True, k=8192)[0] == "decode"
+    # unscaled 2-bit on large layers whose WGMMA tiles need no K split: from one token (session 32); split ones from 4
+    assert config.WGMMA_MIN_M_LARGE_UNSPLIT == {2: 1}
+    for (n, k), first in (((14336, 4096), 1), ((16384, 2048), 1), ((28672, 8192), 1), ((8192, 8192), 4),
+                          ((22016, 4096), 4), ((4096, 14336), 4), ((4096, 4096), 8)):
+        assert wgmma.splits_k(n, k, 132) == (first != 1) or n * k < config.WGMMA_LARGE_LAYER
+        got = next(m for m in range(1, 17) if config.select_tile(2, m, n, 132, dense=True, wgmma=True, k=k)[0]
+                   == "wgmma")
+        assert got == first, (n, k, got)
+    assert config.select_tile(1, 1, 8192, 132, dense=True, wgmma=True, k=8192)[0] == "wgmma"  # 1-bit: as before
+    assert config.select_tile(4, 1, 14336, 132, dense=True, wgmma=True, k=4096)[0] == "decode"  # 4-bit: as before
     # 8-bit: the decode path up to DECODE_MAX_M (no WGMMA_MIN_M entry), then WGMMA like the other widths
     assert config.select_tile(8, 16, 8192, 132, dense=True, wgmma=True, k=8192)[0] == "decode"
     assert config.select_tile(8, 17, 8192, 132, dense=True, wgmma=True, k=8192)[0] == "wgmma"

@@ -188,6 +188,24 @@ def test_grouped_4bit_on_a_cluster_split_layer_at_few_tokens(fmt, m):
         assert _err(out, ref) < TOL[dtype]
 
 
+@pytest.mark.parametrize("m", [1, 3])
+def test_unscaled_2bit_on_an_unsplit_layer_at_few_tokens(m):
+    """Session 32's rule: unscaled 2-bit weights on a large layer whose WGMMA tiles need no K split (14336 x 4096) take
+    the WGMMA path (mma.sync consumers) from one token; through the default dispatch, twice, against float64."""
+    from cute_kernels.weight_only import config
+
+    torch.manual_seed(m)
+    n, k = 14336, 4096
+    assert config.select_tile(2, m, n, 132, dense=True, k=k, wgmma=True)[0] == "wgmma"
+    x = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
+    w, scale, _ = quantize_weights(torch.randn(n, k, device="cuda"), 2)
+    ref = quantized_mm_ref(x.cpu(), w.cpu(), scale, 2)
+    for _ in range(2):
+        out = poisoned((m, n), torch.bfloat16)
+        quantized_mm(x, w, scale, 2, out=out)
+        assert _err(out, ref) < TOL[torch.bfloat16]
+
+
 @pytest.mark.parametrize("tokens", [16, 17, 300, 4096, 4097])
 def test_awq_linear_across_the_switch(tokens):
     torch.manual_seed(tokens)

@@ -202,13 +202,22 @@ WGMMA_CLUSTER_INT4_MIN_FILL = 0.95
 # dispatch (6.9 -> 7.0-7.1 in two runs), so they keep WGMMA_MIN_M_GROUPED. Unscaled 4-bit weights and AWQ keep their
 # entries (the decode path wins at 1-4 tokens on three of four layers).
 WGMMA_MIN_M_LARGE = {1: 1, 2: 4}
+# Session 32 (H100, benchmarks/experiments/wo_cluster_layers.py, decode / WGMMA forced, unscaled int2 at 1-3 tokens):
+# on large layers whose WGMMA tiles need no K split (>= 112 row tiles of 128: 14336 x 4096, 28672 x 4096, 13824 x 5120,
+# 28672 x 8192) the WGMMA path ran 0.78-0.94x the decode path's time (14336 x 4096 at one token 12.3 / 10.2 us; the
+# decode path's 2-bit tile on those layers, 64 rows per CTA, streams at ~1.2 TB/s), on the six split ones 0.88-1.28x
+# at one token. Eight held-out layers measured after the rule was drawn: the four unsplit 0.78-0.91x (16384 x 4096,
+# 16384 x 2048, 16384 x 6144, 14336 x 8192), the four split 1.01-1.21x (18432 x 7168, 22016 x 4096, 24576 x 1536,
+# 9216 x 4096). So unscaled weights of these widths on unsplit large layers take the WGMMA path from these token counts.
+WGMMA_MIN_M_LARGE_UNSPLIT = {2: 1}
 
 
 def wgmma_min_m(bits: int, scaled: bool = False, awq: bool = False, weights: int | None = None,
                 n: int | None = None, k: int | None = None, sm_count: int = 132) -> int:
     """Fewest tokens that take the WGMMA path (when eligible) instead of the decode path; ``weights``: N * K of the
     layer, if known (large layers switch earlier: ``WGMMA_MIN_M_GROUPED_LARGE``, ``WGMMA_MIN_M_LARGE``); ``n``, ``k``:
-    the layer's shape, if known (grouped 4-bit weights on long-K layers split in clusters: ``WGMMA_CLUSTER_LONG_K``)."""
+    the layer's shape, if known (grouped 4-bit weights on long-K layers split in clusters: ``WGMMA_CLUSTER_LONG_K``;
+    unscaled 2-bit weights on unsplit large layers: ``WGMMA_MIN_M_LARGE_UNSPLIT``)."""
     grouped = scaled or awq
     large = weights is not None and weights >= WGMMA_LARGE_LAYER
     if (grouped and bits == 4 and WGMMA_CLUSTER_LONG_K is not None and n is not None and k is not None
@@ -220,6 +229,11 @@ def wgmma_min_m(bits: int, scaled: bool = False, awq: bool = False, weights: int
             return 1
     if grouped and large and bits in WGMMA_MIN_M_GROUPED_LARGE:
         return WGMMA_MIN_M_GROUPED_LARGE[bits]
+    if not grouped and large and bits in WGMMA_MIN_M_LARGE_UNSPLIT and n is not None and k is not None:
+        from .wgmma import splits_k
+
+        if not splits_k(n, k, sm_count):
+            return WGMMA_MIN_M_LARGE_UNSPLIT[bits]
     if not grouped and large and bits in WGMMA_MIN_M_LARGE:
         return WGMMA_MIN_M_LARGE[bits]
     table = WGMMA_MIN_M_GROUPED if grouped else WGMMA_MIN_M

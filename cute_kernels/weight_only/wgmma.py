@@ -351,6 +351,12 @@ def launch_variant(bits: int, cfg: TileConfig, sm_count: int, m: int, n: int, k:
     return cfg, options, split
 
 
+def splits_k(n: int, k: int, sm_count: int, m: int = 1) -> bool:
+    """Whether M tokens of an N x K layer run their tiles in several K slices (``select_config``'s wave model; the
+    same for every M of one token tile)."""
+    return select_config(m, n, k, sm_count).split_k > 1
+
+
 def cluster_split_ctas(n: int, k: int, sm_count: int, m: int = 1) -> int:
     """CTAs of the launch of M tokens of an N x K layer when it reduces its K slices inside clusters
     (``launch_variant``'s ``split_cluster``: one cluster per tile, the same for every M of one token tile), else 0."""
