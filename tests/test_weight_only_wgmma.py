@@ -269,11 +269,24 @@ def test_dispatch_rule():
     # unscaled 2-bit on large layers whose WGMMA tiles need no K split: from one token (session 32); split ones from 4
     assert config.WGMMA_MIN_M_LARGE_UNSPLIT == {2: 1}
     for (n, k), first in (((14336, 4096), 1), ((16384, 2048), 1), ((28672, 8192), 1), ((8192, 8192), 4),
-                          ((22016, 4096), 4), ((4096, 14336), 4), ((4096, 4096), 8)):
+                          ((9216, 4096), 4), ((4096, 14336), 4), ((4096, 4096), 8)):
         assert wgmma.splits_k(n, k, 132) == (first != 1) or n * k < config.WGMMA_LARGE_LAYER
         got = next(m for m in range(1, 17) if config.select_tile(2, m, n, 132, dense=True, wgmma=True, k=k)[0]
                    == "wgmma")
         assert got == first, (n, k, got)
+    # large layers whose WGMMA plan splits K into more than WGMMA_SPLIT_MAX_WAVES waves take the small layers' entries
+    assert wgmma.split_waves(12288, 4096, 132) > config.WGMMA_SPLIT_MAX_WAVES >= wgmma.split_waves(9216, 4096, 132) > 0
+    assert wgmma.split_waves(14336, 4096, 132) == 0 and wgmma.split_waves(8192, 8192, 132) == 0  # unsplit, clusters
+    for n, k in ((12288, 4096), (22016, 4096), (24576, 1536)):
+        for bits, kw, first in ((1, {}, config.WGMMA_MIN_M[1]), (2, {}, config.WGMMA_MIN_M[2]),
+                                (1, {"scaled": True}, config.WGMMA_MIN_M_GROUPED[1]),
+                                (2, {"scaled": True}, config.WGMMA_MIN_M_GROUPED[2]),
+                                (4, {"scaled": True}, config.WGMMA_MIN_M_GROUPED[4]),
+                                (4, {"scaled": True, "awq": True, "dense": False}, config.WGMMA_MIN_M_GROUPED[4])):
+            kw = {"dense": True, **kw}
+            got = next(m for m in range(1, 17) if config.select_tile(bits, m, n, 132, wgmma=True, k=k, **kw)[0]
+                       == "wgmma")
+            assert got == first, (n, k, bits, kw, got)
     assert config.select_tile(1, 1, 8192, 132, dense=True, wgmma=True, k=8192)[0] == "wgmma"  # 1-bit: as before
     assert config.select_tile(4, 1, 14336, 132, dense=True, wgmma=True, k=4096)[0] == "decode"  # 4-bit: as before
     # 8-bit: the decode path up to DECODE_MAX_M (no WGMMA_MIN_M entry), then WGMMA like the other widths

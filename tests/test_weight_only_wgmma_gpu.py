@@ -206,6 +206,35 @@ def test_unscaled_2bit_on_an_unsplit_layer_at_few_tokens(m):
         assert _err(out, ref) < TOL[torch.bfloat16]
 
 
+@pytest.mark.parametrize("fmt,m", [("int1", 1), ("awq", 6), ("int1", 8)])
+def test_many_wave_split_layer_takes_the_small_layer_entries(fmt, m):
+    """Session 32: a large layer whose WGMMA plan splits K into more than config.WGMMA_SPLIT_MAX_WAVES waves
+    (12288 x 4096) keeps the decode path below the small layers' entries (int1: 8 tokens, AWQ: 12) and takes the
+    WGMMA path from them; through the default dispatch, twice, against float64."""
+    from cute_kernels.weight_only import config
+
+    torch.manual_seed(m + len(fmt))
+    n, k = 12288, 4096
+    awq = fmt == "awq"
+    want = "wgmma" if m >= (config.WGMMA_MIN_M_GROUPED[4] if awq else config.WGMMA_MIN_M[1]) else "decode"
+    assert config.select_tile(4 if awq else 1, m, n, 132, scaled=awq, awq=awq, dense=not awq, k=k,
+                              wgmma=True)[0] == want
+    dtype = torch.float16 if awq else torch.bfloat16
+    x = torch.randn(m, k, dtype=dtype, device="cuda")
+    if awq:
+        qweight, qzeros, scales = awq_quantize(torch.randn(k, n, device="cuda") * 0.05, 128, dtype)
+        ref = awq_gemm_ref(x.cpu(), qweight.cpu(), scales.cpu(), qzeros.cpu())
+        run = lambda out: awq_gemm(x, qweight, scales, qzeros, out=out)  # noqa: E731
+    else:
+        w, scale, _ = quantize_weights(torch.randn(n, k, device="cuda"), 1)
+        ref = quantized_mm_ref(x.cpu(), w.cpu(), scale, 1)
+        run = lambda out: quantized_mm(x, w, scale, 1, out=out)  # noqa: E731
+    for _ in range(2):
+        out = poisoned((m, n), dtype)
+        run(out)
+        assert _err(out, ref) < TOL[dtype]
+
+
 @pytest.mark.parametrize("tokens", [16, 17, 300, 4096, 4097])
 def test_awq_linear_across_the_switch(tokens):
     torch.manual_seed(tokens)

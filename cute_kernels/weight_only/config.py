@@ -210,6 +210,19 @@ WGMMA_MIN_M_LARGE = {1: 1, 2: 4}
 # 16384 x 2048, 16384 x 6144, 14336 x 8192), the four split 1.01-1.21x (18432 x 7168, 22016 x 4096, 24576 x 1536,
 # 9216 x 4096). So unscaled weights of these widths on unsplit large layers take the WGMMA path from these token counts.
 WGMMA_MIN_M_LARGE_UNSPLIT = {2: 1}
+# Session 32 (same script; wo_cluster_layers_lowbit_waves.json, _grouped_waves.json, _grouped_waves_m8.json): the
+# large-layer entries above (WGMMA_MIN_M_GROUPED_LARGE, WGMMA_MIN_M_LARGE, WGMMA_MIN_M_LARGE_UNSPLIT) were fitted on
+# layers whose WGMMA plan is at most one wave of work units. Where the plan's K split through the workspace makes more
+# than this many waves (tiles x slices per CTA slot: 12288 / 18432 / 20480 / 22016 / 24576 rows at 1-16 tokens) the
+# WGMMA path at few tokens is slow and those entries lost: unscaled int1 at one token 1.01-1.26x the decode path's
+# time on all eight such layers measured (12288 x 4096 9.7 / 12.3 us), int1 / int2 at 4 tokens 0.97-1.20x (decode
+# faster or even on 7 of 8 each); on five of them AWQ at 6 tokens 0.92-1.16x and at 8 0.89-1.12x (three slower),
+# int4 g128 at 8 0.95-1.11x, int2 g128 at 1 token 0.97-1.10x, int1 g128 at one token 0.79-1.09x. At the small layers'
+# entries (WGMMA_MIN_M / WGMMA_MIN_M_GROUPED) the WGMMA path was ahead or even on those layers (AWQ at 12 tokens
+# 0.87-1.00x, int4 g128 0.91-1.08x, int2 g128 at 8 0.89-1.02x, int1 g128 at 4 0.77-1.02x, int2 / int1 at 8: see the
+# json), so such layers take those entries. On the seven measured layers of at most two waves the large entries hold
+# (int2 at 4 tokens 0.63-0.96x; int1 at one token 0.77-1.18x, mixed, left as it was).
+WGMMA_SPLIT_MAX_WAVES = 2.0
 
 
 def wgmma_min_m(bits: int, scaled: bool = False, awq: bool = False, weights: int | None = None,
@@ -217,9 +230,14 @@ def wgmma_min_m(bits: int, scaled: bool = False, awq: bool = False, weights: int
     """Fewest tokens that take the WGMMA path (when eligible) instead of the decode path; ``weights``: N * K of the
     layer, if known (large layers switch earlier: ``WGMMA_MIN_M_GROUPED_LARGE``, ``WGMMA_MIN_M_LARGE``); ``n``, ``k``:
     the layer's shape, if known (grouped 4-bit weights on long-K layers split in clusters: ``WGMMA_CLUSTER_LONG_K``;
-    unscaled 2-bit weights on unsplit large layers: ``WGMMA_MIN_M_LARGE_UNSPLIT``)."""
+    unscaled 2-bit weights on unsplit large layers: ``WGMMA_MIN_M_LARGE_UNSPLIT``); a large layer whose WGMMA plan
+    splits K into more than ``WGMMA_SPLIT_MAX_WAVES`` waves of work units takes the small layers' entries."""
     grouped = scaled or awq
     large = weights is not None and weights >= WGMMA_LARGE_LAYER
+    if large and n is not None and k is not None:
+        from .wgmma import split_waves
+
+        large = split_waves(n, k, sm_count) <= WGMMA_SPLIT_MAX_WAVES  # many-wave splits: the small layers' entries
     if (grouped and bits == 4 and WGMMA_CLUSTER_LONG_K is not None and n is not None and k is not None
             and k >= WGMMA_CLUSTER_LONG_K):
         from .wgmma import cluster_split_ctas

@@ -357,6 +357,15 @@ def splits_k(n: int, k: int, sm_count: int, m: int = 1) -> bool:
     return select_config(m, n, k, sm_count).split_k > 1
 
 
+def split_waves(n: int, k: int, sm_count: int, m: int = 1) -> float:
+    """Work units (tiles x K slices) per CTA slot of M tokens of an N x K layer when its K split goes through the
+    workspace; 0 when it runs unsplit or reduces its slices in clusters (the same for every M of one token tile)."""
+    cfg = select_config(m, n, k, sm_count)
+    if cfg.split_k == 1 or cluster_split_ctas(n, k, sm_count, m):
+        return 0.0
+    return -(-n // cfg.tile_m) * -(-m // cfg.tile_n) * cfg.split_k / cfg.slots(sm_count)
+
+
 def cluster_split_ctas(n: int, k: int, sm_count: int, m: int = 1) -> int:
     """CTAs of the launch of M tokens of an N x K layer when it reduces its K slices inside clusters
     (``launch_variant``'s ``split_cluster``: one cluster per tile, the same for every M of one token tile), else 0."""
