@@ -274,9 +274,19 @@ def test_dispatch_rule():
         got = next(m for m in range(1, 17) if config.select_tile(2, m, n, 132, dense=True, wgmma=True, k=k)[0]
                    == "wgmma")
         assert got == first, (n, k, got)
-    # large layers whose WGMMA plan splits K into more than WGMMA_SPLIT_MAX_WAVES waves take the small layers' entries
-    assert wgmma.split_waves(12288, 4096, 132) > config.WGMMA_SPLIT_MAX_WAVES >= wgmma.split_waves(9216, 4096, 132) > 0
-    assert wgmma.split_waves(14336, 4096, 132) == 0 and wgmma.split_waves(8192, 8192, 132) == 0  # unsplit, clusters
+    # where splitting every tile would make more than SPLIT_MAX_WAVES waves of units, the full waves run whole tiles
+    # and the last wave is split (session 32); no tail: whole tiles
+    assert wgmma.select_config(1, 9216, 4096).split_k == 3  # 1.6 waves of split units: unchanged
+    assert (wgmma.select_config(1, 12288, 4096).split_k, wgmma.select_config(1, 12288, 4096).split_tail) == (1, 1)
+    tail_cfg = wgmma.select_config(1, 22016, 4096)
+    assert (tail_cfg.split_k, tail_cfg.split_tail) == (1, 3)
+    run_cfg, options, split = wgmma.launch_variant(4, tail_cfg, 132, 1, 22016, 4096)
+    assert run_cfg.split_k == 3 and split == (3, 40 * 3 * 128 * 16, 40, 132)  # 172 tiles: 132 whole, 40 in 3 slices
+    assert dict(options).get("weight_preload") == 4  # the split 16-token tiles' stage options
+    # those layers (wgmma.many_waves) take the small layers' entries
+    assert wgmma.many_waves(22016, 4096, 132) and wgmma.many_waves(12288, 4096, 132)
+    assert not wgmma.many_waves(9216, 4096, 132) and not wgmma.many_waves(14336, 4096, 132)
+    assert not wgmma.many_waves(8192, 8192, 132) and not wgmma.many_waves(4096, 4096, 132)
     for n, k in ((12288, 4096), (22016, 4096), (24576, 1536)):
         for bits, kw, first in ((1, {}, config.WGMMA_MIN_M[1]), (2, {}, config.WGMMA_MIN_M[2]),
                                 (1, {"scaled": True}, config.WGMMA_MIN_M_GROUPED[1]),

@@ -208,9 +208,9 @@ def test_unscaled_2bit_on_an_unsplit_layer_at_few_tokens(m):
 
 @pytest.mark.parametrize("fmt,m", [("int1", 1), ("awq", 6), ("int1", 8)])
 def test_many_wave_split_layer_takes_the_small_layer_entries(fmt, m):
-    """Session 32: a large layer whose WGMMA plan splits K into more than config.WGMMA_SPLIT_MAX_WAVES waves
-    (12288 x 4096) keeps the decode path below the small layers' entries (int1: 8 tokens, AWQ: 12) and takes the
-    WGMMA path from them; through the default dispatch, twice, against float64."""
+    """Session 32: a large layer whose every-tile K split would make many waves (``wgmma.many_waves``: 12288 x 4096)
+    keeps the decode path below the small layers' entries (int1: 8 tokens, AWQ: 12) and takes the WGMMA path from
+    them; through the default dispatch, twice, against float64."""
     from cute_kernels.weight_only import config
 
     torch.manual_seed(m + len(fmt))
@@ -229,6 +229,35 @@ def test_many_wave_split_layer_takes_the_small_layer_entries(fmt, m):
         w, scale, _ = quantize_weights(torch.randn(n, k, device="cuda"), 1)
         ref = quantized_mm_ref(x.cpu(), w.cpu(), scale, 1)
         run = lambda out: quantized_mm(x, w, scale, 1, out=out)  # noqa: E731
+    for _ in range(2):
+        out = poisoned((m, n), dtype)
+        run(out)
+        assert _err(out, ref) < TOL[dtype]
+
+
+@pytest.mark.parametrize("fmt,m", [("awq", 1), ("awq", 16), ("int2", 8)])
+def test_tail_split_plan_through_the_dispatch(fmt, m):
+    """Session 32: 22016 x 4096 (172 tiles of 128 rows) runs 132 tiles whole and the last 40 in 3 K slices on the
+    WGMMA path (``wgmma.SPLIT_MAX_WAVES``); AWQ with the path forced, unscaled 2-bit through the default dispatch
+    (from 8 tokens there); twice, against float64."""
+    from cute_kernels.weight_only import config
+
+    torch.manual_seed(m + len(fmt))
+    n, k = 22016, 4096
+    awq = fmt == "awq"
+    assert wgmma.select_config(m, n, k).split_tail == 3
+    if not awq:
+        assert config.select_tile(2, m, n, 132, dense=True, k=k, wgmma=True)[0] == "wgmma"
+    dtype = torch.float16 if awq else torch.bfloat16
+    x = torch.randn(m, k, dtype=dtype, device="cuda")
+    if awq:
+        qweight, qzeros, scales = awq_quantize(torch.randn(k, n, device="cuda") * 0.05, 128, dtype)
+        ref = awq_gemm_ref(x.cpu(), qweight.cpu(), scales.cpu(), qzeros.cpu())
+        run = lambda out: awq_gemm(x, qweight, scales, qzeros, out=out, path="wgmma")  # noqa: E731
+    else:
+        w, scale, _ = quantize_weights(torch.randn(n, k, device="cuda"), 2)
+        ref = quantized_mm_ref(x.cpu(), w.cpu(), scale, 2)
+        run = lambda out: quantized_mm(x, w, scale, 2, out=out)  # noqa: E731
     for _ in range(2):
         out = poisoned((m, n), dtype)
         run(out)

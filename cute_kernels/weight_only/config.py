@@ -209,20 +209,22 @@ WGMMA_MIN_M_LARGE = {1: 1, 2: 4}
 # at one token. Eight held-out layers measured after the rule was drawn: the four unsplit 0.78-0.91x (16384 x 4096,
 # 16384 x 2048, 16384 x 6144, 14336 x 8192), the four split 1.01-1.21x (18432 x 7168, 22016 x 4096, 24576 x 1536,
 # 9216 x 4096). So unscaled weights of these widths on unsplit large layers take the WGMMA path from these token counts.
+# (Three of the split held-out layers are many-wave ones, which now run tail-split plans and take the small layers'
+# entries: WGMMA_MANY_WAVES_SMALL_ENTRIES.)
 WGMMA_MIN_M_LARGE_UNSPLIT = {2: 1}
 # Session 32 (same script; wo_cluster_layers_lowbit_waves.json, _grouped_waves.json, _grouped_waves_m8.json): the
-# large-layer entries above (WGMMA_MIN_M_GROUPED_LARGE, WGMMA_MIN_M_LARGE, WGMMA_MIN_M_LARGE_UNSPLIT) were fitted on
-# layers whose WGMMA plan is at most one wave of work units. Where the plan's K split through the workspace makes more
-# than this many waves (tiles x slices per CTA slot: 12288 / 18432 / 20480 / 22016 / 24576 rows at 1-16 tokens) the
-# WGMMA path at few tokens is slow and those entries lost: unscaled int1 at one token 1.01-1.26x the decode path's
+# large-layer entries above were fitted on layers whose WGMMA plan is at most one wave of work units. On layers where
+# splitting every tile would make more than ``wgmma.SPLIT_MAX_WAVES`` waves (``wgmma.many_waves``: 12288-24576 rows),
+# measured with those every-tile plans, they lost at few tokens: unscaled int1 at one token 1.01-1.26x the decode path's
 # time on all eight such layers measured (12288 x 4096 9.7 / 12.3 us), int1 / int2 at 4 tokens 0.97-1.20x (decode
-# faster or even on 7 of 8 each); on five of them AWQ at 6 tokens 0.92-1.16x and at 8 0.89-1.12x (three slower),
-# int4 g128 at 8 0.95-1.11x, int2 g128 at 1 token 0.97-1.10x, int1 g128 at one token 0.79-1.09x. At the small layers'
-# entries (WGMMA_MIN_M / WGMMA_MIN_M_GROUPED) the WGMMA path was ahead or even on those layers (AWQ at 12 tokens
-# 0.87-1.00x, int4 g128 0.91-1.08x, int2 g128 at 8 0.89-1.02x, int1 g128 at 4 0.77-1.02x, int2 / int1 at 8: see the
-# json), so such layers take those entries. On the seven measured layers of at most two waves the large entries hold
-# (int2 at 4 tokens 0.63-0.96x; int1 at one token 0.77-1.18x, mixed, left as it was).
-WGMMA_SPLIT_MAX_WAVES = 2.0
+# faster or even on 7 of 8 each); on five of them AWQ at 6 / 8 tokens 0.92-1.16x / 0.89-1.12x, int4 g128 at 8
+# 0.95-1.11x, int2 g128 at one token 0.97-1.10x, int1 g128 0.79-1.09x; at the small layers' entries (WGMMA_MIN_M /
+# WGMMA_MIN_M_GROUPED) the WGMMA path was ahead or even (AWQ at 12 tokens 0.87-1.00x, int4 g128 0.91-1.08x, int2
+# g128 at 8 0.89-1.02x, int1 g128 at 4 0.77-1.02x). So those layers take the small layers' entries. Those layers now
+# run tail-split plans, 1.1-1.4x faster (wgmma.SPLIT_MAX_WAVES), against which the decode path was measured only for
+# int2 (one token: WGMMA 0.84-0.94x on five layers) and AWQ / int4 g128 at 8-16 tokens (WGMMA ahead on all measured):
+# the entries may move earlier there once measured.
+WGMMA_MANY_WAVES_SMALL_ENTRIES = True
 
 
 def wgmma_min_m(bits: int, scaled: bool = False, awq: bool = False, weights: int | None = None,
@@ -230,14 +232,14 @@ def wgmma_min_m(bits: int, scaled: bool = False, awq: bool = False, weights: int
     """Fewest tokens that take the WGMMA path (when eligible) instead of the decode path; ``weights``: N * K of the
     layer, if known (large layers switch earlier: ``WGMMA_MIN_M_GROUPED_LARGE``, ``WGMMA_MIN_M_LARGE``); ``n``, ``k``:
     the layer's shape, if known (grouped 4-bit weights on long-K layers split in clusters: ``WGMMA_CLUSTER_LONG_K``;
-    unscaled 2-bit weights on unsplit large layers: ``WGMMA_MIN_M_LARGE_UNSPLIT``); a large layer whose WGMMA plan
-    splits K into more than ``WGMMA_SPLIT_MAX_WAVES`` waves of work units takes the small layers' entries."""
+    unscaled 2-bit weights on large layers whose plan splits no tile of its full waves:
+    ``WGMMA_MIN_M_LARGE_UNSPLIT``)."""
     grouped = scaled or awq
     large = weights is not None and weights >= WGMMA_LARGE_LAYER
     if large and n is not None and k is not None:
-        from .wgmma import split_waves
+        from .wgmma import many_waves
 
-        large = split_waves(n, k, sm_count) <= WGMMA_SPLIT_MAX_WAVES  # many-wave splits: the small layers' entries
+        large = not (WGMMA_MANY_WAVES_SMALL_ENTRIES and many_waves(n, k, sm_count))
     if (grouped and bits == 4 and WGMMA_CLUSTER_LONG_K is not None and n is not None and k is not None
             and k >= WGMMA_CLUSTER_LONG_K):
         from .wgmma import cluster_split_ctas

@@ -16,7 +16,7 @@ from functools import lru_cache
 
 import torch
 
-from ..configs import TileConfig, best_split
+from ..configs import TileConfig, best_split, tail_split
 from ..ops.split_k import cluster_split
 from ..jit_cache import cached_compile
 from ..plan_cache import cached_for_tensor
@@ -159,7 +159,9 @@ def select_config(m: int, n: int, k: int, sm_count: int = 132) -> TileConfig:
     """The narrowest token width that covers M (256 above) x 128 weight rows (two consumer warpgroups), or, on
     layers of fewer than ``config.WGMMA_LARGE_LAYER`` weights at <= ``SMALL_LAYER_MAX_TILE_N`` tokens, 64 rows (one
     consumer warpgroup) with two CTAs per SM; K split in up to 8 slices where the tiles alone leave SMs idle (the wave
-    model of ``configs.best_split``, over 64-value K-tiles and the config's CTA slots).
+    model of ``configs.best_split``, over 64-value K-tiles and the config's CTA slots) - except where that would make
+    more than ``SPLIT_MAX_WAVES`` waves of 16-token 128-row (tile, slice) units: there whole tiles, with the last
+    partial wave split as ``configs.tail_split`` prices it (``split_tail``).
 
     Session 20 (H100, ``benchmarks/experiments/wo_wgmma_small.py`` variant m64c2, two runs): on 4096^2 the small
     tiles were 3-7% faster at 8-32 tokens for AWQ, int4 (with and without g128 scales), int2 and int1 (AWQ M = 16
@@ -175,9 +177,31 @@ def select_config(m: int, n: int, k: int, sm_count: int = 132) -> TileConfig:
     small = n * k < WGMMA_LARGE_LAYER and tile_n <= SMALL_LAYER_MAX_TILE_N
     cfg = TileConfig(tile_m=64 if small else 128, tile_n=tile_n, cluster_m=1, cluster_n=1,
                      ctas_per_sm=2 if small else 1)
-    tiles = -(-n // cfg.tile_m) * -(-m // tile_n)
-    slices = best_split(tiles, cfg.tile_m, MAX_SPLIT_K, -(-k // K_TILE), cfg.slots(sm_count))
+    tiles, k_tiles, slots = -(-n // cfg.tile_m) * -(-m // tile_n), -(-k // K_TILE), cfg.slots(sm_count)
+    slices = best_split(tiles, cfg.tile_m, MAX_SPLIT_K, k_tiles, slots)
+    if cfg.tile_m == 128 and tile_n == 16 and tiles * slices > SPLIT_MAX_WAVES * slots:  # whole tiles, split tail
+        return replace(cfg, split_k=1, split_tail=tail_split(tiles, slots, MAX_SPLIT_K, k_tiles)[1])
     return replace(cfg, split_k=slices)
+
+
+def many_waves(n: int, k: int, sm_count: int) -> bool:
+    """Whether splitting every 16-token tile of an N x K layer (128-row tiles) the wave model's way would make more
+    than ``SPLIT_MAX_WAVES`` waves of (tile, slice) units: the layers ``select_config`` gives tail-split plans."""
+    cfg = select_config(1, n, k, sm_count)
+    tiles, slots = -(-n // cfg.tile_m), cfg.slots(sm_count)
+    slices = best_split(tiles, cfg.tile_m, MAX_SPLIT_K, -(-k // K_TILE), slots)
+    return cfg.tile_m == 128 and tiles * slices > SPLIT_MAX_WAVES * slots
+
+
+# Session 32 (H100, benchmarks/experiments/wo_tail_split.py, AWQ / int4 g128 / int2 at 1, 8 and 16 tokens; docs/
+# weight_only.md): where ``configs.best_split`` splits every 16-token tile into more than this many waves of (tile,
+# slice) units (layers of 12288 to 24576 rows: 2.9-3.9 waves), whole tiles with the last partial wave split
+# (``configs.tail_split``, the int8 / FP8 tail plans of session 25, which pick 1-4 slices here) ran 0.69-0.86x the
+# time on every measured row: AWQ at one token 22016 x 4096 33.7 -> 24.0 us, 18432 x 7168 43.9 -> 35.6, 24576 x 1536
+# 15.7 -> 12.4, 12288 x 4096 (96 tiles: no tail, whole tiles) 18.5 -> 14.9. Up to two waves the per-tile split stays
+# (9216 / 11008 rows, 1.6-1.95 waves, where whole tiles took 0.91-1.20x its time: slower at long K). Wider token tiles
+# and the 64-row tiles of small layers were not measured and keep the per-tile split.
+SPLIT_MAX_WAVES = 2
 
 # Above 128 tokens the tiles are compute-bound and a K split costs a round trip of the 128 x tile_n fp32 partial sums,
 # which the weight-streaming wave model of ``configs.best_split`` (fitted at decode sizes) does not see: it split
@@ -331,8 +355,14 @@ def compile_wgmma(fmt_key: str, x_dtype, out_dtype, scaled: bool, group: int, cf
 def launch_variant(bits: int, cfg: TileConfig, sm_count: int, m: int, n: int, k: int):
     """(config to compile, kernel options, split plan or None) of one problem: ``stage_options`` (and the preload
     override), mma.sync consumers for 1/2-bit weights up to ``SYNC_MMA_MAX_M`` tokens, the K split of ``cfg.split_k``
-    slices over every tile, or - ``ops.split_k.cluster_split`` - the unsplit config with the slices reduced inside
+    slices over every tile, or of ``cfg.split_tail`` slices over the last partial wave's tiles (the full waves' run
+    whole: the plan's head), or - ``ops.split_k.cluster_split`` - the unsplit config with the slices reduced inside
     clusters (``split_cluster`` option, no scratch)."""
+    tiles = -(-n // cfg.tile_m) * -(-m // cfg.tile_n)
+    head = 0
+    if cfg.split_tail > 1:  # the split variant runs it, with the split's stage options (as measured in session 32)
+        head = tiles // cfg.slots(sm_count) * cfg.slots(sm_count)
+        cfg = replace(cfg, split_k=cfg.split_tail, split_tail=1)
     options = stage_options(bits, cfg, n, k)
     if WEIGHT_PRELOAD_STAGES is not None:
         options = tuple(sorted([o for o in options if o[0] != "weight_preload"]
@@ -341,9 +371,8 @@ def launch_variant(bits: int, cfg: TileConfig, sm_count: int, m: int, n: int, k:
         tokens = cfg.tile_n if m > cfg.tile_n else -(-m // 8) * 8  # one tile of m tokens: only its first m count
         options = tuple(sorted(options + (("sync_mma", tokens),)))
     split = None
-    if cfg.split_k > 1:
-        tiles = -(-n // cfg.tile_m) * -(-m // cfg.tile_n)
-        split = (cfg.split_k, tiles * cfg.split_k * cfg.tile_m * cfg.tile_n, tiles, 0)  # every tile split: head 0
+    if cfg.split_k > 1:  # (slices, partial-sum words, split tiles, head: the tiles run whole first)
+        split = (cfg.split_k, (tiles - head) * cfg.split_k * cfg.tile_m * cfg.tile_n, tiles - head, head)
     split_cluster = cluster_split(cfg, split, sm_count)
     if split_cluster > 1:
         cfg, split = replace(cfg, split_k=1), None
@@ -352,18 +381,9 @@ def launch_variant(bits: int, cfg: TileConfig, sm_count: int, m: int, n: int, k:
 
 
 def splits_k(n: int, k: int, sm_count: int, m: int = 1) -> bool:
-    """Whether M tokens of an N x K layer run their tiles in several K slices (``select_config``'s wave model; the
-    same for every M of one token tile)."""
+    """Whether M tokens of an N x K layer run every tile in several K slices (``select_config``; a tail-split plan,
+    whose full waves run whole tiles, does not; the same for every M of one token tile)."""
     return select_config(m, n, k, sm_count).split_k > 1
-
-
-def split_waves(n: int, k: int, sm_count: int, m: int = 1) -> float:
-    """Work units (tiles x K slices) per CTA slot of M tokens of an N x K layer when its K split goes through the
-    workspace; 0 when it runs unsplit or reduces its slices in clusters (the same for every M of one token tile)."""
-    cfg = select_config(m, n, k, sm_count)
-    if cfg.split_k == 1 or cluster_split_ctas(n, k, sm_count, m):
-        return 0.0
-    return -(-n // cfg.tile_m) * -(-m // cfg.tile_n) * cfg.split_k / cfg.slots(sm_count)
 
 
 def cluster_split_ctas(n: int, k: int, sm_count: int, m: int = 1) -> int:
