@@ -161,107 +161,81 @@ def test_awq_gemm_default_dispatch_at_decode_sizes(m):
         assert _err(out, ref) < TOL[torch.float16]
 
 
-@pytest.mark.parametrize("fmt,m", [("awq", 1), ("awq", 5), ("int4g", 1), ("int4g", 6)])
-def test_grouped_4bit_on_a_cluster_split_layer_at_few_tokens(fmt, m):
-    """Session 32's rule: grouped 4-bit weights on a long-K layer whose plan reduces in clusters (8192 x 8192) take
-    the WGMMA path from one token; through the default dispatch, twice (the warm path), against float64."""
-    from cute_kernels.weight_only import config
-
-    torch.manual_seed(m + len(fmt))
-    n, k = 8192, 8192
-    assert config.select_tile(4, m, n, 132, scaled=True, awq=fmt == "awq", dense=fmt != "awq", k=k,
-                              wgmma=True)[0] == "wgmma"
+def _layer_case(fmt, m, n, k, path=None):
+    """(x's dtype, float64 reference, run(out)) of one call on an N x K layer through the ops: "awq" (g128, fp16 x),
+    "int{bits}" (per-tensor scale) or "int{bits}g" (bf16 g128 group scales), bf16 x."""
     dtype = torch.float16 if fmt == "awq" else torch.bfloat16
     x = torch.randn(m, k, dtype=dtype, device="cuda")
     if fmt == "awq":
         qweight, qzeros, scales = awq_quantize(torch.randn(k, n, device="cuda") * 0.05, 128, dtype)
         ref = awq_gemm_ref(x.cpu(), qweight.cpu(), scales.cpu(), qzeros.cpu())
-        run = lambda out: awq_gemm(x, qweight, scales, qzeros, out=out)  # noqa: E731
-    else:
-        w, scale, gs = quantize_weights(torch.randn(n, k, device="cuda"), 4, 128)
-        gs = gs.to(dtype)
-        ref = quantized_mm_ref(x.cpu(), w.cpu(), scale, 4, gs.float().cpu())
-        run = lambda out: quantized_mm(x, w, scale, 4, gs, out=out)  # noqa: E731
+        return dtype, ref, lambda out: awq_gemm(x, qweight, scales, qzeros, out=out, path=path)
+    bits, grouped = int(fmt[3]), fmt.endswith("g")
+    w, scale, gs = quantize_weights(torch.randn(n, k, device="cuda"), bits, 128 if grouped else None)
+    gs = gs.to(dtype) if grouped else None
+    ref = quantized_mm_ref(x.cpu(), w.cpu(), scale, bits, None if gs is None else gs.float().cpu())
+    return dtype, ref, lambda out: quantized_mm(x, w, scale, bits, gs, out=out, path=path)
+
+
+def _check_twice(m, n, case):
+    """Run a ``_layer_case`` twice (the second call takes the warm path) into NaN-poisoned outputs."""
+    dtype, ref, run = case
     for _ in range(2):
         out = poisoned((m, n), dtype)
         run(out)
         assert _err(out, ref) < TOL[dtype]
 
 
+def _path(fmt, m, n, k):
+    """The default dispatch's path for ``_layer_case(fmt, ...)``."""
+    from cute_kernels.weight_only import config
+
+    awq, bits = fmt == "awq", 4 if fmt == "awq" else int(fmt[3])
+    return config.select_tile(bits, m, n, 132, scaled=awq or fmt.endswith("g"), awq=awq, dense=not awq, k=k,
+                              wgmma=True)[0]
+
+
+@pytest.mark.parametrize("fmt,m", [("awq", 1), ("awq", 5), ("int4g", 1), ("int4g", 6)])
+def test_grouped_4bit_on_a_cluster_split_layer_at_few_tokens(fmt, m):
+    """Session 32's rule: grouped 4-bit weights on a long-K layer whose plan reduces in clusters (8192 x 8192) take
+    the WGMMA path from one token; through the default dispatch, against float64."""
+    torch.manual_seed(m + len(fmt))
+    assert _path(fmt, m, 8192, 8192) == "wgmma"
+    _check_twice(m, 8192, _layer_case(fmt, m, 8192, 8192))
+
+
 @pytest.mark.parametrize("m", [1, 3])
 def test_unscaled_2bit_on_an_unsplit_layer_at_few_tokens(m):
     """Session 32's rule: unscaled 2-bit weights on a large layer whose WGMMA tiles need no K split (14336 x 4096) take
-    the WGMMA path (mma.sync consumers) from one token; through the default dispatch, twice, against float64."""
-    from cute_kernels.weight_only import config
-
+    the WGMMA path (mma.sync consumers) from one token; through the default dispatch, against float64."""
     torch.manual_seed(m)
-    n, k = 14336, 4096
-    assert config.select_tile(2, m, n, 132, dense=True, k=k, wgmma=True)[0] == "wgmma"
-    x = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
-    w, scale, _ = quantize_weights(torch.randn(n, k, device="cuda"), 2)
-    ref = quantized_mm_ref(x.cpu(), w.cpu(), scale, 2)
-    for _ in range(2):
-        out = poisoned((m, n), torch.bfloat16)
-        quantized_mm(x, w, scale, 2, out=out)
-        assert _err(out, ref) < TOL[torch.bfloat16]
+    assert _path("int2", m, 14336, 4096) == "wgmma"
+    _check_twice(m, 14336, _layer_case("int2", m, 14336, 4096))
 
 
 @pytest.mark.parametrize("fmt,m", [("int1", 1), ("awq", 6), ("int1", 8)])
 def test_many_wave_split_layer_takes_the_small_layer_entries(fmt, m):
     """Session 32: a large layer whose every-tile K split would make many waves (``wgmma.many_waves``: 12288 x 4096)
     keeps the decode path below the small layers' entries (int1: 8 tokens, AWQ: 12) and takes the WGMMA path from
-    them; through the default dispatch, twice, against float64."""
+    them; through the default dispatch, against float64."""
     from cute_kernels.weight_only import config
 
     torch.manual_seed(m + len(fmt))
-    n, k = 12288, 4096
-    awq = fmt == "awq"
-    want = "wgmma" if m >= (config.WGMMA_MIN_M_GROUPED[4] if awq else config.WGMMA_MIN_M[1]) else "decode"
-    assert config.select_tile(4 if awq else 1, m, n, 132, scaled=awq, awq=awq, dense=not awq, k=k,
-                              wgmma=True)[0] == want
-    dtype = torch.float16 if awq else torch.bfloat16
-    x = torch.randn(m, k, dtype=dtype, device="cuda")
-    if awq:
-        qweight, qzeros, scales = awq_quantize(torch.randn(k, n, device="cuda") * 0.05, 128, dtype)
-        ref = awq_gemm_ref(x.cpu(), qweight.cpu(), scales.cpu(), qzeros.cpu())
-        run = lambda out: awq_gemm(x, qweight, scales, qzeros, out=out)  # noqa: E731
-    else:
-        w, scale, _ = quantize_weights(torch.randn(n, k, device="cuda"), 1)
-        ref = quantized_mm_ref(x.cpu(), w.cpu(), scale, 1)
-        run = lambda out: quantized_mm(x, w, scale, 1, out=out)  # noqa: E731
-    for _ in range(2):
-        out = poisoned((m, n), dtype)
-        run(out)
-        assert _err(out, ref) < TOL[dtype]
+    first = config.WGMMA_MIN_M_GROUPED[4] if fmt == "awq" else config.WGMMA_MIN_M[1]
+    assert _path(fmt, m, 12288, 4096) == ("wgmma" if m >= first else "decode")
+    _check_twice(m, 12288, _layer_case(fmt, m, 12288, 4096))
 
 
 @pytest.mark.parametrize("fmt,m", [("awq", 1), ("awq", 16), ("int2", 8)])
 def test_tail_split_plan_through_the_dispatch(fmt, m):
     """Session 32: 22016 x 4096 (172 tiles of 128 rows) runs 132 tiles whole and the last 40 in 3 K slices on the
     WGMMA path (``wgmma.SPLIT_MAX_WAVES``); AWQ with the path forced, unscaled 2-bit through the default dispatch
-    (from 8 tokens there); twice, against float64."""
-    from cute_kernels.weight_only import config
-
+    (from 8 tokens there); against float64."""
     torch.manual_seed(m + len(fmt))
-    n, k = 22016, 4096
-    awq = fmt == "awq"
-    assert wgmma.select_config(m, n, k).split_tail == 3
-    if not awq:
-        assert config.select_tile(2, m, n, 132, dense=True, k=k, wgmma=True)[0] == "wgmma"
-    dtype = torch.float16 if awq else torch.bfloat16
-    x = torch.randn(m, k, dtype=dtype, device="cuda")
-    if awq:
-        qweight, qzeros, scales = awq_quantize(torch.randn(k, n, device="cuda") * 0.05, 128, dtype)
-        ref = awq_gemm_ref(x.cpu(), qweight.cpu(), scales.cpu(), qzeros.cpu())
-        run = lambda out: awq_gemm(x, qweight, scales, qzeros, out=out, path="wgmma")  # noqa: E731
-    else:
-        w, scale, _ = quantize_weights(torch.randn(n, k, device="cuda"), 2)
-        ref = quantized_mm_ref(x.cpu(), w.cpu(), scale, 2)
-        run = lambda out: quantized_mm(x, w, scale, 2, out=out)  # noqa: E731
-    for _ in range(2):
-        out = poisoned((m, n), dtype)
-        run(out)
-        assert _err(out, ref) < TOL[dtype]
+    assert wgmma.select_config(m, 22016, 4096).split_tail == 3
+    if fmt != "awq":
+        assert _path(fmt, m, 22016, 4096) == "wgmma"
+    _check_twice(m, 22016, _layer_case(fmt, m, 22016, 4096, path="wgmma" if fmt == "awq" else None))
 
 
 @pytest.mark.parametrize("tokens", [16, 17, 300, 4096, 4097])
