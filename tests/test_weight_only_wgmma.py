@@ -253,9 +253,9 @@ def test_dispatch_rule():
     assert set(config.WGMMA_MIN_M_LARGE) == {1, 2}
     # grouped 4-bit on long-K layers whose plan reduces its K slices in clusters: from one token (AWQ; int4 with group
     # scales where the clusters fill the SMs) - session 32
-    def first_wgmma(n, k, awq):
-        kw = {"scaled": True, "awq": awq, "dense": not awq}
-        return next(m for m in range(1, 17) if config.select_tile(4, m, n, 132, wgmma=True, k=k, **kw)[0] == "wgmma")
+    def first_wgmma(bits, n, k, **kw):  # the fewest tokens the dispatch sends to the WGMMA path
+        kw = {"dense": not kw.get("awq"), **kw}
+        return next(m for m in range(1, 17) if config.select_tile(bits, m, n, 132, wgmma=True, k=k, **kw)[0] == "wgmma")
 
     assert config.WGMMA_MIN_M_GROUPED_LARGE[4] == 6
     assert wgmma.cluster_split_ctas(8192, 8192, 132) == 128 and wgmma.cluster_split_ctas(7168, 8192, 132) == 112
@@ -263,7 +263,8 @@ def test_dispatch_rule():
     for (n, k), awq_first, int4g_first in (((8192, 8192), 1, 1), ((8192, 28672), 1, 1), ((7168, 8192), 1, 6),
                                            ((8192, 4096), 6, 6), ((4096, 14336), 6, 6), ((14336, 4096), 6, 6),
                                            ((4096, 4096), 12, 12)):
-        assert (first_wgmma(n, k, True), first_wgmma(n, k, False)) == (awq_first, int4g_first), (n, k)
+        got = (first_wgmma(4, n, k, scaled=True, awq=True), first_wgmma(4, n, k, scaled=True))
+        assert got == (awq_first, int4g_first), (n, k)
     # no group parameters: unchanged by it
     assert config.select_tile(4, 1, 8192, 132, dense=True, wgmma=True, k=8192)[0] == "decode"
     # unscaled 2-bit on large layers whose WGMMA tiles need no K split: from one token (session 32); split ones from 4
@@ -271,9 +272,7 @@ def test_dispatch_rule():
     for (n, k), first in (((14336, 4096), 1), ((16384, 2048), 1), ((28672, 8192), 1), ((8192, 8192), 4),
                           ((9216, 4096), 4), ((4096, 14336), 4), ((4096, 4096), 8)):
         assert wgmma.splits_k(n, k, 132) == (first != 1) or n * k < config.WGMMA_LARGE_LAYER
-        got = next(m for m in range(1, 17) if config.select_tile(2, m, n, 132, dense=True, wgmma=True, k=k)[0]
-                   == "wgmma")
-        assert got == first, (n, k, got)
+        assert first_wgmma(2, n, k) == first, (n, k)
     # where splitting every tile would make more than SPLIT_MAX_WAVES waves of units, the full waves run whole tiles
     # and the last wave is split (session 32); no tail: whole tiles
     assert wgmma.select_config(1, 9216, 4096).split_k == 3  # 1.6 waves of split units: unchanged
@@ -292,11 +291,8 @@ def test_dispatch_rule():
                                 (1, {"scaled": True}, config.WGMMA_MIN_M_GROUPED[1]),
                                 (2, {"scaled": True}, config.WGMMA_MIN_M_GROUPED[2]),
                                 (4, {"scaled": True}, config.WGMMA_MIN_M_GROUPED[4]),
-                                (4, {"scaled": True, "awq": True, "dense": False}, config.WGMMA_MIN_M_GROUPED[4])):
-            kw = {"dense": True, **kw}
-            got = next(m for m in range(1, 17) if config.select_tile(bits, m, n, 132, wgmma=True, k=k, **kw)[0]
-                       == "wgmma")
-            assert got == first, (n, k, bits, kw, got)
+                                (4, {"scaled": True, "awq": True}, config.WGMMA_MIN_M_GROUPED[4])):
+            assert first_wgmma(bits, n, k, **kw) == first, (n, k, bits, kw)
     assert config.select_tile(1, 1, 8192, 132, dense=True, wgmma=True, k=8192)[0] == "wgmma"  # 1-bit: as before
     assert config.select_tile(4, 1, 14336, 132, dense=True, wgmma=True, k=4096)[0] == "decode"  # 4-bit: as before
     # 8-bit: the decode path up to DECODE_MAX_M (no WGMMA_MIN_M entry), then WGMMA like the other widths

@@ -234,26 +234,21 @@ def wgmma_min_m(bits: int, scaled: bool = False, awq: bool = False, weights: int
     the layer's shape, if known (grouped 4-bit weights on long-K layers split in clusters: ``WGMMA_CLUSTER_LONG_K``;
     unscaled 2-bit weights on large layers whose plan splits no tile of its full waves:
     ``WGMMA_MIN_M_LARGE_UNSPLIT``)."""
+    from . import wgmma  # the plan-shaped rules ask the WGMMA path's planner (it imports this module)
+
     grouped = scaled or awq
+    shape = n is not None and k is not None
     large = weights is not None and weights >= WGMMA_LARGE_LAYER
-    if large and n is not None and k is not None:
-        from .wgmma import many_waves
-
-        large = not (WGMMA_MANY_WAVES_SMALL_ENTRIES and many_waves(n, k, sm_count))
-    if (grouped and bits == 4 and WGMMA_CLUSTER_LONG_K is not None and n is not None and k is not None
-            and k >= WGMMA_CLUSTER_LONG_K):
-        from .wgmma import cluster_split_ctas
-
-        ctas = cluster_split_ctas(n, k, sm_count)
+    if large and shape:
+        large = not (WGMMA_MANY_WAVES_SMALL_ENTRIES and wgmma.many_waves(n, k, sm_count))
+    if grouped and bits == 4 and WGMMA_CLUSTER_LONG_K is not None and shape and k >= WGMMA_CLUSTER_LONG_K:
+        ctas = wgmma.cluster_split_ctas(n, k, sm_count)
         if ctas and (awq or ctas >= WGMMA_CLUSTER_INT4_MIN_FILL * sm_count):
             return 1
     if grouped and large and bits in WGMMA_MIN_M_GROUPED_LARGE:
         return WGMMA_MIN_M_GROUPED_LARGE[bits]
-    if not grouped and large and bits in WGMMA_MIN_M_LARGE_UNSPLIT and n is not None and k is not None:
-        from .wgmma import splits_k
-
-        if not splits_k(n, k, sm_count):
-            return WGMMA_MIN_M_LARGE_UNSPLIT[bits]
+    if not grouped and large and bits in WGMMA_MIN_M_LARGE_UNSPLIT and shape and not wgmma.splits_k(n, k, sm_count):
+        return WGMMA_MIN_M_LARGE_UNSPLIT[bits]
     if not grouped and large and bits in WGMMA_MIN_M_LARGE:
         return WGMMA_MIN_M_LARGE[bits]
     table = WGMMA_MIN_M_GROUPED if grouped else WGMMA_MIN_M

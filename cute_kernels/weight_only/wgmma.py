@@ -177,20 +177,25 @@ def select_config(m: int, n: int, k: int, sm_count: int = 132) -> TileConfig:
     small = n * k < WGMMA_LARGE_LAYER and tile_n <= SMALL_LAYER_MAX_TILE_N
     cfg = TileConfig(tile_m=64 if small else 128, tile_n=tile_n, cluster_m=1, cluster_n=1,
                      ctas_per_sm=2 if small else 1)
-    tiles, k_tiles, slots = -(-n // cfg.tile_m) * -(-m // tile_n), -(-k // K_TILE), cfg.slots(sm_count)
-    slices = best_split(tiles, cfg.tile_m, MAX_SPLIT_K, k_tiles, slots)
-    if cfg.tile_m == 128 and tile_n == 16 and tiles * slices > SPLIT_MAX_WAVES * slots:  # whole tiles, split tail
+    tiles, k_tiles, slots, slices, many = _every_tile_split(cfg, m, n, k, sm_count)
+    if many:  # whole tiles, the last partial wave split
         return replace(cfg, split_k=1, split_tail=tail_split(tiles, slots, MAX_SPLIT_K, k_tiles)[1])
     return replace(cfg, split_k=slices)
 
 
+def _every_tile_split(cfg: TileConfig, m: int, n: int, k: int, sm_count: int):
+    """(tiles, 64-value K-tiles, CTA slots, slices) of splitting every tile of ``cfg`` the wave model's way
+    (``configs.best_split``), and whether that makes more than ``SPLIT_MAX_WAVES`` waves of 16-token 128-row units."""
+    tiles, k_tiles, slots = -(-n // cfg.tile_m) * -(-m // cfg.tile_n), -(-k // K_TILE), cfg.slots(sm_count)
+    slices = best_split(tiles, cfg.tile_m, MAX_SPLIT_K, k_tiles, slots)
+    many = cfg.tile_m == 128 and cfg.tile_n == 16 and tiles * slices > SPLIT_MAX_WAVES * slots
+    return tiles, k_tiles, slots, slices, many
+
+
 def many_waves(n: int, k: int, sm_count: int) -> bool:
-    """Whether splitting every 16-token tile of an N x K layer (128-row tiles) the wave model's way would make more
-    than ``SPLIT_MAX_WAVES`` waves of (tile, slice) units: the layers ``select_config`` gives tail-split plans."""
-    cfg = select_config(1, n, k, sm_count)
-    tiles, slots = -(-n // cfg.tile_m), cfg.slots(sm_count)
-    slices = best_split(tiles, cfg.tile_m, MAX_SPLIT_K, -(-k // K_TILE), slots)
-    return cfg.tile_m == 128 and tiles * slices > SPLIT_MAX_WAVES * slots
+    """Whether splitting every 16-token tile of an N x K layer would make more than ``SPLIT_MAX_WAVES`` waves of units:
+    the layers ``select_config`` gives tail-split plans."""
+    return _every_tile_split(select_config(1, n, k, sm_count), 1, n, k, sm_count)[-1]
 
 
 # Session 32 (H100, benchmarks/experiments/wo_tail_split.py, AWQ / int4 g128 / int2 at 1, 8 and 16 tokens; docs/
