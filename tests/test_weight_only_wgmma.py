@@ -223,7 +223,7 @@ def test_x_rows():
     assert wgmma.x_rows(256, 128) == 256  # whole tiles
 
 
-def test_dispatch_rule():
+def test_dispatch_rule(monkeypatch):
     # quantized_mm with a dense path: WGMMA from WGMMA_MIN_M tokens (WGMMA_MIN_M_GROUPED with group scales or for
     # AWQ) to WGMMA_MAX_M, dense above
     top = config.WGMMA_MAX_M
@@ -282,17 +282,24 @@ def test_dispatch_rule():
     run_cfg, options, split = wgmma.launch_variant(4, tail_cfg, 132, 1, 22016, 4096)
     assert run_cfg.split_k == 3 and split == (3, 40 * 3 * 128 * 16, 40, 132)  # 172 tiles: 132 whole, 40 in 3 slices
     assert dict(options).get("weight_preload") == 4  # the split 16-token tiles' stage options
-    # those layers (wgmma.many_waves) take the small layers' entries
+    # those layers (wgmma.many_waves) take their own entries (session 33): 1/2-bit weights from one token, AWQ from 8,
+    # other 4-bit weights the small layers' entries; with the tables off (None), the small layers' entries throughout
     assert wgmma.many_waves(22016, 4096, 132) and wgmma.many_waves(12288, 4096, 132)
     assert not wgmma.many_waves(9216, 4096, 132) and not wgmma.many_waves(14336, 4096, 132)
     assert not wgmma.many_waves(8192, 8192, 132) and not wgmma.many_waves(4096, 4096, 132)
-    for n, k in ((12288, 4096), (22016, 4096), (24576, 1536)):
-        for bits, kw, first in ((1, {}, config.WGMMA_MIN_M[1]), (2, {}, config.WGMMA_MIN_M[2]),
-                                (1, {"scaled": True}, config.WGMMA_MIN_M_GROUPED[1]),
-                                (2, {"scaled": True}, config.WGMMA_MIN_M_GROUPED[2]),
-                                (4, {"scaled": True}, config.WGMMA_MIN_M_GROUPED[4]),
-                                (4, {"scaled": True, "awq": True}, config.WGMMA_MIN_M_GROUPED[4])):
+    cases = ((1, {}, 1, config.WGMMA_MIN_M[1]), (2, {}, 1, config.WGMMA_MIN_M[2]),
+             (4, {}, config.WGMMA_MIN_M[4], config.WGMMA_MIN_M[4]),
+             (1, {"scaled": True}, 1, config.WGMMA_MIN_M_GROUPED[1]),
+             (2, {"scaled": True}, 1, config.WGMMA_MIN_M_GROUPED[2]),
+             (4, {"scaled": True}, config.WGMMA_MIN_M_GROUPED[4], config.WGMMA_MIN_M_GROUPED[4]),
+             (4, {"scaled": True, "awq": True}, 8, config.WGMMA_MIN_M_GROUPED[4]))
+    for n, k in ((12288, 4096), (22016, 4096), (24576, 1536), (18944, 3584)):
+        for bits, kw, first, small in cases:
             assert first_wgmma(bits, n, k, **kw) == first, (n, k, bits, kw)
+            with monkeypatch.context() as mp:
+                for table in ("WGMMA_MIN_M_MANY_WAVES", "WGMMA_MIN_M_GROUPED_MANY_WAVES", "WGMMA_MIN_M_AWQ_MANY_WAVES"):
+                    mp.setattr(config, table, None)
+                assert first_wgmma(bits, n, k, **kw) == small, (n, k, bits, kw)
     assert config.select_tile(1, 1, 8192, 132, dense=True, wgmma=True, k=8192)[0] == "wgmma"  # 1-bit: as before
     assert config.select_tile(4, 1, 14336, 132, dense=True, wgmma=True, k=4096)[0] == "decode"  # 4-bit: as before
     # 8-bit: the decode path up to DECODE_MAX_M (no WGMMA_MIN_M entry), then WGMMA like the other widths

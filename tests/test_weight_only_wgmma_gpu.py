@@ -213,15 +213,16 @@ def test_unscaled_2bit_on_an_unsplit_layer_at_few_tokens(m):
     _check_twice(m, 14336, _layer_case("int2", m, 14336, 4096))
 
 
-@pytest.mark.parametrize("fmt,m", [("int1", 1), ("awq", 6), ("int1", 8)])
-def test_many_wave_split_layer_takes_the_small_layer_entries(fmt, m):
-    """Session 32: a large layer whose every-tile K split would make many waves (``wgmma.many_waves``: 12288 x 4096)
-    keeps the decode path below the small layers' entries (int1: 8 tokens, AWQ: 12) and takes the WGMMA path from
-    them; through the default dispatch, against float64."""
+@pytest.mark.parametrize("fmt,m", [("int1", 1), ("int2g", 2), ("awq", 6), ("awq", 8), ("int4g", 8)])
+def test_many_wave_layer_entries_through_the_dispatch(fmt, m):
+    """Sessions 32-33: a large layer whose every-tile K split would make many waves (``wgmma.many_waves``: 12288 x
+    4096) takes its own entries (``config.WGMMA_MIN_M_MANY_WAVES``: 1/2-bit weights from one token, AWQ from 8, int4
+    g128 the small layers' 12); through the default dispatch, against float64."""
     from cute_kernels.weight_only import config
 
     torch.manual_seed(m + len(fmt))
-    first = config.WGMMA_MIN_M_GROUPED[4] if fmt == "awq" else config.WGMMA_MIN_M[1]
+    first = {"int1": 1, "int2g": 1, "awq": config.WGMMA_MIN_M_AWQ_MANY_WAVES,
+             "int4g": config.WGMMA_MIN_M_GROUPED[4]}[fmt]
     assert _path(fmt, m, 12288, 4096) == ("wgmma" if m >= first else "decode")
     _check_twice(m, 12288, _layer_case(fmt, m, 12288, 4096))
 

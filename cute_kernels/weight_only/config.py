@@ -210,7 +210,7 @@ WGMMA_MIN_M_LARGE = {1: 1, 2: 4}
 # 16384 x 2048, 16384 x 6144, 14336 x 8192), the four split 1.01-1.21x (18432 x 7168, 22016 x 4096, 24576 x 1536,
 # 9216 x 4096). So unscaled weights of these widths on unsplit large layers take the WGMMA path from these token counts.
 # (Three of the split held-out layers are many-wave ones, which now run tail-split plans and take the small layers'
-# entries: WGMMA_MANY_WAVES_SMALL_ENTRIES.)
+# entries, then WGMMA_MIN_M_MANY_WAVES.)
 WGMMA_MIN_M_LARGE_UNSPLIT = {2: 1}
 # Session 32 (same script; wo_cluster_layers_lowbit_waves.json, _grouped_waves.json, _grouped_waves_m8.json): the
 # large-layer entries above were fitted on layers whose WGMMA plan is at most one wave of work units. On layers where
@@ -224,7 +224,19 @@ WGMMA_MIN_M_LARGE_UNSPLIT = {2: 1}
 # run tail-split plans, 1.1-1.4x faster (wgmma.SPLIT_MAX_WAVES), against which the decode path was measured only for
 # int2 (one token: WGMMA 0.84-0.94x on five layers) and AWQ / int4 g128 at 8-16 tokens (WGMMA ahead on all measured):
 # the entries may move earlier there once measured.
-WGMMA_MANY_WAVES_SMALL_ENTRIES = True
+# Session 33 (H100, benchmarks/experiments/wo_many_wave_entries.py, both paths forced through the ops with the tail-split
+# plans, the five layers above at 1-12 tokens; docs/weight_only.md), WGMMA / decode time at one token over the five:
+# int1 0.68-0.86, int2 0.84-0.96, int1 g128 0.53-0.79, int2 g128 0.76-0.86. Then through the dispatch on six layers
+# the fit had not seen (18944 x 3584, 12288 x 5120, 24576 x 2048, 17920 x 5120, 21504 x 3072, 12288 x 8192), these
+# entries against the small layers' at 1-6 tokens: 0.62-0.99x the time on 83 of 84 points (1.12x once, int2 g128 on
+# 12288 x 8192 at 2 tokens; 0.88x / 0.92x at 1 / 4). 4-bit weights were mixed at 1-6 tokens: AWQ 0.76-1.02x on the
+# fitted five, 0.77-1.26x held out (slower on 12288 x 5120 and 12288 x 8192, whose 96 whole tiles leave 36 SMs idle),
+# int4 g128 0.88-1.14x held out, unscaled int4 0.95-1.01x, so they keep the small layers' entries, except AWQ from 8
+# tokens: 0.69-0.87x at 8 on the fitted five and 0.72-0.95x held out (int4 g128 at 8 held out: 0.84-1.06x; unscaled
+# int4 0.94-1.07x). None: the small layers' entries for every width (session 32's rule; experiments).
+WGMMA_MIN_M_MANY_WAVES = {1: 1, 2: 1}
+WGMMA_MIN_M_GROUPED_MANY_WAVES = {1: 1, 2: 1}  # with group scales (4-bit: the small layers' entry)
+WGMMA_MIN_M_AWQ_MANY_WAVES = 8
 
 
 def wgmma_min_m(bits: int, scaled: bool = False, awq: bool = False, weights: int | None = None,
@@ -233,14 +245,19 @@ def wgmma_min_m(bits: int, scaled: bool = False, awq: bool = False, weights: int
     layer, if known (large layers switch earlier: ``WGMMA_MIN_M_GROUPED_LARGE``, ``WGMMA_MIN_M_LARGE``); ``n``, ``k``:
     the layer's shape, if known (grouped 4-bit weights on long-K layers split in clusters: ``WGMMA_CLUSTER_LONG_K``;
     unscaled 2-bit weights on large layers whose plan splits no tile of its full waves:
-    ``WGMMA_MIN_M_LARGE_UNSPLIT``)."""
+    ``WGMMA_MIN_M_LARGE_UNSPLIT``; layers whose every-tile split would make many waves: ``WGMMA_MIN_M_MANY_WAVES``)."""
     from . import wgmma  # the plan-shaped rules ask the WGMMA path's planner (it imports this module)
 
     grouped = scaled or awq
     shape = n is not None and k is not None
     large = weights is not None and weights >= WGMMA_LARGE_LAYER
-    if large and shape:
-        large = not (WGMMA_MANY_WAVES_SMALL_ENTRIES and wgmma.many_waves(n, k, sm_count))
+    if large and shape and wgmma.many_waves(n, k, sm_count):
+        many = WGMMA_MIN_M_GROUPED_MANY_WAVES if grouped else WGMMA_MIN_M_MANY_WAVES
+        if awq and WGMMA_MIN_M_AWQ_MANY_WAVES is not None:
+            return WGMMA_MIN_M_AWQ_MANY_WAVES
+        if many is not None and bits in many:
+            return many[bits]
+        large = False  # the small layers' entries
     if grouped and bits == 4 and WGMMA_CLUSTER_LONG_K is not None and shape and k >= WGMMA_CLUSTER_LONG_K:
         ctas = wgmma.cluster_split_ctas(n, k, sm_count)
         if ctas and (awq or ctas >= WGMMA_CLUSTER_INT4_MIN_FILL * sm_count):
