@@ -143,6 +143,15 @@ FP8_LONG_K_LOADED = [(m, n, k, {"64x128 cl2 split8": T(64, 128, 2, 1, split=8), 
                      for n, k in ((7168, 16384), (4096, 14336), (2048, 16384), (8192, 28672), (7168, 18432))
                      for m in (65, 97, 126)]
 
+# WF_FP8_A_MCAST=1 (session 33): at 64-128 tokens the token tile (the kernel's A; swapped: its B) is read by every
+# weight tile's CTA; a 2-CTA cluster across the weight dimension multicasts it (1x2 unswapped, 2x1 swapped).
+FP8_A_MCAST = [(64, 24576, 1536, {"64x192 cl1x2 split8": T(64, 192, 1, 2, split=8)}),
+               (128, 24576, 1536, {"128x192 cl1x2 split4": T(128, 192, 1, 2, split=4)}),
+               (64, 7168, 16384, {"64x128 cl1x2 split8": T(64, 128, 1, 2, split=8)}),
+               (64, 4096, 7168, {"64x128 cl1x2 split8": T(64, 128, 1, 2, split=8)}),
+               (64, 2112, 7168, {"64x128 cl1x2 split8": T(64, 128, 1, 2, split=8)}),
+               (64, 7168, 2048, {"64x64 swap cl2x1 split8": T(64, 64, 2, 1, swap=True, split=8)})]
+
 
 def int8_case(m, n, k):
     sets = []
@@ -182,7 +191,7 @@ def main():
              ("WF_MID_CLUSTER", "int8", MID_CLUSTER), ("WF_FP8_MID_CLUSTER", "fp8", FP8_MID_CLUSTER),
              ("WF_FP8_MID_CLUSTER_CONFIRM", "fp8", FP8_MID_CLUSTER_CONFIRM),
              ("WF_FP8_SPLIT_ROW_CLUSTER", "fp8", FP8_SPLIT_ROW_CLUSTER),
-             ("WF_FP8_LONG_K_LOADED", "fp8", FP8_LONG_K_LOADED)]
+             ("WF_FP8_LONG_K_LOADED", "fp8", FP8_LONG_K_LOADED), ("WF_FP8_A_MCAST", "fp8", FP8_A_MCAST)]
     makers = {"int8": int8_case, "fp8": fp8_case}
     chosen = next(((op, problems) for env, op, problems in modes if os.environ.get(env) == "1"), None)
     if chosen is not None:
