@@ -62,6 +62,33 @@ def interleaved_medians(fns, wts, rounds):
     return {v: statistics.median(t) for v, t in times.items()}, times
 
 
+def rule_rows(families, layers, ms, rules, use, path_of, rounds):
+    """Rows timing the dispatch (no path forced) under each of ``rules`` (names; ``use(name)`` switches to one),
+    interleaved round by round, per family, layer and M: medians per rule, every round's times ("all") and the path
+    ``path_of(fam, m, n, k)`` each rule picks ("paths"). Weight copies rotated past L2 (``weight_copies``)."""
+    rows = []
+    for fam in families:
+        dtype = family(fam)[0]
+        for n, k in layers:
+            wts = weight_copies(fam, n, k)
+            for m in ms:
+                x = torch.randn(m, k, dtype=dtype, device="cuda")
+                out = torch.empty(m, n, dtype=dtype, device="cuda")
+                times, paths = {r: [] for r in rules}, {}
+                for _ in range(rounds):
+                    for r in rules:
+                        use(r)
+                        paths[r] = path_of(fam, m, n, k)
+                        times[r].append(graph_time_us([lambda w=w: call(fam, x, w, out, None) for w in wts])[0])
+                row = {"fam": fam, "M": m, "N": n, "K": k, "paths": paths,
+                       **{r: statistics.median(t) for r, t in times.items()}, "all": times}
+                rows.append(row)
+                print(json.dumps({a: b for a, b in row.items() if a != "all"}), flush=True)
+            del wts
+            torch.cuda.empty_cache()
+    return rows
+
+
 def call(fam, x, wt, out, path):
     bits = family(fam)[2]
     if fam == "awq":

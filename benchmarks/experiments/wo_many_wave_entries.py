@@ -12,14 +12,12 @@ change them); writes $OUT/wo_many_wave_confirm.json. Session 33's first confirm 
 import importlib
 import json
 import os
-import statistics
 
 import torch
 
 from cute_kernels.reference import awq_gemm_ref, quantized_mm_ref
 from cute_kernels.weight_only import config
-from cute_kernels.bench import graph_time_us
-from wo_crossover import call, family, interleaved_medians, make, weight_copies
+from wo_crossover import call, family, interleaved_medians, make, rule_rows, weight_copies
 
 OUT = os.environ.get("OUT", ".")
 LAYERS = tuple(tuple(int(v) for v in s.split("x")) for s in os.environ.get(
@@ -72,26 +70,7 @@ def check():
 
 
 def confirm(bad):
-    rows = []
-    for fam in FAMILIES:
-        dtype = family(fam)[0]
-        for n, k in LAYERS:
-            wts = weight_copies(fam, n, k)
-            for m in MS:
-                x = torch.randn(m, k, dtype=dtype, device="cuda")
-                out = torch.empty(m, n, dtype=dtype, device="cuda")
-                times, paths = {r: [] for r in RULES}, {}
-                for _ in range(ROUNDS):
-                    for r in RULES:
-                        use(r)
-                        paths[r] = shipped_path(fam, m, n, k)
-                        times[r].append(graph_time_us([lambda w=w: call(fam, x, w, out, None) for w in wts])[0])
-                row = {"fam": fam, "M": m, "N": n, "K": k, "paths": paths,
-                       **{r: statistics.median(t) for r, t in times.items()}, "all": times}
-                rows.append(row)
-                print(json.dumps({a: b for a, b in row.items() if a != "all"}), flush=True)
-            del wts
-            torch.cuda.empty_cache()
+    rows = rule_rows(FAMILIES, LAYERS, MS, RULES, use, shipped_path, ROUNDS)
     use("new")
     dev = torch.cuda.get_device_name()
     with open(os.path.join(OUT, "wo_many_wave_confirm.json"), "w") as f:

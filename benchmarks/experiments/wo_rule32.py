@@ -9,14 +9,12 @@ against float64 first under both rules; CUDA-graph medians of interleaved rounds
 import importlib
 import json
 import os
-import statistics
 
 import torch
 
-from cute_kernels.bench import graph_time_us
 from cute_kernels.reference import awq_gemm_ref, quantized_mm_ref
 from cute_kernels.weight_only import config
-from wo_crossover import call, family, make, weight_copies
+from wo_crossover import call, family, make, rule_rows
 
 OUT = os.environ.get("OUT", ".")
 LAYERS = tuple(tuple(int(v) for v in s.split("x")) for s in os.environ.get(
@@ -65,26 +63,7 @@ def check():
 
 def main():
     bad = check()
-    rows = []
-    for fam in FAMILIES:
-        dtype, group, bits = family(fam)
-        for n, k in LAYERS:
-            wts = weight_copies(fam, n, k)
-            for m in MS:
-                x = torch.randn(m, k, dtype=dtype, device="cuda")
-                out = torch.empty(m, n, dtype=dtype, device="cuda")
-                times, paths = {r: [] for r in RULES}, {}
-                for _ in range(ROUNDS):
-                    for r in RULES:
-                        use(r)
-                        paths[r] = path_of(fam, m, n, k)
-                        times[r].append(graph_time_us([lambda w=w: call(fam, x, w, out, None) for w in wts])[0])
-                row = {"fam": fam, "M": m, "N": n, "K": k, "paths": paths,
-                       **{r: statistics.median(t) for r, t in times.items()}, "all": times}
-                rows.append(row)
-                print(json.dumps({a: b for a, b in row.items() if a != "all"}), flush=True)
-            del wts
-            torch.cuda.empty_cache()
+    rows = rule_rows(FAMILIES, LAYERS, MS, RULES, use, path_of, ROUNDS)
     use("new")
     dev = torch.cuda.get_device_name()
     with open(os.path.join(OUT, "wo_rule32.json"), "w") as f:
