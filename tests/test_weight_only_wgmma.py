@@ -282,8 +282,9 @@ def test_dispatch_rule(monkeypatch):
     run_cfg, options, split = wgmma.launch_variant(4, tail_cfg, 132, 1, 22016, 4096)
     assert run_cfg.split_k == 3 and split == (3, 40 * 3 * 128 * 16, 40, 132)  # 172 tiles: 132 whole, 40 in 3 slices
     assert dict(options).get("weight_preload") == 4  # the split 16-token tiles' stage options
-    # those layers (wgmma.many_waves) take their own entries (session 33): 1/2-bit weights from one token, AWQ from 8,
-    # other 4-bit weights the small layers' entries; with the tables off (None), the small layers' entries throughout
+    # those layers (wgmma.many_waves) take their own entries (session 33): 1/2-bit weights from one token, AWQ from 8
+    # (from one where the plan has a full wave of whole tiles), other 4-bit weights the small layers' entries; with the
+    # tables off (None), the small layers' entries throughout
     assert wgmma.many_waves(22016, 4096, 132) and wgmma.many_waves(12288, 4096, 132)
     assert not wgmma.many_waves(9216, 4096, 132) and not wgmma.many_waves(14336, 4096, 132)
     assert not wgmma.many_waves(8192, 8192, 132) and not wgmma.many_waves(4096, 4096, 132)
@@ -294,10 +295,15 @@ def test_dispatch_rule(monkeypatch):
              (4, {"scaled": True}, config.WGMMA_MIN_M_GROUPED[4], config.WGMMA_MIN_M_GROUPED[4]),
              (4, {"scaled": True, "awq": True}, 8, config.WGMMA_MIN_M_GROUPED[4]))
     for n, k in ((12288, 4096), (22016, 4096), (24576, 1536), (18944, 3584)):
+        full = wgmma.full_wave(n, k, 132)  # >= 132 tiles of 128 rows: AWQ from one token there
+        assert full == (n != 12288), (n, k)
         for bits, kw, first, small in cases:
+            if kw.get("awq") and full:
+                first = config.WGMMA_MIN_M_AWQ_FULL_WAVE
             assert first_wgmma(bits, n, k, **kw) == first, (n, k, bits, kw)
             with monkeypatch.context() as mp:
-                for table in ("WGMMA_MIN_M_MANY_WAVES", "WGMMA_MIN_M_GROUPED_MANY_WAVES", "WGMMA_MIN_M_AWQ_MANY_WAVES"):
+                for table in ("WGMMA_MIN_M_MANY_WAVES", "WGMMA_MIN_M_GROUPED_MANY_WAVES", "WGMMA_MIN_M_AWQ_MANY_WAVES",
+                              "WGMMA_MIN_M_AWQ_FULL_WAVE"):
                     mp.setattr(config, table, None)
                 assert first_wgmma(bits, n, k, **kw) == small, (n, k, bits, kw)
     assert config.select_tile(1, 1, 8192, 132, dense=True, wgmma=True, k=8192)[0] == "wgmma"  # 1-bit: as before

@@ -230,13 +230,13 @@ def test_many_wave_layer_entries_through_the_dispatch(fmt, m):
 @pytest.mark.parametrize("fmt,m", [("awq", 1), ("awq", 16), ("int2", 8)])
 def test_tail_split_plan_through_the_dispatch(fmt, m):
     """Session 32: 22016 x 4096 (172 tiles of 128 rows) runs 132 tiles whole and the last 40 in 3 K slices on the
-    WGMMA path (``wgmma.SPLIT_MAX_WAVES``); AWQ with the path forced, unscaled 2-bit through the default dispatch
-    (from 8 tokens there); against float64."""
+    WGMMA path (``wgmma.SPLIT_MAX_WAVES``); through the default dispatch (since session 33 AWQ and unscaled 2-bit take
+    that path from one token there: ``config.WGMMA_MIN_M_AWQ_FULL_WAVE``, ``WGMMA_MIN_M_MANY_WAVES``); against
+    float64."""
     torch.manual_seed(m + len(fmt))
     assert wgmma.select_config(m, 22016, 4096).split_tail == 3
-    if fmt != "awq":
-        assert _path(fmt, m, 22016, 4096) == "wgmma"
-    _check_twice(m, 22016, _layer_case(fmt, m, 22016, 4096, path="wgmma" if fmt == "awq" else None))
+    assert _path(fmt, m, 22016, 4096) == "wgmma"
+    _check_twice(m, 22016, _layer_case(fmt, m, 22016, 4096))
 
 
 @pytest.mark.parametrize("tokens", [16, 17, 300, 4096, 4097])

@@ -27,8 +27,11 @@ FAMILIES = tuple(os.environ.get("WO_FAMS", "int1,int2,int4,int1g,int2g,int4g,awq
 ROUNDS = int(os.environ.get("WO_ROUNDS", "3"))
 PATHS = ("decode", "wgmma")
 CONFIRM = os.environ.get("WO_CONFIRM") == "1"
-RULES = {"old": (None, None, None),
-         "new": (config.WGMMA_MIN_M_MANY_WAVES, config.WGMMA_MIN_M_GROUPED_MANY_WAVES, config.WGMMA_MIN_M_AWQ_MANY_WAVES)}
+NEW = (config.WGMMA_MIN_M_MANY_WAVES, config.WGMMA_MIN_M_GROUPED_MANY_WAVES, config.WGMMA_MIN_M_AWQ_MANY_WAVES,
+       config.WGMMA_MIN_M_AWQ_FULL_WAVE)
+RULES = {"old": (None, None, None, None), "new": NEW}
+if os.environ.get("WO_AWQ_FULL_WAVE"):  # the AWQ full-wave candidate (config.WGMMA_MIN_M_AWQ_FULL_WAVE) against NEW
+    RULES = {"old": NEW[:3] + (None,), "new": NEW[:3] + (int(os.environ["WO_AWQ_FULL_WAVE"]),)}
 HELD_OUT = "18944x3584,12288x5120,24576x2048,17920x5120,21504x3072,12288x8192"
 if CONFIRM:
     LAYERS = tuple(tuple(int(v) for v in s.split("x")) for s in os.environ.get("WO_LAYERS", HELD_OUT).split(","))
@@ -36,7 +39,8 @@ if CONFIRM:
 
 
 def use(rule):
-    config.WGMMA_MIN_M_MANY_WAVES, config.WGMMA_MIN_M_GROUPED_MANY_WAVES, config.WGMMA_MIN_M_AWQ_MANY_WAVES = RULES[rule]
+    (config.WGMMA_MIN_M_MANY_WAVES, config.WGMMA_MIN_M_GROUPED_MANY_WAVES, config.WGMMA_MIN_M_AWQ_MANY_WAVES,
+     config.WGMMA_MIN_M_AWQ_FULL_WAVE) = RULES[rule]
     for mod in ("awq", "quantized_mm"):
         importlib.import_module(f"cute_kernels.weight_only.{mod}")._plans.clear()
 

@@ -237,6 +237,14 @@ WGMMA_MIN_M_LARGE_UNSPLIT = {2: 1}
 WGMMA_MIN_M_MANY_WAVES = {1: 1, 2: 1}
 WGMMA_MIN_M_GROUPED_MANY_WAVES = {1: 1, 2: 1}  # with group scales (4-bit: the small layers' entry)
 WGMMA_MIN_M_AWQ_MANY_WAVES = 8
+# AWQ's losses at 1-6 tokens above were on the 12288-row layers, whose 96 tiles fill 96 of the 132 CTA slots. On the
+# many-wave layers whose 16-token plan has at least one full wave of whole tiles (``wgmma.full_wave``: >= 132 tiles of
+# 128 rows), the WGMMA path was ahead at one token on all eight measured (0.76-0.95x forced on four fitted, 0.81-0.94x
+# through the dispatch on four held out; 2 / 4 tokens: 1.02x / 1.01x once each). Drawn from those, the rule was then
+# checked through the dispatch on six layers not measured before (19200 x 4096, 20480 x 5120, 22528 x 4096, 24576 x
+# 4096, 17408 x 4096, 19456 x 2560; wo_many_wave_entries.py WO_AWQ_FULL_WAVE=1): 0.81-0.96x the time at 1, 2, 4 and 6
+# tokens on all 24 points (22528 x 4096 at one token 0.86x), 12288 x 4096 unchanged. None: the 8 above there too.
+WGMMA_MIN_M_AWQ_FULL_WAVE = 1
 
 
 def wgmma_min_m(bits: int, scaled: bool = False, awq: bool = False, weights: int | None = None,
@@ -254,6 +262,8 @@ def wgmma_min_m(bits: int, scaled: bool = False, awq: bool = False, weights: int
     if large and shape and wgmma.many_waves(n, k, sm_count):
         many = WGMMA_MIN_M_GROUPED_MANY_WAVES if grouped else WGMMA_MIN_M_MANY_WAVES
         if awq and WGMMA_MIN_M_AWQ_MANY_WAVES is not None:
+            if WGMMA_MIN_M_AWQ_FULL_WAVE is not None and wgmma.full_wave(n, k, sm_count):
+                return WGMMA_MIN_M_AWQ_FULL_WAVE
             return WGMMA_MIN_M_AWQ_MANY_WAVES
         if many is not None and bits in many:
             return many[bits]

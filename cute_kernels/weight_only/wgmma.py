@@ -198,6 +198,13 @@ def many_waves(n: int, k: int, sm_count: int) -> bool:
     return _every_tile_split(select_config(1, n, k, sm_count), 1, n, k, sm_count)[-1]
 
 
+def full_wave(n: int, k: int, sm_count: int) -> bool:
+    """Whether the 16-token plan of an N x K layer has at least one full wave of whole tiles (a many-wave layer whose
+    tiles fill every CTA slot, unlike the 96 tiles of 12288 rows on 132 SMs)."""
+    cfg = select_config(1, n, k, sm_count)
+    return -(-n // cfg.tile_m) >= cfg.slots(sm_count)
+
+
 # Session 32 (H100, benchmarks/experiments/wo_tail_split.py, AWQ / int4 g128 / int2 at 1, 8 and 16 tokens; docs/
 # weight_only.md): where ``configs.best_split`` splits every 16-token tile into more than this many waves of (tile,
 # slice) units (layers of 12288 to 24576 rows: 2.9-3.9 waves), whole tiles with the last partial wave split
