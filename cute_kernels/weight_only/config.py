@@ -260,11 +260,11 @@ def wgmma_min_m(bits: int, scaled: bool = False, awq: bool = False, weights: int
     shape = n is not None and k is not None
     large = weights is not None and weights >= WGMMA_LARGE_LAYER
     if large and shape and wgmma.many_waves(n, k, sm_count):
-        many = WGMMA_MIN_M_GROUPED_MANY_WAVES if grouped else WGMMA_MIN_M_MANY_WAVES
         if awq and WGMMA_MIN_M_AWQ_MANY_WAVES is not None:
             if WGMMA_MIN_M_AWQ_FULL_WAVE is not None and wgmma.full_wave(n, k, sm_count):
                 return WGMMA_MIN_M_AWQ_FULL_WAVE
             return WGMMA_MIN_M_AWQ_MANY_WAVES
+        many = WGMMA_MIN_M_GROUPED_MANY_WAVES if grouped else WGMMA_MIN_M_MANY_WAVES
         if many is not None and bits in many:
             return many[bits]
         large = False  # the small layers' entries
