@@ -118,20 +118,32 @@ def _build_weight_only(fmt_key: str, bits: int, scaled: bool):
                                   128 if scaled else None, x_dtype, spec.arch)
         path, tile = select_tile(bits, spec.m, spec.n, 132, scaled=scaled, awq=fmt_key == "awq", k=spec.k,
                                  wgmma=on_wgmma)
+        fmt = fmt_key
+        if fmt_key == "awq":  # the format awq_gemm runs for scales below 0.25 (AutoAWQ's are; awq_fma's e = 0)
+            from types import SimpleNamespace
+
+            from .weight_only.awq import decode_format
+
+            typical = SimpleNamespace(max_abs_scale=0.0, group=128)
+            fmt = (wgmma.awq_format(x_dtype, typical, spec.m)[0] if path == "wgmma"
+                   else decode_format(path, x_dtype, typical, tile))
         if path == "wgmma":
             cfg = spec.config or wgmma.select_config(spec.m, spec.n, spec.k)
             group = 128 if scaled else wgmma.NO_GROUP
             cfg, options, _ = wgmma.launch_variant(bits, cfg, 132, spec.m, spec.n, spec.k)  # what the ops run
             options = dict(options)
-            fn = wgmma.build(fmt_key, x_dtype, x_dtype, scaled, group, cfg, extra_options=extra_options,
+            fn = wgmma.build(fmt, x_dtype, x_dtype, scaled, group, cfg, extra_options=extra_options,
                              kernel_options=options)
-            return fn, {"format": fmt_key, "bits": bits, "path": path, "config": cfg.describe(),
+            return fn, {"format": fmt, "bits": bits, "path": path, "config": cfg.describe(),
                         "kernel_options": options,
                         "x_dtype": spec.x_dtype, "group_scales": scaled, "group": group}
         # compile_with_cubin keeps the artifacts itself, so extra_options is not needed here
-        fn = compile_with_cubin(fmt_key, x_dtype, x_dtype, x_dtype if scaled else None, tile, spec.arch)
-        return fn, {"format": fmt_key, "bits": bits, "path": path, "tile": str(tile), "x_dtype": spec.x_dtype,
-                    "group_scales": scaled}
+        from .weight_only.quantized_mm import use_promoted_scales
+
+        promote = use_promoted_scales(fmt, scaled, 128, x_dtype, tile)  # as the ops decide (group 128)
+        fn = compile_with_cubin(fmt, x_dtype, x_dtype, x_dtype if scaled else None, tile, spec.arch, promote)
+        return fn, {"format": fmt, "bits": bits, "path": path, "tile": str(tile), "x_dtype": spec.x_dtype,
+                    "group_scales": scaled, "promoted_scales": promote}
     return build
 
 

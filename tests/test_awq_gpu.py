@@ -62,6 +62,48 @@ def test_awq_gemm_default_dispatch_large_layers(M, OC, IC):
     assert _err(out[:, cols], ref) < TOL[torch.float16]
 
 
+@pytest.mark.parametrize("path,M,OC,IC", [("decode", 1, 1032, 2048), ("decode", 4, 4096, 4096),
+                                          ("decode", 8, 264, 4096), ("wgmma", 1, 520, 2176), ("wgmma", 16, 4104, 1024),
+                                          ("wgmma", 40, 264, 4096), ("wgmma", 300, 520, 2176)])
+@pytest.mark.parametrize("amp", [0.05, 1.0], ids=["e0", "e2"])
+def test_awq_gemm_one_fma_format(path, M, OC, IC, amp):
+    """fp16 x runs awq_fma (session 34) on the WGMMA path up to 512 tokens (e = 2 where max|s| ~ 0.5) and on the
+    decode tiles that fold the scale when every |s| < 0.25, the exact awq elsewhere; both within the fp16 tolerance
+    of the float64 reference. The format each call ran is read from the launch."""
+    from cute_kernels.weight_only import awq as awq_mod
+    from cute_kernels.weight_only import wgmma
+
+    if path == "wgmma" and torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("the WGMMA path needs SM90")
+    qweight, scales, qzeros = _awq(IC, OC, 128, torch.float16, seed=M + OC)
+    scales = (scales * amp).contiguous()  # N(0, 1) weights give max|s| ~ 0.5
+    x = torch.randn(M, IC, dtype=torch.float16, device="cuda")
+    ref = awq_gemm_ref(x.cpu(), qweight.cpu(), scales.cpu(), qzeros.cpu())
+    ran = []
+    plan_call, launch = wgmma.WgmmaPlan.__call__, awq_mod.launch
+    try:
+        wgmma.WgmmaPlan.__call__ = lambda self, *a: (ran.append(self.fmt_key), plan_call(self, *a))[1]
+        awq_mod.launch = lambda fmt_key, *a: (ran.append(fmt_key), launch(fmt_key, *a))[1]
+        out = poisoned((M, OC), torch.float16)
+        awq_gemm(x, qweight, scales, qzeros, out=out, path=path)
+    finally:
+        wgmma.WgmmaPlan.__call__, awq_mod.launch = plan_call, launch
+    one_fma = path == "wgmma" or (amp < 0.5 and config_folds(M, OC, IC))
+    assert ran == ["awq_fma" if one_fma else "awq"]
+    assert not out.isnan().any()
+    assert _err(out, ref) < TOL[torch.float16]
+
+
+def config_folds(m, oc, ic):
+    """Whether the decode tile of this problem folds the scale into the weight (not promoted): where awq_fma runs."""
+    from cute_kernels.weight_only import config
+    from cute_kernels.weight_only.quantized_mm import use_promoted_scales
+
+    tile = config.decode_tile("awq", m, oc, torch.cuda.get_device_properties(0).multi_processor_count, scaled=True,
+                              k=ic)
+    return not use_promoted_scales("awq", True, 128, torch.float16, tile)
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_awq_dequantize_bit_exact(dtype):
     qweight, scales, qzeros = _awq(384, 136, 128, dtype, seed=3)

@@ -90,6 +90,30 @@ def test_awq_decode_every_code_and_zero(ct, in_place):
                 assert np.array_equal(hi, nibbles[e_hi].astype(np.float64) - z), (z, q, "high half")
 
 
+def test_awq_one_fma_decode_path_context_every_code_and_zero():
+    """awq_fma's decode-path context (fp32 scale and u8 zero point loaded by the kernel, e = 0): the decode is
+    round(u s + round(-z s)) - one rounding of C and one of the result, fp16. Promoted tiles (no scale in the decode)
+    never run this format."""
+    fmt, ct = formats.AWQ_ONE_FMA, formats.F16
+    rng = np.random.default_rng(11)
+    words = simt.u32(rng.integers(0, 2**32, simt.LANES))
+    words[0], words[1] = 0, 0xFFFFFFFF
+    nibbles = [((words >> (4 * i)) & 0xF).astype(np.float64) for i in range(8)]
+    scale = rng.uniform(-0.2, 0.2, simt.LANES).astype(np.float16).astype(np.float32)  # |s| < 0.25: e = 0
+    with simt.emulated(simt.Memory()):
+        for z in range(16):
+            zero = simt.u32(np.full(simt.LANES, z))
+            ctx = fmt.group_ctx(ct, scale, zero)
+            c = (-z * scale.astype(np.float64)).astype(np.float16).astype(np.float64)
+            for q in range(fmt.pairs_per_word):
+                lo, hi = simt._halves(fmt.decode_pair(words, q, ct, ctx), ct.x2)
+                for half, e in zip((lo, hi), fmt.pair_elems(q)):
+                    expect = (nibbles[e] * scale + c).astype(np.float16).astype(np.float64)
+                    assert np.array_equal(half, expect), (z, q, e)
+    with pytest.raises(NotImplementedError):
+        fmt.group_ctx(ct, None, simt.u32(np.zeros(simt.LANES)))
+
+
 def test_fields_in_place_saves_shifts():
     """The point of in-place fields: how many differently shifted copies of a word the decode asks for (a shift of
     0 is the word itself)."""
@@ -278,6 +302,22 @@ def test_awq_gemm_emulated(emulated_ops, monkeypatch, dtype, M, IC, OC, G, promo
     awq_ops.awq_gemm(x, qweight, scales, qzeros, out=out)
     assert not out.isnan().any()
     assert _rel_err(out, awq_gemm_ref(x, qweight, scales, qzeros)) < _TOL[dtype]
+
+
+@pytest.mark.parametrize("M,IC,OC,G", [(1, 256, 72, 32), (4, 384, 40, 128), (9, 256, 16, -1), (16, 512, 24, 64)])
+def test_awq_gemm_one_fma_decode_emulated(emulated_ops, monkeypatch, M, IC, OC, G):
+    """fp16 x with scales below 0.25 (AutoAWQ-sized weights): the decode tiles that fold the scale run awq_fma."""
+    used = []
+    launch = awq_ops.launch
+    monkeypatch.setattr(awq_ops, "launch", lambda fmt_key, *a: (used.append(fmt_key), launch(fmt_key, *a))[1])
+    torch.manual_seed(M + IC)
+    qweight, qzeros, scales = awq_quantize(torch.randn(IC, OC) * 0.05, G, scale_dtype=torch.float16)
+    x = torch.randn(M, IC, dtype=torch.float16)
+    out = torch.full((M, OC), float("nan"), dtype=torch.float16)
+    awq_ops.awq_gemm(x, qweight, scales, qzeros, out=out)
+    assert used == ["awq_fma"]
+    assert not out.isnan().any()
+    assert _rel_err(out, awq_gemm_ref(x, qweight, scales, qzeros)) < _TOL[torch.float16]
 
 
 @pytest.mark.parametrize("M,warps_n", [(3, 4), (16, 2)])

@@ -114,6 +114,79 @@ def test_decode_from_staged_context_words(fmt_key, x_dtype, scaled):
                 assert np.array_equal(half, values[:, e].double().numpy()), (q, e)
 
 
+def _awq_fma_case(max_scale, dtype=torch.float16, n=32, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    scales = ((torch.rand(n, 1, generator=gen, dtype=torch.float64) * 2 - 1) * max_scale).to(dtype)
+    scales[0, 0] = max_scale  # the largest |s| is exactly max_scale
+    zeros = torch.randint(0, 16, (n, 1), generator=gen, dtype=torch.uint8)
+    words = torch.randint(0, 2**32, (n,), generator=gen, dtype=torch.int64)
+    codes = (words.unsqueeze(1) >> (torch.arange(8) * 4)) & 15
+    return scales, zeros, words, codes
+
+
+@pytest.mark.parametrize("x_dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("max_scale", [0.01, 0.2, 0.3, 3.0, 500.0])
+def test_awq_one_fma_decode_from_staged_words(x_dtype, max_scale):
+    """awq_fma (WGMMA path): the staged words are S = s 2^(E - j - e) (exact) and C = -z s 2^-e rounded once to x's
+    dtype, with e the least exponent that keeps S finite (0 below |s| = 0.25); the decode of pair q is
+    round(u S h + C) for the subnormal h = u 2^(j - E), i.e. round(u s 2^-e + C) exactly, and 2^e times it lies within
+    2^-11 (fp16; bf16 2^-8) of (|C| + |w|) of the exact (u - z) s."""
+    import numpy as np
+
+    from cute_kernels.weight_only.formats import AWQ_ONE_FMA, BF16, F16
+
+    from . import weight_only_simt as simt
+
+    ct = F16 if x_dtype == torch.float16 else BF16
+    e = AWQ_ONE_FMA.exponent(ct, max_scale)
+    assert e == (0 if max_scale < 0.25 else {0.3: 1, 3.0: 4, 500.0: 11}[max_scale])
+    scales, zeros, words, codes = _awq_fma_case(max_scale, x_dtype)
+    staged = wgmma.param_words("awq_fma", scales, zeros, x_dtype)
+    halves = staged.view(torch.int16).view(2, 32, 2).view(x_dtype).double()  # [word, row, half]
+    s, z = scales.double()[:, 0], zeros.double()[:, 0]
+    shift = {torch.float16: 24 - 6, torch.bfloat16: 133 - 3}[x_dtype] - e
+    assert torch.equal(halves[0, :, 0], s * 2.0 ** shift) and torch.equal(halves[0, :, 1], halves[0, :, 0])
+    assert torch.equal(halves[1, :, 0], (-z * s * 2.0 ** -e).to(x_dtype).double())
+    exact = (codes - zeros.to(torch.int64)).double() * s[:, None]
+    c = halves[1, :, 0]
+    eps = 2.0 ** (-11 if x_dtype == torch.float16 else -8)
+    with simt.emulated(simt.Memory()):
+        ctx = AWQ_ONE_FMA.group_ctx_words(ct, [simt.u32(staged[i].numpy()) for i in range(2)])
+        for q in range(4):
+            lo, hi = simt._halves(AWQ_ONE_FMA.decode_pair(simt.u32(words.numpy()), q, ct, ctx), ct.x2)
+            for half, el in zip((lo, hi), AWQ_ONE_FMA.pair_elems(q)):
+                expect = (codes[:, el].double() * s * 2.0 ** -e + c).to(x_dtype).double()
+                assert np.array_equal(half, expect.numpy()), (q, el)
+                err = np.abs(half * 2.0 ** e - exact[:, el].numpy())
+                bound = eps * (np.abs(c.numpy()) + np.abs(half)) * 2.0 ** e
+                assert (err <= bound).all(), (q, el, (err / np.abs(s.numpy())).max())
+
+
+def test_awq_format_choice():
+    """Which AWQ format the WGMMA path runs (``wgmma.awq_format``) and the decode path (``awq.decode_format``)."""
+    from types import SimpleNamespace
+
+    from cute_kernels.weight_only import awq
+
+    small, large = SimpleNamespace(max_abs_scale=0.1, group=128), SimpleNamespace(max_abs_scale=0.6, group=128)
+    nan = SimpleNamespace(max_abs_scale=float("inf"), group=128)  # repack maps NaN scales to inf
+    assert wgmma.awq_format(torch.float16, small, 1) == ("awq_fma", 1.0)
+    assert wgmma.awq_format(torch.float16, small, wgmma.AWQ_ONE_FMA_MAX_M) == ("awq_fma", 1.0)
+    assert wgmma.awq_format(torch.float16, large, 16) == ("awq_fma", 4.0)  # 2^e, e = 2
+    assert wgmma.awq_format(torch.float16, small, wgmma.AWQ_ONE_FMA_MAX_M + 1)[0] == "awq"
+    assert wgmma.awq_format(torch.bfloat16, small, 16)[0] == "awq"
+    assert wgmma.awq_format(torch.float16, nan, 16)[0] == "awq"
+    one_column = config.decode_tile("awq", 4, 4096, 132, k=4096)  # warps_n = 1: the scale folds into the weight
+    side_by_side = config.decode_tile("awq", 4, 14336, 132, k=4096)  # warps_n > 1: promoted scales
+    assert one_column.warps_n == 1 and side_by_side.warps_n > 1
+    assert awq.decode_format("decode", torch.float16, small, one_column) == "awq_fma"
+    assert awq.decode_format("decode", torch.float16, large, one_column) == "awq"  # e > 0: exact format
+    assert awq.decode_format("decode", torch.float16, nan, one_column) == "awq"
+    assert awq.decode_format("decode", torch.bfloat16, small, one_column) == "awq"
+    assert awq.decode_format("decode", torch.float16, small, side_by_side) == "awq"
+    assert awq.decode_format("tensor_core", torch.float16, small, config.tensor_core_tile(32, True, "awq")) == "awq"
+
+
 def test_param_cache_follows_its_tensors():
     import gc
 
@@ -349,7 +422,10 @@ COMPILED = [("int4", 4, torch.bfloat16, torch.bfloat16, 128, t, s, None) for t i
     ("int8", 8, torch.bfloat16, None, 64, 128, 1, None), ("int8", 8, torch.bfloat16, torch.float32, 128, 256, 8, None),
     ("int8", 8, torch.float16, torch.float16, 64, 16, 8, None),
     ("awq", 4, torch.float16, torch.float16, 128, 32, 8, _LARGE), ("int4", 4, torch.bfloat16, None, 64, 64, 1, _LARGE),
-    ("int4", 4, torch.bfloat16, torch.bfloat16, 64, 64, 8, _LARGE)]
+    ("int4", 4, torch.bfloat16, torch.bfloat16, 64, 64, 8, _LARGE),
+    ("awq_fma", 4, torch.float16, torch.float16, 128, 16, 8, None),
+    ("awq_fma", 4, torch.float16, torch.float16, 128, 256, 1, None),
+    ("awq_fma", 4, torch.float16, torch.float16, 128, 32, 8, _LARGE)]
 
 
 @pytest.mark.slow
@@ -375,7 +451,8 @@ def test_compiles_with_register_sourced_hgmma(fmt_key, bits, x_dtype, scale_dtyp
 
 @pytest.mark.slow
 @pytest.mark.parametrize("fmt_key,bits,scale_dtype,tile_n,split", [
-    ("awq", 4, torch.float16, 16, 8), ("int4", 4, torch.bfloat16, 32, 1), ("int1", 1, None, 16, 8)])
+    ("awq", 4, torch.float16, 16, 8), ("awq_fma", 4, torch.float16, 16, 8), ("int4", 4, torch.bfloat16, 32, 1),
+    ("int1", 1, None, 16, 8)])
 def test_small_layer_tile_two_ctas_per_sm(fmt_key, bits, scale_dtype, tile_n, split):
     """The small-layer tile (64 rows, one consumer warpgroup, two CTAs per SM): 128 registers per thread at launch
     (two 256-thread CTAs fill the register file), the consumers raised to 232 with setmaxnreg, shared memory within
@@ -384,7 +461,7 @@ def test_small_layer_tile_two_ctas_per_sm(fmt_key, bits, scale_dtype, tile_n, sp
     from cute_kernels.sass import compile_with_artifacts, summarize_cubin
     from cute_kernels.sm90.gemm import SM90_SMEM_PER_SM
 
-    x_dtype = torch.float16 if fmt_key == "awq" else torch.bfloat16
+    x_dtype = torch.float16 if fmt_key.startswith("awq") else torch.bfloat16
     cfg = TileConfig(tile_m=64, tile_n=tile_n, cluster_m=1, cluster_n=1, split_k=split, ctas_per_sm=2)
     assert cfg in wgmma.shipped_configs()
     compiled = compile_with_artifacts(
@@ -413,7 +490,8 @@ def test_no_shipped_config_serializes_its_wgmmas(cfg):
     most decode-context registers) and 1-bit codes, with the large-layer stage options where they apply."""
     from cute_kernels.sass import compile_with_artifacts, summarize_cubin
 
-    for fmt_key, bits, scaled, group in (("awq", 4, True, 128), ("int1", 1, False, wgmma.NO_GROUP)):
+    for fmt_key, bits, scaled, group in (("awq", 4, True, 128), ("awq_fma", 4, True, 128),
+                                         ("int1", 1, False, wgmma.NO_GROUP)):
         options = dict(wgmma.stage_options(bits, cfg, *_LARGE))
         compiled = compile_with_artifacts(
             lambda o: wgmma.build(fmt_key, torch.float16, torch.float16, scaled, group, cfg, extra_options=o,

@@ -21,6 +21,7 @@ int32 [IC, OC/8] (8 int4 along OC in the order 0,2,4,6,1,3,5,7); scales [IC/G, O
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import torch
@@ -32,7 +33,7 @@ from ..plan_cache import PlanCache
 from . import awq_repack, config, wgmma
 from .compile import compile_awq_dequantize
 from .kernel import TileShape
-from .quantized_mm import aligned_copy, check_out, launch, pad_x, warm_out, x_needs_copy
+from .quantized_mm import aligned_copy, check_out, launch, pad_x, use_promoted_scales, warm_out, x_needs_copy
 
 X_DTYPES = (torch.float16, torch.bfloat16)
 
@@ -68,10 +69,10 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzero
         except AttributeError:  # not tensors: the checks below say what is wrong
             plan = kw = None
         if plan is not None and kw is not None:
-            fn, group = plan
+            fn, group, scalar = plan
             res = warm_out(out, x.shape[0], kw.w.shape[0], x.dtype, x.device)
             if res is not None:
-                fn(x, kw.w, res, 1.0, kw.scales, kw.zeros, group)
+                fn(x, kw.w, res, scalar, kw.scales, kw.zeros, group)
                 return res
 
     x = checks.check_tensor("x", x)
@@ -98,20 +99,44 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzero
     path_name, tl = config.select_tile(4, m, oc, sms, path, scaled=True, awq=True, k=ic, wgmma=wgmma_ok)
     if path_name == "wgmma":
         xk = aligned_copy(x) if x_needs_copy(x) else x
-        fn = wgmma.WgmmaPlan("awq", 4, wgmma.select_config(m, oc, ic, sms), sms)
-        fn(xk, kw.w, out, 1.0, kw.scales, kw.zeros, group)
+        fmt_key, scalar = wgmma.awq_format(x.dtype, kw, m)  # the scalar: awq_fma's 2^e (unused by awq)
+        fn = wgmma.WgmmaPlan(fmt_key, 4, wgmma.select_config(m, oc, ic, sms), sms)
+        fn(xk, kw.w, out, scalar, kw.scales, kw.zeros, group)
         if xk is x and path is None:
-            _plans[(x.shape, x.stride(), x.dtype, awq_repack.cache_key(qweight, scales, qzeros))] = (fn, group)
+            plan_key = (x.shape, x.stride(), x.dtype, awq_repack.cache_key(qweight, scales, qzeros))
+            _plans[plan_key] = (fn, group, scalar)
         return out
     xk = x
     if ic % awq_repack.K_ALIGN != 0:
         xk = pad_x(x, awq_repack.K_ALIGN)
     elif x_needs_copy(x):
         xk = aligned_copy(x)
-    fn = launch("awq", xk, kw.w, out, 1.0, kw.scales, kw.zeros, group, tile.validate() if tile else tl, device)
+    tl = tile.validate() if tile else tl
+    fn = launch(decode_format(path_name, x.dtype, kw, tl), xk, kw.w, out, 1.0, kw.scales, kw.zeros, group, tl,
+                device)
     if fn is not None and xk is x and path is None and tile is None:
-        _plans[(x.shape, x.stride(), x.dtype, awq_repack.cache_key(qweight, scales, qzeros))] = (fn, group)
+        _plans[(x.shape, x.stride(), x.dtype, awq_repack.cache_key(qweight, scales, qzeros))] = (fn, group, 1.0)
     return out
+
+
+# x dtypes whose AWQ weights the decode path's tiles that fold the scale into the weight (not the promoted ones)
+# decode with one fma per pair (``formats.AwqInt4OneFma`` with e = 0: every |s| < 0.25); () = always the exact format.
+# Session 34 (H100, benchmarks/experiments/awq_one_fma.py, forced decode path, interleaved, float64-checked): 0.95-1.00x
+# the exact format's time where it applies (4096^2 at 1 / 2 / 4 / 8 tokens 5.68 / 5.83 / 6.08 / 6.96 -> 5.59 / 5.71 /
+# 5.80 / 6.82 us; 4096 x 14336 at 4 tokens 15.72 -> 15.30, at 1 14.60 -> 14.59), max error 6e-4 relative to max|ref|
+# (exact 4e-4).
+DECODE_ONE_FMA_DTYPES = (torch.float16,)
+
+
+def decode_format(path_name: str, x_dtype: torch.dtype, kw, tile: TileShape) -> str:
+    """The format key the decode path runs ``kw`` with (the tensor-core tiles keep ``awq``)."""
+    from .formats import AWQ_ONE_FMA, F16
+
+    if (path_name == "decode" and x_dtype in DECODE_ONE_FMA_DTYPES and math.isfinite(kw.max_abs_scale)
+            and AWQ_ONE_FMA.exponent(F16, kw.max_abs_scale) == 0
+            and not use_promoted_scales("awq", True, kw.group, x_dtype, tile)):
+        return AWQ_ONE_FMA.key
+    return "awq"
 
 
 def _wgmma_eligible(x: torch.Tensor, oc: int, ic: int, group: int, device) -> bool:

@@ -36,6 +36,7 @@ class AwqKernelWeights:
     zeros: torch.Tensor  # uint8 [OC, groups]
     in_features: int  # IC (before padding)
     group: int
+    max_abs_scale: float = float("inf")  # max |s| (NaN scales: inf); the WGMMA path's format choice reads it
 
 
 _cache: dict[tuple, AwqKernelWeights] = {}
@@ -63,8 +64,9 @@ def repack(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor, gr
         qt = q.t()  # [OC, rows]
         w[:, r0 // 2:(r0 + qt.shape[1]) // 2] = (qt[:, 0::2] | (qt[:, 1::2] << 4)).to(torch.uint8)
     z = unpack_int4(qzeros)  # int32 [groups, OC]
+    top = scales.abs().max().item() if scales.numel() else 0.0
     return AwqKernelWeights(w=w, scales=scales.t().contiguous(), zeros=z.t().contiguous().to(torch.uint8),
-                            in_features=ic, group=group)
+                            in_features=ic, group=group, max_abs_scale=top if top == top else float("inf"))
 
 
 def kernel_weights(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor, group: int) -> AwqKernelWeights:

@@ -102,6 +102,7 @@ class WeightFormat:
     bits: int
     name: str
     has_zeros = False  # True: a per-(row, group) zero-point tensor is an operand
+    epilogue_scale = True  # the kernel's scalar scale multiplies the fp32 accumulator (AWQ: its scales are all there)
     field_min_bit = 0  # lowest mantissa bit a field may start at, in place
 
     @property
@@ -253,6 +254,7 @@ class AwqInt4(WeightFormat):
     """
 
     bits, name, has_zeros = 4, "awq", True
+    epilogue_scale = False
 
     def group_ctx(self, ct, scale, zero, in_place=False):
         # -(MAGIC 2^-j + z) in both halves for each field position j: z in units of 2^-j, the ULP of MAGIC 2^-j.
@@ -281,8 +283,72 @@ class AwqInt4(WeightFormat):
         return ptx.fma_x2_rc(ct.x2, v, scale2, NEG_ZERO2)  # (u - z) * s, rounded once
 
 
+class AwqInt4OneFma(AwqInt4):
+    """AWQ with one packed fma per pair after the mask, for the WGMMA path's staged parameter words.
+
+    The nibble is masked into the top four mantissa bits of a zero exponent (j = mantissa - 4: fp16 6, bf16 3): the
+    16-bit value is the subnormal h = u 2^(j - E), exact (E = 24 fp16, 133 bf16: the subnormal ULP). Then
+    fma(h, S, C) with S = s 2^(E - j - e) and C = -z s 2^-e gives (u - z) s 2^-e, and the epilogue multiplies the
+    fp32 accumulator by 2^e (``exponent``: the least e >= 0 that keeps S finite, 0 unless some |s| >= 0.25). S is
+    exact (s times a power of two); C = -z s 2^-e is rounded once to x's dtype on the host, so a weight carries two
+    roundings (C's and the fma's) where ``AwqInt4`` has one: at most 2^-11 (|C| + |w|) <= 0.015 |s| in fp16 against
+    0.008 |s|, a seventieth of a quantization step. This is the rounding of CUTLASS's mixed-input
+    ``ConvertAndScaleWithZero`` (w = s q + zero, the zero premultiplied and stored in the 16-bit type), with |C| <= 15
+    |s| here. Per pair: a shift (each pair moves its fields to bit j), a lop3 and one fma, against AwqInt4's lop3 and
+    two packed ops (and a shift for three pairs in four)."""
+
+    name = "awq_fma"
+    epilogue_scale = True  # 2^e
+    _SUBNORMAL_EXP = {"f16": 24, "bf16": 133}  # -log2 of the type's smallest subnormal
+    _MAX = {"f16": 65504.0, "bf16": 3.3895313892515355e38}
+
+    def field_bits(self, ct, in_place):
+        return [ct.mantissa - self.bits]
+
+    def exponent(self, ct, max_abs_scale: float) -> int:
+        """e of the class docstring: the least e >= 0 with max|s| 2^(E - j - e) finite in x's dtype."""
+        e, shift = 0, self._SUBNORMAL_EXP[ct.name] - (ct.mantissa - self.bits)
+        while max_abs_scale * 2.0 ** (shift - e) > self._MAX[ct.name]:
+            e += 1
+        return e
+
+    def group_ctx(self, ct, scale, zero, in_place=False):
+        # The decode path's context from the loaded fp32 scale and u8 zero point, with e = 0 (the host runs this
+        # format there only when every |s| < 0.25, and only on tiles that fold the scale: ``awq.decode_format``;
+        # fp16 only: bf16's 2^130 is past fp32's range). The products are exact in fp32; cvt rounds S (exactly: a
+        # power of two times a 16-bit s) and C once.
+        if ct.name != "f16" or scale is None:
+            raise NotImplementedError("awq_fma's decode-path context: fp16 x, scales folded into the weight")
+        lift = float(2 ** (self._SUBNORMAL_EXP[ct.name] - (ct.mantissa - self.bits)))
+        neg_z = Float32(zero) * Float32(-1.0)
+        s_lift = scale * Float32(lift)
+        offset = neg_z * scale
+        return ptx.cvt_pair_f32(ct.x2, s_lift, s_lift), ptx.cvt_pair_f32(ct.x2, offset, offset)
+
+    def context_words(self, ct, scale16, zeros):
+        import torch
+
+        dtype = torch.float16 if ct.name == "f16" else torch.bfloat16
+        s = ((scale16 ^ 0x8000) - 0x8000).to(torch.int16).view(dtype).double()
+        e = self.exponent(ct, s.abs().max().item() if s.numel() else 0.0)
+        shift = self._SUBNORMAL_EXP[ct.name] - (ct.mantissa - self.bits) - e
+        # S exact; C exact in float64, then one rounding to x's dtype
+        words = [(s * 2.0 ** shift).to(dtype), (-zeros.double() * s * 2.0 ** -e).to(dtype)]
+        return [(v.view(torch.int16).to(torch.int64) & 0xFFFF) * 0x00010001 for v in words]
+
+    def group_ctx_words(self, ct, words):
+        return words[0], words[1]
+
+    def decode_pair(self, w, q, ct, ctx, in_place=False):
+        scale, offset = ctx
+        x, j = self.field(w, q, ct, False)
+        h = ptx.lop3(x, 0x000F000F << j, 0, ptx.LUT_AND_OR)  # u 2^(j - E): a subnormal, exact
+        return ptx.fma_x2(ct.x2, h, scale, offset)  # u s 2^-e - z s 2^-e, rounded once
+
+
 _SIGNED = {8: SignedInt8(), 4: SignedInt4(), 2: OffsetInt2(), 1: SignBit1()}
 AWQ = AwqInt4()
+AWQ_ONE_FMA = AwqInt4OneFma()
 
 
 def signed_format(bits: int) -> WeightFormat:
@@ -290,7 +356,7 @@ def signed_format(bits: int) -> WeightFormat:
 
 
 def format_by_key(key: str) -> WeightFormat:
-    for f in (*_SIGNED.values(), AWQ):
+    for f in (*_SIGNED.values(), AWQ, AWQ_ONE_FMA):
         if f.key == key:
             return f
     raise KeyError(key)

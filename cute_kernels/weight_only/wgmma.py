@@ -10,6 +10,7 @@ values). The codes are the formats' own (``formats.bitpack`` / ``awq_repack``): 
 kernel runs.
 """
 
+import math
 import weakref
 from dataclasses import replace
 from functools import lru_cache
@@ -324,8 +325,9 @@ def build(fmt_key: str, x_dtype: torch.dtype, out_dtype: torch.dtype, scaled: bo
     fo = fake_tensor(od, (m, n), stride_div=8)
     scaled = bool(scaled) or fmt.has_zeros  # AWQ always has scales
     f_params = fake_tensor(cutlass.Int32, (cute.sym_int32(), n), align=4) if scaled else None
-    # AWQ's scales are in the decode; the signed formats' per-tensor scale multiplies the fp32 accumulator.
-    root = Accumulator() if fmt.has_zeros else Compute("mul", Accumulator(), ScalarArgument("scale"))
+    # AWQ's scales are in the decode; the signed formats' per-tensor scale (awq_fma's 2^e) multiplies the fp32
+    # accumulator.
+    root = Compute("mul", Accumulator(), ScalarArgument("scale")) if fmt.epilogue_scale else Accumulator()
     tree = EpilogueTree(root)
     kernel = WeightOnlyWgmmaSm90(cfg, tree, fmt, group, scaled, sm_count=sm_count, **(kernel_options or {}))
     options = f"--enable-tvm-ffi --gpu-arch sm_90a {extra_options}".strip()
@@ -523,9 +525,33 @@ def quantized_mm_wgmma(x: torch.Tensor, w_packed: torch.Tensor, out: torch.Tenso
     return WgmmaPlan(f"int{bits}", bits, cfg, sm_count)(x, w_packed, out, scale, group_scales, None, group)
 
 
+# Session 34 (H100, benchmarks/experiments/awq_one_fma.py, both formats forced on this path, three interleaved rounds,
+# float64-checked; docs/weight_only.md): AWQ with one fma per pair (``formats.AwqInt4OneFma``: a subnormal code times
+# s 2^(E - j - e) plus -z s 2^-e rounded once on the host) ran 0.92-1.00x the exact format's time at 1-256 tokens on
+# six layers (12288 x 4096 0.92x, 4096^2 0.96-0.98x, 4096 x 14336 0.98-0.99x at 1-16 tokens), 0.97-1.00x at 512,
+# 1.00x at 1024 and 1.00-1.03x at 2048; its max error relative to max|ref| 6-7e-4 against 4e-4 (fp16 x). So fp16 x
+# takes it up to AWQ_ONE_FMA_MAX_M tokens. bf16 x keeps the exact format (C's rounding to bf16: 5.6e-3).
+# () = always the exact format (experiments).
+AWQ_ONE_FMA_DTYPES = (torch.float16,)
+AWQ_ONE_FMA_MAX_M = 512
+
+
+def awq_format(x_dtype: torch.dtype, kw, m: int) -> tuple[str, float]:
+    """(format key, the kernel's scalar scale) of M tokens with AWQ weights ``kw`` (``awq_repack.AwqKernelWeights``)
+    on this path for x of ``x_dtype``: ``awq_fma`` with its 2^e where ``AWQ_ONE_FMA_DTYPES`` has the dtype, M is at
+    most ``AWQ_ONE_FMA_MAX_M`` and the scales are finite, else the exact ``awq`` (whose scalar is unused)."""
+    from .formats import AWQ_ONE_FMA, BF16, F16
+
+    if x_dtype in AWQ_ONE_FMA_DTYPES and m <= AWQ_ONE_FMA_MAX_M and math.isfinite(kw.max_abs_scale):
+        ct = F16 if x_dtype == torch.float16 else BF16
+        return AWQ_ONE_FMA.key, 2.0 ** AWQ_ONE_FMA.exponent(ct, kw.max_abs_scale)
+    return "awq", 1.0
+
+
 def awq_gemm_wgmma(x: torch.Tensor, kw, out: torch.Tensor, sm_count: int,
                    cfg: TileConfig | None = None) -> torch.Tensor:
     """``awq_gemm`` on this path; ``kw``: the checkpoint's ``awq_repack.AwqKernelWeights``."""
     m, k = x.shape
     cfg = cfg or select_config(m, kw.w.shape[0], k, sm_count)
-    return WgmmaPlan("awq", 4, cfg, sm_count)(x, kw.w, out, 1.0, kw.scales, kw.zeros, kw.group)
+    key, scale = awq_format(x.dtype, kw, m)
+    return WgmmaPlan(key, 4, cfg, sm_count)(x, kw.w, out, scale, kw.scales, kw.zeros, kw.group)
