@@ -118,14 +118,14 @@ def _build_weight_only(fmt_key: str, bits: int, scaled: bool):
                                   128 if scaled else None, x_dtype, spec.arch)
         path, tile = select_tile(bits, spec.m, spec.n, 132, scaled=scaled, awq=fmt_key == "awq", k=spec.k,
                                  wgmma=on_wgmma)
-        fmt = fmt_key
+        fmt = wgmma.signed_format(bits, scaled, spec.m) if path == "wgmma" and fmt_key != "awq" else fmt_key
         if fmt_key == "awq":  # the format awq_gemm runs for scales below 0.25 (AutoAWQ's are; awq_fma's e = 0)
             from types import SimpleNamespace
 
             from .weight_only.awq import decode_format
 
             typical = SimpleNamespace(max_abs_scale=0.0, group=128)
-            fmt = (wgmma.awq_format(x_dtype, typical, spec.m)[0] if path == "wgmma"
+            fmt = (wgmma.awq_format(x_dtype, typical, spec.m) if path == "wgmma"
                    else decode_format(path, x_dtype, typical, tile))
         if path == "wgmma":
             cfg = spec.config or wgmma.select_config(spec.m, spec.n, spec.k)

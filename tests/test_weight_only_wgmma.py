@@ -142,6 +142,7 @@ def test_awq_one_fma_decode_from_staged_words(x_dtype, max_scale):
     assert e == (0 if max_scale < 0.25 else {0.3: 1, 3.0: 4, 500.0: 11}[max_scale])
     scales, zeros, words, codes = _awq_fma_case(max_scale, x_dtype)
     staged = wgmma.param_words("awq_fma", scales, zeros, x_dtype)
+    assert staged.scale_exponent == e  # what WgmmaPlan multiplies the scalar with (2^e)
     halves = staged.view(torch.int16).view(2, 32, 2).view(x_dtype).double()  # [word, row, half]
     s, z = scales.double()[:, 0], zeros.double()[:, 0]
     shift = {torch.float16: 24 - 6, torch.bfloat16: 133 - 3}[x_dtype] - e
@@ -162,6 +163,39 @@ def test_awq_one_fma_decode_from_staged_words(x_dtype, max_scale):
                 assert (err <= bound).all(), (q, el, (err / np.abs(s.numpy())).max())
 
 
+@pytest.mark.parametrize("x_dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("max_scale", [0.01, 0.2, 0.3, 3.0, float("nan")])
+def test_int4_one_fma_decodes_the_exact_values(x_dtype, max_scale):
+    """int4_fma (signed int4 with group scales on the WGMMA path): one staged word S = s 2^(E - j - e) per (row, group),
+    C = -8 s 2^-e derived in the kernel, and the decode of every pair is, times 2^e, bit for bit the exact format's:
+    the scale rounded to x's dtype times the code, rounded once (a NaN scale gives NaN in its row, as there; e follows
+    the finite scales)."""
+    import numpy as np
+
+    from cute_kernels.weight_only.formats import BF16, F16, INT4_ONE_FMA, format_by_key
+
+    from . import weight_only_simt as simt
+
+    ct = F16 if x_dtype == torch.float16 else BF16
+    scales, _, words, codes = _awq_fma_case(3.0 if max_scale != max_scale else max_scale, x_dtype, seed=3)
+    if max_scale != max_scale:
+        scales[5, 0] = float("nan")
+    staged = wgmma.param_words("int4_fma", scales, None, x_dtype)
+    e = staged.scale_exponent
+    assert staged.shape == (1, 32) and e == INT4_ONE_FMA.exponent(ct, 3.0 if max_scale != max_scale else max_scale)
+    exact_fmt = format_by_key("int4")
+    exact_words = wgmma.param_words("int4", scales, None, x_dtype)
+    with simt.emulated(simt.Memory()):
+        ctx = INT4_ONE_FMA.group_ctx_words(ct, [simt.u32(staged[0].numpy())])
+        exact_ctx = exact_fmt.group_ctx_words(ct, [simt.u32(exact_words[0].numpy())])
+        w = simt.u32(words.numpy())
+        for q in range(4):
+            got = simt._halves(INT4_ONE_FMA.decode_pair(w, q, ct, ctx), ct.x2)
+            want = simt._halves(exact_fmt.decode_pair(exact_fmt.prepare_word(w, ct), q, ct, exact_ctx), ct.x2)
+            for g, h in zip(got, want):
+                assert np.array_equal(g * 2.0 ** e, h, equal_nan=True), q
+
+
 def test_awq_format_choice():
     """Which AWQ format the WGMMA path runs (``wgmma.awq_format``) and the decode path (``awq.decode_format``)."""
     from types import SimpleNamespace
@@ -170,12 +204,15 @@ def test_awq_format_choice():
 
     small, large = SimpleNamespace(max_abs_scale=0.1, group=128), SimpleNamespace(max_abs_scale=0.6, group=128)
     nan = SimpleNamespace(max_abs_scale=float("inf"), group=128)  # repack maps NaN scales to inf
-    assert wgmma.awq_format(torch.float16, small, 1) == ("awq_fma", 1.0)
-    assert wgmma.awq_format(torch.float16, small, wgmma.AWQ_ONE_FMA_MAX_M) == ("awq_fma", 1.0)
-    assert wgmma.awq_format(torch.float16, large, 16) == ("awq_fma", 4.0)  # 2^e, e = 2
-    assert wgmma.awq_format(torch.float16, small, wgmma.AWQ_ONE_FMA_MAX_M + 1)[0] == "awq"
-    assert wgmma.awq_format(torch.bfloat16, small, 16)[0] == "awq"
-    assert wgmma.awq_format(torch.float16, nan, 16)[0] == "awq"
+    assert wgmma.awq_format(torch.float16, small, 1) == "awq_fma"
+    assert wgmma.awq_format(torch.float16, small, wgmma.AWQ_ONE_FMA_MAX_M) == "awq_fma"
+    assert wgmma.awq_format(torch.float16, large, 16) == "awq_fma"  # e = 2, applied through the parameter words
+    assert wgmma.awq_format(torch.float16, small, wgmma.AWQ_ONE_FMA_MAX_M + 1) == "awq"
+    assert wgmma.awq_format(torch.bfloat16, small, 16) == "awq"
+    assert wgmma.awq_format(torch.float16, nan, 16) == "awq"
+    assert wgmma.signed_format(4, True, 1) == "int4_fma" == wgmma.signed_format(4, True, wgmma.INT4_ONE_FMA_MAX_M)
+    assert wgmma.signed_format(4, True, wgmma.INT4_ONE_FMA_MAX_M + 1) == "int4"
+    assert [wgmma.signed_format(b, g, 16) for b, g in ((4, False), (2, True), (8, True))] == ["int4", "int2", "int8"]
     one_column = config.decode_tile("awq", 4, 4096, 132, k=4096)  # warps_n = 1: the scale folds into the weight
     side_by_side = config.decode_tile("awq", 4, 14336, 132, k=4096)  # warps_n > 1: promoted scales
     assert one_column.warps_n == 1 and side_by_side.warps_n > 1
@@ -425,7 +462,9 @@ COMPILED = [("int4", 4, torch.bfloat16, torch.bfloat16, 128, t, s, None) for t i
     ("int4", 4, torch.bfloat16, torch.bfloat16, 64, 64, 8, _LARGE),
     ("awq_fma", 4, torch.float16, torch.float16, 128, 16, 8, None),
     ("awq_fma", 4, torch.float16, torch.float16, 128, 256, 1, None),
-    ("awq_fma", 4, torch.float16, torch.float16, 128, 32, 8, _LARGE)]
+    ("awq_fma", 4, torch.float16, torch.float16, 128, 32, 8, _LARGE),
+    ("int4_fma", 4, torch.bfloat16, torch.bfloat16, 128, 16, 8, None),
+    ("int4_fma", 4, torch.float16, torch.float32, 128, 128, 1, None)]
 
 
 @pytest.mark.slow

@@ -1,12 +1,13 @@
-"""Session 34: AWQ on the WGMMA path with one packed fma per pair (``formats.AwqInt4OneFma``: the nibble at the top of
-the mantissa, fma(1 + u/16, 16 s, -(16 + z) s)) against the exact format (lop3, then (MAGIC + u) - (MAGIC + z) and a
-multiply by s: two packed ops), fp16 x.
+"""Session 34: AWQ with one packed fma per pair (``formats.AwqInt4OneFma``: the nibble masked into an fp16 subnormal
+u 2^-18, fma(h, s 2^(18 - e), -z s 2^-e)) against the exact format (lop3, then (MAGIC + u) - (MAGIC + z) and a
+multiply by s: two packed ops), fp16 x. The session's first run timed a draft (h = 1 + u/16, C = -(16 + z) s: the
+same speed, twice the error), replaced before shipping.
 
 Both formats forced on the WGMMA path (``awq_gemm(path="wgmma")`` with ``wgmma.AWQ_ONE_FMA_DTYPES`` switched), and
-the decode path at <= 16 tokens for reference, on the four layers of #5 and two more; every variant checked against
-float64 first (ragged problems, NaN-poisoned outputs; the max error of each format is printed), CUDA-graph medians of
-interleaved rounds, weight copies rotated past L2 (``wo_crossover``). ``WO_LAYERS``, ``WO_MS``, ``WO_ROUNDS``.
-``python benchmarks/experiments/awq_one_fma.py``; writes $OUT/awq_one_fma.json.
+on the decode path at <= 16 tokens (``awq.DECODE_ONE_FMA_DTYPES``), on the four layers of #5 and two more; every
+variant checked against float64 first (ragged problems, NaN-poisoned outputs; the max error of each format is
+printed), CUDA-graph medians of interleaved rounds, weight copies rotated past L2 (``wo_crossover``). ``WO_LAYERS``,
+``WO_MS``, ``WO_ROUNDS``. ``python benchmarks/experiments/awq_one_fma.py``; writes $OUT/awq_one_fma.json.
 """
 import json
 import os

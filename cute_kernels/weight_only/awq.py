@@ -69,10 +69,10 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzero
         except AttributeError:  # not tensors: the checks below say what is wrong
             plan = kw = None
         if plan is not None and kw is not None:
-            fn, group, scalar = plan
+            fn, group = plan
             res = warm_out(out, x.shape[0], kw.w.shape[0], x.dtype, x.device)
             if res is not None:
-                fn(x, kw.w, res, scalar, kw.scales, kw.zeros, group)
+                fn(x, kw.w, res, 1.0, kw.scales, kw.zeros, group)
                 return res
 
     x = checks.check_tensor("x", x)
@@ -99,12 +99,10 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzero
     path_name, tl = config.select_tile(4, m, oc, sms, path, scaled=True, awq=True, k=ic, wgmma=wgmma_ok)
     if path_name == "wgmma":
         xk = aligned_copy(x) if x_needs_copy(x) else x
-        fmt_key, scalar = wgmma.awq_format(x.dtype, kw, m)  # the scalar: awq_fma's 2^e (unused by awq)
-        fn = wgmma.WgmmaPlan(fmt_key, 4, wgmma.select_config(m, oc, ic, sms), sms)
-        fn(xk, kw.w, out, scalar, kw.scales, kw.zeros, group)
+        fn = wgmma.WgmmaPlan(wgmma.awq_format(x.dtype, kw, m), 4, wgmma.select_config(m, oc, ic, sms), sms)
+        fn(xk, kw.w, out, 1.0, kw.scales, kw.zeros, group)
         if xk is x and path is None:
-            plan_key = (x.shape, x.stride(), x.dtype, awq_repack.cache_key(qweight, scales, qzeros))
-            _plans[plan_key] = (fn, group, scalar)
+            _plans[(x.shape, x.stride(), x.dtype, awq_repack.cache_key(qweight, scales, qzeros))] = (fn, group)
         return out
     xk = x
     if ic % awq_repack.K_ALIGN != 0:
@@ -115,7 +113,7 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzero
     fn = launch(decode_format(path_name, x.dtype, kw, tl), xk, kw.w, out, 1.0, kw.scales, kw.zeros, group, tl,
                 device)
     if fn is not None and xk is x and path is None and tile is None:
-        _plans[(x.shape, x.stride(), x.dtype, awq_repack.cache_key(qweight, scales, qzeros))] = (fn, group, 1.0)
+        _plans[(x.shape, x.stride(), x.dtype, awq_repack.cache_key(qweight, scales, qzeros))] = (fn, group)
     return out
 
 

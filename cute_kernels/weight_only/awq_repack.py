@@ -36,7 +36,7 @@ class AwqKernelWeights:
     zeros: torch.Tensor  # uint8 [OC, groups]
     in_features: int  # IC (before padding)
     group: int
-    max_abs_scale: float = float("inf")  # max |s| (NaN scales: inf); the WGMMA path's format choice reads it
+    max_abs_scale: float = float("inf")  # max |s| (NaN scales: inf): both paths' choice of AWQ format reads it
 
 
 _cache: dict[tuple, AwqKernelWeights] = {}

@@ -37,6 +37,7 @@ are 32-aligned, so one context serves every pair of a word. ``group_ctx`` turns 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from cutlass import Float32
@@ -283,72 +284,131 @@ class AwqInt4(WeightFormat):
         return ptx.fma_x2_rc(ct.x2, v, scale2, NEG_ZERO2)  # (u - z) * s, rounded once
 
 
-class AwqInt4OneFma(AwqInt4):
-    """AWQ with one packed fma per pair after the mask, for the WGMMA path's staged parameter words.
+class OneFma:
+    """The subnormal decode of a 4-bit field with its group's scale in one packed fma (mixed into a 4-bit format).
 
     The nibble is masked into the top four mantissa bits of a zero exponent (j = mantissa - 4: fp16 6, bf16 3): the
     16-bit value is the subnormal h = u 2^(j - E), exact (E = 24 fp16, 133 bf16: the subnormal ULP). Then
-    fma(h, S, C) with S = s 2^(E - j - e) and C = -z s 2^-e gives (u - z) s 2^-e, and the epilogue multiplies the
-    fp32 accumulator by 2^e (``exponent``: the least e >= 0 that keeps S finite, 0 unless some |s| >= 0.25). S is
-    exact (s times a power of two); C = -z s 2^-e is rounded once to x's dtype on the host, so a weight carries two
-    roundings (C's and the fma's) where ``AwqInt4`` has one: at most 2^-11 (|C| + |w|) <= 0.015 |s| in fp16 against
-    0.008 |s|, a seventieth of a quantization step. This is the rounding of CUTLASS's mixed-input
-    ``ConvertAndScaleWithZero`` (w = s q + zero, the zero premultiplied and stored in the 16-bit type), with |C| <= 15
-    |s| here. Per pair: a shift (each pair moves its fields to bit j), a lop3 and one fma, against AwqInt4's lop3 and
-    two packed ops (and a shift for three pairs in four)."""
+    fma(h, S, C) with S = s 2^(E - j - e) and C = -o s 2^-e gives (u - o) s 2^-e for the format's offset o, and the
+    epilogue multiplies the fp32 accumulator by 2^e (``exponent``: the least e >= 0 that keeps S finite, 0 unless some
+    |s| >= 0.25; the host stores it on the parameter words as ``scale_exponent``, and ``wgmma.WgmmaPlan`` applies it).
+    S is exact (s times a power of two). Per pair: a shift (each pair moves its fields to bit j), a lop3 and one fma,
+    against the magic-number decode's lop3 and two packed ops (and a shift for three pairs in four)."""
 
-    name = "awq_fma"
-    epilogue_scale = True  # 2^e
+    epilogue_scale = True  # 2^e (times a signed format's per-tensor scale)
     _SUBNORMAL_EXP = {"f16": 24, "bf16": 133}  # -log2 of the type's smallest subnormal
     _MAX = {"f16": 65504.0, "bf16": 3.3895313892515355e38}
 
     def field_bits(self, ct, in_place):
         return [ct.mantissa - self.bits]
 
+    def lift(self, ct) -> int:
+        """E - j: S = s 2^(lift - e)."""
+        return self._SUBNORMAL_EXP[ct.name] - (ct.mantissa - self.bits)
+
     def exponent(self, ct, max_abs_scale: float) -> int:
-        """e of the class docstring: the least e >= 0 with max|s| 2^(E - j - e) finite in x's dtype."""
-        e, shift = 0, self._SUBNORMAL_EXP[ct.name] - (ct.mantissa - self.bits)
-        while max_abs_scale * 2.0 ** (shift - e) > self._MAX[ct.name]:
+        """e of the class docstring: the least e >= 0 with max|s| 2^(E - j - e) finite in x's dtype (``max_finite``
+        gives the max; 0 for a non-finite one)."""
+        e = 0
+        while math.isfinite(max_abs_scale) and max_abs_scale * 2.0 ** (self.lift(ct) - e) > self._MAX[ct.name]:
             e += 1
         return e
 
-    def group_ctx(self, ct, scale, zero, in_place=False):
-        # The decode path's context from the loaded fp32 scale and u8 zero point, with e = 0 (the host runs this
-        # format there only when every |s| < 0.25, and only on tiles that fold the scale: ``awq.decode_format``;
-        # fp16 only: bf16's 2^130 is past fp32's range). The products are exact in fp32; cvt rounds S (exactly: a
-        # power of two times a 16-bit s) and C once.
-        if ct.name != "f16" or scale is None:
-            raise NotImplementedError("awq_fma's decode-path context: fp16 x, scales folded into the weight")
-        lift = float(2 ** (self._SUBNORMAL_EXP[ct.name] - (ct.mantissa - self.bits)))
-        neg_z = Float32(zero) * Float32(-1.0)
-        s_lift = scale * Float32(lift)
-        offset = neg_z * scale
-        return ptx.cvt_pair_f32(ct.x2, s_lift, s_lift), ptx.cvt_pair_f32(ct.x2, offset, offset)
+    @staticmethod
+    def max_finite(scales) -> float:
+        """max |s| over the finite scales (0.0 if none): e follows them, and a row with a non-finite scale gives
+        non-finite outputs in any format."""
+        import torch
 
-    def context_words(self, ct, scale16, zeros):
+        a = scales.abs()
+        a = a[torch.isfinite(a)]
+        return a.max().item() if a.numel() else 0.0
+
+    def host_scale_words(self, ct, scale16):
+        """(s as float64, e, the S words, x's torch dtype) from the scales' 16-bit patterns in x's dtype (host)."""
         import torch
 
         dtype = torch.float16 if ct.name == "f16" else torch.bfloat16
         s = ((scale16 ^ 0x8000) - 0x8000).to(torch.int16).view(dtype).double()
-        e = self.exponent(ct, s.abs().max().item() if s.numel() else 0.0)
-        shift = self._SUBNORMAL_EXP[ct.name] - (ct.mantissa - self.bits) - e
-        # S exact; C exact in float64, then one rounding to x's dtype
-        words = [(s * 2.0 ** shift).to(dtype), (-zeros.double() * s * 2.0 ** -e).to(dtype)]
-        return [(v.view(torch.int16).to(torch.int64) & 0xFFFF) * 0x00010001 for v in words]
+        e = self.exponent(ct, self.max_finite(s))
+        return s, e, self.word((s * 2.0 ** (self.lift(ct) - e)).to(dtype)), dtype
+
+    @staticmethod
+    def word(v16):
+        """A 16-bit tensor's values in both halves of int64-held 32-bit words."""
+        import torch
+
+        return (v16.view(torch.int16).to(torch.int64) & 0xFFFF) * 0x00010001
+
+    def fma_decode(self, w, q, ct, scale, offset, flip: int = 0):
+        """h = the field's u 2^(j - E) (``flip``: bits XOR-ed into the field, e.g. two's complement -> offset binary);
+        returns fma(h, S, C), rounded once."""
+        x, j = self.field(w, q, ct, False)
+        h = ptx.lop3(x, 0x000F000F << j, (flip * 0x00010001) << j, ptx.LUT_AND_XOR)  # a subnormal, exact
+        return ptx.fma_x2(ct.x2, h, scale, offset)
+
+
+class AwqInt4OneFma(OneFma, AwqInt4):
+    """AWQ with ``OneFma``'s decode (fp16 x on the WGMMA path up to ``wgmma.AWQ_ONE_FMA_MAX_M`` tokens, and on the
+    decode tiles that fold the scale into the weight: ``wgmma.awq_format``, ``awq.decode_format``). C = -z s 2^-e is
+    rounded once to x's dtype (on the host for the WGMMA path's staged words, by cvt in the decode kernel), so a
+    weight carries two roundings (C's and the fma's) where ``AwqInt4`` has one: at most 2^-11 (|C| + |w|) <= 0.015 |s|
+    in fp16 against 0.008 |s|, a seventieth of a quantization step. This is the rounding of CUTLASS's mixed-input
+    ``ConvertAndScaleWithZero`` (w = s q + zero, the zero premultiplied and stored in the 16-bit type), with |C| <= 15
+    |s| here."""
+
+    name = "awq_fma"
+
+    def group_ctx(self, ct, scale, zero, in_place=False):
+        # The decode path's context from the loaded fp32 scale and u8 zero point, with e = 0 (the host runs this
+        # format there only when e = 0, and only on tiles that fold the scale: ``awq.decode_format``; fp16 only:
+        # bf16's 2^130 is past fp32's range). The products are exact in fp32; cvt rounds S (exactly: a power of two
+        # times a 16-bit s) and C once.
+        if ct.name != "f16" or scale is None:
+            raise NotImplementedError("awq_fma's decode-path context: fp16 x, scales folded into the weight")
+        neg_z = Float32(zero) * Float32(-1.0)
+        s_lift = scale * Float32(float(2 ** self.lift(ct)))
+        offset = neg_z * scale
+        return ptx.cvt_pair_f32(ct.x2, s_lift, s_lift), ptx.cvt_pair_f32(ct.x2, offset, offset)
+
+    def context_words(self, ct, scale16, zeros):
+        s, e, s_words, dtype = self.host_scale_words(ct, scale16)
+        return [s_words, self.word((-zeros.double() * s * 2.0 ** -e).to(dtype))]  # C: exact, then one rounding
 
     def group_ctx_words(self, ct, words):
         return words[0], words[1]
 
     def decode_pair(self, w, q, ct, ctx, in_place=False):
-        scale, offset = ctx
-        x, j = self.field(w, q, ct, False)
-        h = ptx.lop3(x, 0x000F000F << j, 0, ptx.LUT_AND_OR)  # u 2^(j - E): a subnormal, exact
-        return ptx.fma_x2(ct.x2, h, scale, offset)  # u s 2^-e - z s 2^-e, rounded once
+        return self.fma_decode(w, q, ct, *ctx)  # u s 2^-e - z s 2^-e
+
+
+class SignedInt4OneFma(OneFma, SignedInt4):
+    """Signed int4 with group scales and ``OneFma``'s decode, on the WGMMA path: XOR-ing bit 3 of the nibble gives
+    u = c + 8, and C = -8 s 2^-e is exact (derived in the kernel from S by an exact multiply), so the one rounding of
+    fma(h, S, C) = c s 2^-e is the exact format's: the same values, bit for bit (the 2^e multiply is exact). One
+    parameter word per (row, group), as the exact format's."""
+
+    name = "int4_fma"
+
+    def group_ctx(self, ct, scale, zero, in_place=False):
+        raise NotImplementedError("int4_fma runs on the WGMMA path (host-built parameter words)")
+
+    def context_words(self, ct, scale16, zeros):
+        return [self.host_scale_words(ct, scale16)[2]]  # S only: C comes from it in the kernel
+
+    def group_ctx_words(self, ct, words):
+        # C = S * (-8 * 2^-lift): a power of two, so the product is exact (the constant is an fp16 / bf16 subnormal)
+        neg8 = ct.pair(ct.encode(-8.0 * 2.0 ** -self.lift(ct)))
+        return words[0], ptx.fma_x2_rc(ct.x2, words[0], neg8, NEG_ZERO2)
+
+    def decode_pair(self, w, q, ct, ctx, in_place=False):
+        return self.fma_decode(w, q, ct, *ctx, flip=0x8)  # (c + 8) s 2^-e - 8 s 2^-e
 
 
 _SIGNED = {8: SignedInt8(), 4: SignedInt4(), 2: OffsetInt2(), 1: SignBit1()}
 AWQ = AwqInt4()
 AWQ_ONE_FMA = AwqInt4OneFma()
+INT4_ONE_FMA = SignedInt4OneFma()
 
 
 def signed_format(bits: int) -> WeightFormat:
@@ -356,7 +416,7 @@ def signed_format(bits: int) -> WeightFormat:
 
 
 def format_by_key(key: str) -> WeightFormat:
-    for f in (*_SIGNED.values(), AWQ, AWQ_ONE_FMA):
+    for f in (*_SIGNED.values(), AWQ, AWQ_ONE_FMA, INT4_ONE_FMA):
         if f.key == key:
             return f
     raise KeyError(key)

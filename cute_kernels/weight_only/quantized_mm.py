@@ -315,7 +315,8 @@ def quantized_mm(x: torch.Tensor, w_packed: torch.Tensor, scale, bits: int,
                                        wgmma=wgmma_ok)
     if path_name == "wgmma":
         xk = aligned_copy(x) if x_needs_copy(x) else x
-        plan = wgmma.WgmmaPlan(f"int{bits}", bits, wgmma.select_config(m, n, k, sms), sms)
+        plan = wgmma.WgmmaPlan(wgmma.signed_format(bits, group_scales is not None, m), bits,
+                               wgmma.select_config(m, n, k, sms), sms)
         plan(xk, w_packed, out, scale_f, group_scales, None, group)
         _plans[sig] = (plan, n, group, None if xk is x else 0)
         return out

@@ -21,7 +21,7 @@ from ..configs import TileConfig, best_split, tail_split
 from ..ops.split_k import cluster_split
 from ..jit_cache import cached_compile
 from ..plan_cache import cached_for_tensor
-from .formats import format_by_key
+from .formats import OneFma, format_by_key
 
 BLOCK_ROWS = 64
 K_TILE = 64
@@ -133,7 +133,10 @@ def param_words(fmt_key: str, group_scales, zeros, dtype: torch.dtype) -> torch.
     z = None if zeros is None else zeros.to(torch.int64)
     words = torch.stack(fmt.context_words(ct, scale16, z), dim=-1)  # [N, groups, W]
     words = torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
-    return words.flatten(1).t().contiguous()
+    params = words.flatten(1).t().contiguous()
+    if isinstance(fmt, OneFma):  # the 2^e its words are scaled by, for ``WgmmaPlan`` to multiply the scale with
+        params.scale_exponent = fmt.exponent(ct, fmt.max_finite(group_scales.to(dtype)))
+    return params
 
 
 _params: dict[tuple, torch.Tensor] = {}
@@ -513,6 +516,8 @@ class WgmmaPlan:
         rows = x_rows(m, self.cfg.tile_n)
         if rows != m:
             x = torch.nn.functional.pad(x, (0, 0, 0, rows - m))  # a zero-padded copy; the caller's x is untouched
+        if params is not None and getattr(params, "scale_exponent", 0):
+            scale = scale * 2.0 ** params.scale_exponent  # OneFma formats' words carry s 2^-e
         launch_planned(fn, (blob, x, out, float(scale), params), split, x.device, torch.float32)
         return out
 
@@ -522,7 +527,8 @@ def quantized_mm_wgmma(x: torch.Tensor, w_packed: torch.Tensor, out: torch.Tenso
     """``quantized_mm`` on this path, for checked operands (``eligible``): x [M, K] with 16-byte rows."""
     m, k = x.shape
     cfg = cfg or select_config(m, w_packed.shape[0], k, sm_count)
-    return WgmmaPlan(f"int{bits}", bits, cfg, sm_count)(x, w_packed, out, scale, group_scales, None, group)
+    return WgmmaPlan(signed_format(bits, group_scales is not None, m), bits, cfg, sm_count)(
+        x, w_packed, out, scale, group_scales, None, group)
 
 
 # Session 34 (H100, benchmarks/experiments/awq_one_fma.py, both formats forced on this path, three interleaved rounds,
@@ -536,16 +542,25 @@ AWQ_ONE_FMA_DTYPES = (torch.float16,)
 AWQ_ONE_FMA_MAX_M = 512
 
 
-def awq_format(x_dtype: torch.dtype, kw, m: int) -> tuple[str, float]:
-    """(format key, the kernel's scalar scale) of M tokens with AWQ weights ``kw`` (``awq_repack.AwqKernelWeights``)
-    on this path for x of ``x_dtype``: ``awq_fma`` with its 2^e where ``AWQ_ONE_FMA_DTYPES`` has the dtype, M is at
-    most ``AWQ_ONE_FMA_MAX_M`` and the scales are finite, else the exact ``awq`` (whose scalar is unused)."""
-    from .formats import AWQ_ONE_FMA, BF16, F16
+# Signed int4 with group scales on this path decodes with ``formats.SignedInt4OneFma`` up to this many tokens: the same
+# values as the magic-number decode, bit for bit, with one fma per pair. None: never (experiments).
+INT4_ONE_FMA_MAX_M: int | None = AWQ_ONE_FMA_MAX_M
 
+
+def signed_format(bits: int, grouped: bool, m: int) -> str:
+    """The format key of M tokens of the signed ``bits``-bit format (``grouped``: with group scales) on this path."""
+    if bits == 4 and grouped and INT4_ONE_FMA_MAX_M is not None and m <= INT4_ONE_FMA_MAX_M:
+        return "int4_fma"
+    return f"int{bits}"
+
+
+def awq_format(x_dtype: torch.dtype, kw, m: int) -> str:
+    """The format key of M tokens with AWQ weights ``kw`` (``awq_repack.AwqKernelWeights``) on this path for x of
+    ``x_dtype``: ``awq_fma`` where ``AWQ_ONE_FMA_DTYPES`` has the dtype, M is at most ``AWQ_ONE_FMA_MAX_M`` and the
+    scales are finite, else the exact ``awq``."""
     if x_dtype in AWQ_ONE_FMA_DTYPES and m <= AWQ_ONE_FMA_MAX_M and math.isfinite(kw.max_abs_scale):
-        ct = F16 if x_dtype == torch.float16 else BF16
-        return AWQ_ONE_FMA.key, 2.0 ** AWQ_ONE_FMA.exponent(ct, kw.max_abs_scale)
-    return "awq", 1.0
+        return "awq_fma"
+    return "awq"
 
 
 def awq_gemm_wgmma(x: torch.Tensor, kw, out: torch.Tensor, sm_count: int,
@@ -553,5 +568,4 @@ def awq_gemm_wgmma(x: torch.Tensor, kw, out: torch.Tensor, sm_count: int,
     """``awq_gemm`` on this path; ``kw``: the checkpoint's ``awq_repack.AwqKernelWeights``."""
     m, k = x.shape
     cfg = cfg or select_config(m, kw.w.shape[0], k, sm_count)
-    key, scale = awq_format(x.dtype, kw, m)
-    return WgmmaPlan(key, 4, cfg, sm_count)(x, kw.w, out, scale, kw.scales, kw.zeros, kw.group)
+    return WgmmaPlan(awq_format(x.dtype, kw, m), 4, cfg, sm_count)(x, kw.w, out, 1.0, kw.scales, kw.zeros, kw.group)
