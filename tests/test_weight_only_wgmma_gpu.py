@@ -46,6 +46,32 @@ def test_quantized_mm(bits, dtype, m, n, k, group):
     assert _err(out, ref) < TOL[dtype]
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("m,n,k,group,amp", [(1, 264, 1088, 64, 1.0), (16, 4104, 1024, 128, 1.0),
+                                             (40, 520, 2176, 128, 30.0), (300, 264, 4096, 32, 0.001)])
+def test_int4_one_fma_is_bit_equal_to_the_magic_decode(monkeypatch, dtype, m, n, k, group, amp):
+    """Signed int4 with group scales on the WGMMA path (session 34: ``int4_fma`` up to ``INT4_ONE_FMA_MAX_M`` tokens)
+    gives the magic-number decode's outputs bit for bit, with e = 0 and e > 0 (amp 30: group scales up to ~8)."""
+    import importlib
+
+    qmm_mod = importlib.import_module("cute_kernels.weight_only.quantized_mm")  # the module (the package exports the op)
+    torch.manual_seed(m + n)
+    x = torch.randn(m, k, dtype=dtype, device="cuda")
+    w, scale, gs = quantize_weights(torch.randn(n, k, device="cuda") * amp, 4, group)
+    gs = gs.to(dtype)
+    outs = []
+    for limit in (wgmma.INT4_ONE_FMA_MAX_M, None):
+        monkeypatch.setattr(wgmma, "INT4_ONE_FMA_MAX_M", limit)
+        qmm_mod._plans.clear()
+        assert wgmma.signed_format(4, True, m) == ("int4_fma" if limit else "int4")
+        out = poisoned((m, n), dtype)
+        quantized_mm(x, w, scale, 4, gs, out=out, path="wgmma")
+        outs.append(out)
+    qmm_mod._plans.clear()
+    assert torch.equal(outs[0], outs[1])
+    assert _err(outs[0], quantized_mm_ref(x.cpu(), w.cpu(), scale, 4, gs.float().cpu())) < TOL[dtype]
+
+
 @pytest.mark.parametrize("bits,m,dtype", [(8, 129, torch.bfloat16), (8, 300, torch.float16), (4, 140, torch.bfloat16),
                                           (1, 257, torch.float16), (2, 150, torch.bfloat16), (8, 600, torch.bfloat16)])
 def test_partial_last_token_tile(bits, m, dtype):
