@@ -344,12 +344,15 @@ def test_dispatch_rule(monkeypatch):
             assert config.select_tile(bits, first - 1, 4096, 132, dense=True, wgmma=True, k=4096, **kw)[0] == "decode"
             assert config.select_tile(bits, first, 4096, 132, dense=True, wgmma=True, k=4096, **kw)[0] == "wgmma"
             assert config.select_tile(bits, first, 4096, 132, dense=True, wgmma=False, k=4096, **kw)[0] == "decode"
-    # large layers (>= WGMMA_LARGE_LAYER weights) with group parameters switch at WGMMA_MIN_M_GROUPED_LARGE
+    # large layers (>= WGMMA_LARGE_LAYER weights) with group parameters switch at WGMMA_MIN_M_GROUPED_LARGE (AWQ:
+    # WGMMA_MIN_M_AWQ_LARGE, session 34)
     n, k = 8192, config.WGMMA_LARGE_LAYER // 8192
-    for bits, first in config.WGMMA_MIN_M_GROUPED_LARGE.items():
-        assert first < config.WGMMA_MIN_M_GROUPED[bits]
-        for kw in ({"scaled": True}, {"scaled": True, "awq": True}):
-            assert config.select_tile(bits, first - 1, n, 132, dense=True, wgmma=True, k=k, **kw)[0] == "decode"
+    for bits, grouped_first in config.WGMMA_MIN_M_GROUPED_LARGE.items():
+        for kw in ({"scaled": True},) + (({"scaled": True, "awq": True},) if bits == 4 else ()):  # AWQ: 4-bit
+            first = config.WGMMA_MIN_M_AWQ_LARGE if kw.get("awq") else grouped_first
+            assert first < config.WGMMA_MIN_M_GROUPED[bits]
+            if first > 1:
+                assert config.select_tile(bits, first - 1, n, 132, dense=True, wgmma=True, k=k, **kw)[0] == "decode"
             assert config.select_tile(bits, first, n, 132, dense=True, wgmma=True, k=k, **kw)[0] == "wgmma"
             assert config.select_tile(bits, first, n, 132, dense=True, wgmma=True, k=k - 64, **kw)[0] == "decode"
         # without group parameters large layers switch at WGMMA_MIN_M_LARGE (1/2-bit, session 31) or as small ones
@@ -367,12 +370,12 @@ def test_dispatch_rule(monkeypatch):
         kw = {"dense": not kw.get("awq"), **kw}
         return next(m for m in range(1, 17) if config.select_tile(bits, m, n, 132, wgmma=True, k=k, **kw)[0] == "wgmma")
 
-    assert config.WGMMA_MIN_M_GROUPED_LARGE[4] == 6
+    assert config.WGMMA_MIN_M_GROUPED_LARGE[4] == 1 and config.WGMMA_MIN_M_AWQ_LARGE == 6  # session 34
     assert wgmma.cluster_split_ctas(8192, 8192, 132) == 128 and wgmma.cluster_split_ctas(7168, 8192, 132) == 112
     assert wgmma.cluster_split_ctas(4096, 14336, 132) == 0 and wgmma.cluster_split_ctas(14336, 4096, 132) == 0
-    for (n, k), awq_first, int4g_first in (((8192, 8192), 1, 1), ((8192, 28672), 1, 1), ((7168, 8192), 1, 6),
-                                           ((8192, 4096), 6, 6), ((4096, 14336), 6, 6), ((14336, 4096), 6, 6),
-                                           ((4096, 4096), 12, 12)):
+    for (n, k), awq_first, int4g_first in (((8192, 8192), 1, 1), ((8192, 28672), 1, 1), ((7168, 8192), 1, 1),
+                                           ((8192, 4096), 6, 1), ((4096, 14336), 6, 1), ((14336, 4096), 6, 1),
+                                           ((4096, 4096), 8, 8)):
         got = (first_wgmma(4, n, k, scaled=True, awq=True), first_wgmma(4, n, k, scaled=True))
         assert got == (awq_first, int4g_first), (n, k)
     # no group parameters: unchanged by it
@@ -392,9 +395,9 @@ def test_dispatch_rule(monkeypatch):
     run_cfg, options, split = wgmma.launch_variant(4, tail_cfg, 132, 1, 22016, 4096)
     assert run_cfg.split_k == 3 and split == (3, 40 * 3 * 128 * 16, 40, 132)  # 172 tiles: 132 whole, 40 in 3 slices
     assert dict(options).get("weight_preload") == 4  # the split 16-token tiles' stage options
-    # those layers (wgmma.many_waves) take their own entries (session 33): 1/2-bit weights from one token, AWQ from 8
-    # (from one where the plan has a full wave of whole tiles), other 4-bit weights the small layers' entries; with the
-    # tables off (None), the small layers' entries throughout
+    # those layers (wgmma.many_waves) take their own entries (session 33): 1/2-bit weights from one token; since
+    # session 34 grouped 4-bit and AWQ from one token too (AWQ's full-wave entry is then moot); unscaled 4-bit the
+    # small layers' entry; with the tables off (None), the small layers' entries throughout
     assert wgmma.many_waves(22016, 4096, 132) and wgmma.many_waves(12288, 4096, 132)
     assert not wgmma.many_waves(9216, 4096, 132) and not wgmma.many_waves(14336, 4096, 132)
     assert not wgmma.many_waves(8192, 8192, 132) and not wgmma.many_waves(4096, 4096, 132)
@@ -402,8 +405,8 @@ def test_dispatch_rule(monkeypatch):
              (4, {}, config.WGMMA_MIN_M[4], config.WGMMA_MIN_M[4]),
              (1, {"scaled": True}, 1, config.WGMMA_MIN_M_GROUPED[1]),
              (2, {"scaled": True}, 1, config.WGMMA_MIN_M_GROUPED[2]),
-             (4, {"scaled": True}, config.WGMMA_MIN_M_GROUPED[4], config.WGMMA_MIN_M_GROUPED[4]),
-             (4, {"scaled": True, "awq": True}, 8, config.WGMMA_MIN_M_GROUPED[4]))
+             (4, {"scaled": True}, 1, config.WGMMA_MIN_M_GROUPED[4]),
+             (4, {"scaled": True, "awq": True}, 1, config.WGMMA_MIN_M_GROUPED[4]))
     for n, k in ((12288, 4096), (22016, 4096), (24576, 1536), (18944, 3584)):
         full = wgmma.full_wave(n, k, 132)  # >= 132 tiles of 128 rows: AWQ from one token there
         assert full == (n != 12288), (n, k)

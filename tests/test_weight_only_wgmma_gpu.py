@@ -54,7 +54,7 @@ def test_int4_one_fma_is_bit_equal_to_the_magic_decode(monkeypatch, dtype, m, n,
     gives the magic-number decode's outputs bit for bit, with e = 0 and e > 0 (amp 30: group scales up to ~8)."""
     import importlib
 
-    qmm_mod = importlib.import_module("cute_kernels.weight_only.quantized_mm")  # the module (the package exports the op)
+    qmm_mod = importlib.import_module("cute_kernels.weight_only.quantized_mm")  # the module, not the op
     torch.manual_seed(m + n)
     x = torch.randn(m, k, dtype=dtype, device="cuda")
     w, scale, gs = quantize_weights(torch.randn(n, k, device="cuda") * amp, 4, group)
@@ -239,16 +239,16 @@ def test_unscaled_2bit_on_an_unsplit_layer_at_few_tokens(m):
     _check_twice(m, 14336, _layer_case("int2", m, 14336, 4096))
 
 
-@pytest.mark.parametrize("fmt,m", [("int1", 1), ("int2g", 2), ("awq", 6), ("awq", 8), ("int4g", 8)])
+@pytest.mark.parametrize("fmt,m", [("int1", 1), ("int2g", 2), ("awq", 1), ("awq", 6), ("int4g", 1), ("int4g", 8)])
 def test_many_wave_layer_entries_through_the_dispatch(fmt, m):
-    """Sessions 32-33: a large layer whose every-tile K split would make many waves (``wgmma.many_waves``: 12288 x
-    4096) takes its own entries (``config.WGMMA_MIN_M_MANY_WAVES``: 1/2-bit weights from one token, AWQ from 8, int4
-    g128 the small layers' 12); through the default dispatch, against float64."""
+    """Sessions 32-34: a large layer whose every-tile K split would make many waves (``wgmma.many_waves``: 12288 x
+    4096) takes its own entries (``config.WGMMA_MIN_M_MANY_WAVES``: 1/2-bit weights from one token; since session 34
+    AWQ and int4 g128 too); through the default dispatch, against float64."""
     from cute_kernels.weight_only import config
 
     torch.manual_seed(m + len(fmt))
     first = {"int1": 1, "int2g": 1, "awq": config.WGMMA_MIN_M_AWQ_MANY_WAVES,
-             "int4g": config.WGMMA_MIN_M_GROUPED[4]}[fmt]
+             "int4g": config.WGMMA_MIN_M_GROUPED_MANY_WAVES[4]}[fmt]
     assert _path(fmt, m, 12288, 4096) == ("wgmma" if m >= first else "decode")
     _check_twice(m, 12288, _layer_case(fmt, m, 12288, 4096))
 

@@ -160,7 +160,11 @@ WGMMA_MIN_M = {1: 8, 2: 8, 4: 12}  # bits -> fewest tokens on the WGMMA path (fo
 # scales (AWQ: fp16), decode / wgmma µs: 1-bit at 4 tokens faster on 4 of 4 layers (8192^2 14.9 / 14.0); 2-bit at
 # 8 on 4 of 4 (8192^2 18.7 / 16.4; at 4: 2 of 4); 4-bit at 12 on 2 of 4, one even, 8192^2 2% slower (4096 x 14336
 # 22.4 / 17.8; 8192^2 20.1 / 20.5); AWQ at 12 on 4 of 4 (4096 x 14336 24.3 / 20.3; at 8: 1 of 4).
-WGMMA_MIN_M_GROUPED = {1: 4, 2: 8, 4: 12}  # the same with group scales (AWQ: its 4-bit entry)
+# Session 34 (H100, benchmarks/experiments/wo_cluster_layers.py, both paths forced, with the one-fma decodes of
+# formats.OneFma on the WGMMA path; docs/weight_only.md): grouped 4-bit weights and AWQ at 8 tokens ran 0.94x / 1.00x
+# the decode path's time on 4096^2 and 0.75x / 0.69x on 5120^2 (which wins from one token: its decode grid is 1.2
+# waves; no rule for that), so their small-layer entry moved from 12 to 8.
+WGMMA_MIN_M_GROUPED = {1: 4, 2: 8, 4: 8}  # the same with group scales (AWQ: its 4-bit entry)
 # Session 17 (same script and machine): with two 4-bit K-tiles per stage on 16-token tiles, grouped 4-bit weights and
 # AWQ at 8 tokens are faster on the WGMMA path on the three layers of >= 58.7M weights (AWQ 14336 x 4096 18.7 /
 # 15.9 us, 4096 x 14336 17.3 / 16.7, 8192^2 20.0 / 18.4; int4 g128 16.7 / 15.7, 18.5 / 16.0, 18.8 / 17.6) and slower
@@ -176,8 +180,18 @@ WGMMA_MIN_M_GROUPED = {1: 4, 2: 8, 4: 12}  # the same with group scales (AWQ: it
 # weights; docs/weight_only.md): at 6 tokens grouped 4-bit weights and AWQ ran 0.86-1.01x the decode path's time on
 # the WGMMA path on all seven (AWQ 8192^2 17.7 / 16.4 us, 4096 x 14336 16.8 / 16.6, 14336 x 4096 16.8 / 15.7), so
 # their entry moved from 8 to 6 tokens; and see WGMMA_CLUSTER_LONG_K.
+# Session 34 (same script as session 34's entry above, five layers of >= 2^25 weights): with int4_fma, grouped int4
+# took 0.84-0.99x the decode path's time at one token on all five (12288 x 4096 13.7 / 15.9 us, 14336 x 4096 14.5 /
+# 14.8, 4096 x 14336 15.3 / 15.5), so it moved from 6 tokens to one; AWQ (awq_fma) won at one token on 14336 x 4096
+# and the 12288-row layers (0.95-0.97x) but lost on 4096 x 14336 and 11008 x 4096 (1.06-1.09x), and keeps 6 there
+# (WGMMA_MIN_M_AWQ_LARGE). The session's new entries (these, WGMMA_MIN_M_GROUPED[4], the many-wave ones) against
+# session 33's through the dispatch on eight layers the fit had not seen (benchmarks/experiments/wo_rule34.py: 8192 x
+# 4096, 4096 x 11008, 13824 x 5120, 10240 x 4096, 6144 x 4096, 3584^2, 16384 x 4096, 12288 x 8192; 1-10 tokens): 0.74-
+# 1.01x the time on 30 of the 32 points whose path moved (int4 g128 on 12288 x 8192 0.74-0.89x, AWQ 0.91-0.99x), 1.02x
+# / 1.04x on 3584^2 at 8 tokens (int4 g128 / AWQ); the unmoved points 0.99-1.02x.
 WGMMA_LARGE_LAYER = 1 << 25
-WGMMA_MIN_M_GROUPED_LARGE = {1: 1, 2: 1, 4: 6}
+WGMMA_MIN_M_GROUPED_LARGE = {1: 1, 2: 1, 4: 1}
+WGMMA_MIN_M_AWQ_LARGE = 6
 # Session 32 (same run): on layers whose WGMMA plan reduces its two K slices inside 2-CTA clusters (56-66 weight tiles
 # of 128 rows: ``wgmma.cluster_split_ctas``) and whose K is at least this, AWQ is faster on the WGMMA path from one
 # token. AWQ at 1 / 4 tokens, decode / WGMMA us: 8192 x 28672 53.7 / 49.4, 55.0 / 49.7; 8192 x 14336 29.1 / 27.1,
@@ -234,9 +248,12 @@ WGMMA_MIN_M_LARGE_UNSPLIT = {2: 1}
 # int4 g128 0.88-1.14x held out, unscaled int4 0.95-1.01x, so they keep the small layers' entries, except AWQ from 8
 # tokens: 0.69-0.87x at 8 on the fitted five and 0.72-0.95x held out (int4 g128 at 8 held out: 0.84-1.06x; unscaled
 # int4 0.94-1.07x). None: the small layers' entries for every width (session 32's rule; experiments).
+# Session 34 (wo_cluster_layers.py with the one-fma decodes): on 12288 x 4096 and 12288 x 5120 grouped int4 ran
+# 0.82-0.86x the decode path's time at 1-4 tokens and AWQ 0.92-0.95x, so both take the WGMMA path from one token
+# on many-wave layers too (session 33's exact decodes lost there at 1-6 tokens).
 WGMMA_MIN_M_MANY_WAVES = {1: 1, 2: 1}
-WGMMA_MIN_M_GROUPED_MANY_WAVES = {1: 1, 2: 1}  # with group scales (4-bit: the small layers' entry)
-WGMMA_MIN_M_AWQ_MANY_WAVES = 8
+WGMMA_MIN_M_GROUPED_MANY_WAVES = {1: 1, 2: 1, 4: 1}  # with group scales
+WGMMA_MIN_M_AWQ_MANY_WAVES = 1
 # AWQ's losses at 1-6 tokens above were on the 12288-row layers, whose 96 tiles fill 96 of the 132 CTA slots. On the
 # many-wave layers whose 16-token plan has at least one full wave of whole tiles (``wgmma.full_wave``: >= 132 tiles of
 # 128 rows), the WGMMA path was ahead at one token on all eight measured (0.76-0.95x forced on four fitted, 0.81-0.94x
@@ -273,6 +290,8 @@ def wgmma_min_m(bits: int, scaled: bool = False, awq: bool = False, weights: int
         if ctas and (awq or ctas >= WGMMA_CLUSTER_INT4_MIN_FILL * sm_count):
             return 1
     if grouped and large and bits in WGMMA_MIN_M_GROUPED_LARGE:
+        if awq and WGMMA_MIN_M_AWQ_LARGE is not None:
+            return WGMMA_MIN_M_AWQ_LARGE
         return WGMMA_MIN_M_GROUPED_LARGE[bits]
     if not grouped and large and bits in WGMMA_MIN_M_LARGE_UNSPLIT and shape and not wgmma.splits_k(n, k, sm_count):
         return WGMMA_MIN_M_LARGE_UNSPLIT[bits]
