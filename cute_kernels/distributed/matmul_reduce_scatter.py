@@ -68,8 +68,8 @@ BIAS_RANK = 0
 
 # Eager calls run the cross-rank check on the device (all-gather, then a host read that waits for the GPU work queued
 # before it); CUDA-graph captures run it over the group's gloo mirror. True: eager calls use the mirror too, whose
-# host time can hide behind queued GPU work. Two runs on 2 x H200 (session 11, benchmarks/experiments/
-# rs_validate_cost.py, N = K = 8192, µs added per call, device / gloo): M = 512 +269 / +570 and +109 / +419;
+# host time can hide behind queued GPU work. Two runs on 2 x H200 (session 11, rs_validate_cost.py, now in the data
+# archive's session34/moved/; N = K = 8192, µs added per call, device / gloo): M = 512 +269 / +570 and +109 / +419;
 # M = 2048 +267 / +406 and +118 / +85; M = 8192 +388 / +32 and +227 / +59. The mirror wins only for large M, and a
 # choice by size could differ between ranks whose shapes disagree - the case the check is for - so it is all or
 # nothing: off.

@@ -138,7 +138,7 @@ def plan_parts(rows: int, world: int, reduce_dtype) -> list[tuple[int, int]]:
 # schedule in the module docstring). "push": the peer-block GEMMs store their output straight into the peers'
 # buffers over NVLink (the epilogue's TMA stores write peer memory), so the transfer runs inside the GEMM and no copy
 # follows; one barrier, then the own block (fused with c at W = 2 without bias, else a sum pass). Measured side by
-# side in benchmarks/experiments/rs_push.py (docs/distributed.md, session 4).
+# side in rs_push.py (docs/distributed.md, session 4; in the data archive's session34/moved/ since session 34).
 MODE = "pull"
 
 
