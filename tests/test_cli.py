@@ -100,7 +100,7 @@ import pytest  # noqa: E402
     (("int8_scaled_mm", "--arch", "sm_80", "--m", "128"), "IMMA.16832.S8.S8"),
     (("fp8_blockwise_scaled_mm", "--granularity", "128,128,128"), "QGMMA.64x128x32.F32.E4M3.E4M3"),
     (("quantized_mm", "--bits", "2", "--m", "1"), "HMMA.16816.F32"),
-    (("awq_gemm", "--m", "8", "--x-dtype", "fp16"), "HMMA.16816.F32"),
+    (("awq_gemm", "--m", "4", "--x-dtype", "fp16"), "HMMA.16816.F32"),  # the decode path (WGMMA from 8, session 34)
     # from 17 tokens on sm_90a: the WGMMA kernel (weights decoded into the register A operand)
     (("awq_gemm", "--m", "64", "--x-dtype", "fp16"), "HGMMA.64x64x16.F32"),
     (("quantized_mm", "--bits", "4", "--m", "1000"), "HGMMA.64x256x16.F32.BF16"),
