@@ -118,7 +118,6 @@ def _build_weight_only(fmt_key: str, bits: int, scaled: bool):
                                   128 if scaled else None, x_dtype, spec.arch)
         path, tile = select_tile(bits, spec.m, spec.n, 132, scaled=scaled, awq=fmt_key == "awq", k=spec.k,
                                  wgmma=on_wgmma)
-        fmt = wgmma.signed_format(bits, scaled, spec.m) if path == "wgmma" and fmt_key != "awq" else fmt_key
         if fmt_key == "awq":  # the format awq_gemm runs for scales below 0.25 (AutoAWQ's are; awq_fma's e = 0)
             from types import SimpleNamespace
 
@@ -127,6 +126,8 @@ def _build_weight_only(fmt_key: str, bits: int, scaled: bool):
             typical = SimpleNamespace(max_abs_scale=0.0, group=128)
             fmt = (wgmma.awq_format(x_dtype, typical, spec.m) if path == "wgmma"
                    else decode_format(path, x_dtype, typical, tile))
+        else:
+            fmt = wgmma.signed_format(bits, scaled, spec.m) if path == "wgmma" else fmt_key
         if path == "wgmma":
             cfg = spec.config or wgmma.select_config(spec.m, spec.n, spec.k)
             group = 128 if scaled else wgmma.NO_GROUP

@@ -291,7 +291,8 @@ class OneFma:
     16-bit value is the subnormal h = u 2^(j - E), exact (E = 24 fp16, 133 bf16: the subnormal ULP). Then
     fma(h, S, C) with S = s 2^(E - j - e) and C = -o s 2^-e gives (u - o) s 2^-e for the format's offset o, and the
     epilogue multiplies the fp32 accumulator by 2^e (``exponent``: the least e >= 0 that keeps S finite, 0 unless some
-    |s| >= 0.25; the host stores it on the parameter words as ``scale_exponent``, and ``wgmma.WgmmaPlan`` applies it).
+    |s| >= 0.25; ``wgmma.param_words`` computes it once, builds the words with it (``context_words`` takes it) and stores
+    it on them as ``scale_exponent``, and ``wgmma.WgmmaPlan`` applies it).
     S is exact (s times a power of two). Per pair: a shift (each pair moves its fields to bit j), a lop3 and one fma,
     against the magic-number decode's lop3 and two packed ops (and a shift for three pairs in four)."""
 
@@ -324,14 +325,22 @@ class OneFma:
         a = a[torch.isfinite(a)]
         return a.max().item() if a.numel() else 0.0
 
-    def host_scale_words(self, ct, scale16):
-        """(s as float64, e, the S words, x's torch dtype) from the scales' 16-bit patterns in x's dtype (host)."""
+    @staticmethod
+    def host_scales(ct, scale16):
+        """(s as float64, x's torch dtype) from the scales' 16-bit patterns in x's dtype (host)."""
         import torch
 
         dtype = torch.float16 if ct.name == "f16" else torch.bfloat16
-        s = ((scale16 ^ 0x8000) - 0x8000).to(torch.int16).view(dtype).double()
-        e = self.exponent(ct, self.max_finite(s))
-        return s, e, self.word((s * 2.0 ** (self.lift(ct) - e)).to(dtype)), dtype
+        return ((scale16 ^ 0x8000) - 0x8000).to(torch.int16).view(dtype).double(), dtype
+
+    def scale_exponent(self, ct, scale16) -> int:
+        """e of these scales (their 16-bit patterns in x's dtype): ``exponent`` of their finite max."""
+        return self.exponent(ct, self.max_finite(self.host_scales(ct, scale16)[0]))
+
+    def host_scale_words(self, ct, scale16, e: int):
+        """(s as float64, the S words, x's torch dtype) for exponent e (``scale_exponent``)."""
+        s, dtype = self.host_scales(ct, scale16)
+        return s, self.word((s * 2.0 ** (self.lift(ct) - e)).to(dtype)), dtype
 
     @staticmethod
     def word(v16):
@@ -371,8 +380,8 @@ class AwqInt4OneFma(OneFma, AwqInt4):
         offset = neg_z * scale
         return ptx.cvt_pair_f32(ct.x2, s_lift, s_lift), ptx.cvt_pair_f32(ct.x2, offset, offset)
 
-    def context_words(self, ct, scale16, zeros):
-        s, e, s_words, dtype = self.host_scale_words(ct, scale16)
+    def context_words(self, ct, scale16, zeros, e: int):
+        s, s_words, dtype = self.host_scale_words(ct, scale16, e)
         return [s_words, self.word((-zeros.double() * s * 2.0 ** -e).to(dtype))]  # C: exact, then one rounding
 
     def group_ctx_words(self, ct, words):
@@ -393,8 +402,8 @@ class SignedInt4OneFma(OneFma, SignedInt4):
     def group_ctx(self, ct, scale, zero, in_place=False):
         raise NotImplementedError("int4_fma runs on the WGMMA path (host-built parameter words)")
 
-    def context_words(self, ct, scale16, zeros):
-        return [self.host_scale_words(ct, scale16)[2]]  # S only: C comes from it in the kernel
+    def context_words(self, ct, scale16, zeros, e: int):
+        return [self.host_scale_words(ct, scale16, e)[1]]  # S only: C comes from it in the kernel
 
     def group_ctx_words(self, ct, words):
         # C = S * (-8 * 2^-lift): a power of two, so the product is exact (the constant is an fp16 / bf16 subnormal)

@@ -131,11 +131,13 @@ def param_words(fmt_key: str, group_scales, zeros, dtype: torch.dtype) -> torch.
     ct = F16 if dtype == torch.float16 else BF16
     scale16 = None if group_scales is None else group_scales.to(dtype).view(torch.int16).to(torch.int64) & 0xFFFF
     z = None if zeros is None else zeros.to(torch.int64)
-    words = torch.stack(fmt.context_words(ct, scale16, z), dim=-1)  # [N, groups, W]
+    # OneFma formats: the 2^e their words are scaled by (``WgmmaPlan`` multiplies the scale with it)
+    exponent = (fmt.scale_exponent(ct, scale16),) if isinstance(fmt, OneFma) else ()
+    words = torch.stack(fmt.context_words(ct, scale16, z, *exponent), dim=-1)  # [N, groups, W]
     words = torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
     params = words.flatten(1).t().contiguous()
-    if isinstance(fmt, OneFma):  # the 2^e its words are scaled by, for ``WgmmaPlan`` to multiply the scale with
-        params.scale_exponent = fmt.exponent(ct, fmt.max_finite(group_scales.to(dtype)))
+    if exponent:
+        params.scale_exponent = exponent[0]
     return params
 
 
