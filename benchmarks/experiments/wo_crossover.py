@@ -62,6 +62,15 @@ def interleaved_medians(fns, wts, rounds):
     return {v: statistics.median(t) for v, t in times.items()}, times
 
 
+def shipped_path(fam, m, n, k):
+    """The path the dispatch picks for ``fam`` at M tokens on an N x K layer (an SM90 with 132 SMs)."""
+    from cute_kernels.weight_only import config
+
+    dtype, group, bits = family(fam)
+    return config.select_tile(bits, m, n, 132, scaled=group is not None, awq=fam == "awq", dense=fam != "awq", k=k,
+                              wgmma=True)[0]
+
+
 def rule_rows(families, layers, ms, rules, use, path_of, rounds):
     """Rows timing the dispatch (no path forced) under each of ``rules`` (names; ``use(name)`` switches to one),
     interleaved round by round, per family, layer and M: medians per rule, every round's times ("all") and the path

@@ -17,7 +17,7 @@ import torch
 
 from cute_kernels.reference import awq_gemm_ref, quantized_mm_ref
 from cute_kernels.weight_only import config
-from wo_crossover import call, family, interleaved_medians, make, rule_rows, weight_copies
+from wo_crossover import call, family, interleaved_medians, make, rule_rows, shipped_path, weight_copies
 
 OUT = os.environ.get("OUT", ".")
 LAYERS = tuple(tuple(int(v) for v in s.split("x")) for s in os.environ.get(
@@ -43,12 +43,6 @@ def use(rule):
      config.WGMMA_MIN_M_AWQ_FULL_WAVE) = RULES[rule]
     for mod in ("awq", "quantized_mm"):
         importlib.import_module(f"cute_kernels.weight_only.{mod}")._plans.clear()
-
-
-def shipped_path(fam, m, n, k):
-    dtype, group, bits = family(fam)
-    return config.select_tile(bits, m, n, 132, scaled=group is not None, awq=fam == "awq", dense=fam != "awq", k=k,
-                              wgmma=True)[0]
 
 
 def check():

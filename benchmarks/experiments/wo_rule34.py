@@ -11,7 +11,7 @@ import os
 import torch
 
 import wo_crossover
-from wo_crossover import family, rule_rows
+from wo_crossover import rule_rows, shipped_path
 from cute_kernels.weight_only import config
 
 OUT = os.environ.get("OUT", ".")
@@ -32,12 +32,6 @@ def use(rule):
         setattr(config, name, value)
     for mod in ("awq", "quantized_mm"):
         importlib.import_module(f"cute_kernels.weight_only.{mod}")._plans.clear()
-
-
-def shipped_path(fam, m, n, k):
-    dtype, group, bits = family(fam)
-    return config.select_tile(bits, m, n, 132, scaled=group is not None, awq=fam == "awq", dense=fam != "awq", k=k,
-                              wgmma=True)[0]
 
 
 def main():
