@@ -300,3 +300,108 @@ def test_awq_fuzz(case):
             ref = ref + bias.double()
         # as test_awq_gpu: the dequantized weight rounded once (twice for the one-fma decode) to x's dtype
         _close(res, ref, {torch.float16: 2e-3, torch.bfloat16: 1e-2}[dtype], f"{what} call {call}")
+
+
+# --- warm calls with another layout -------------------------------------------------------------------------------
+# int8_scaled_mm and fp8_blockwise_scaled_mm remember a validated plan per shape signature (shapes and dtypes, not
+# strides) and on a warm call rely on the compiled function's own argument checks. A later call with the same shapes
+# but another layout must then still run correctly or be refused with the argument named - never reuse a plan that
+# reads the new layout wrongly.
+
+def _int8_layout_variants(m, n, k):
+    a = torch.randint(-128, 128, (m, k), dtype=torch.int8, device="cuda")
+    w = torch.randint(-128, 128, (n, k), dtype=torch.int8, device="cuda")
+    a_s = torch.rand(m, device="cuda") * 0.02 + 0.001
+    b_s = torch.rand(n, device="cuda") * 0.02 + 0.001
+    storage = torch.empty(m * k + 16, dtype=torch.int8, device="cuda")
+    misaligned = storage[1:1 + m * k].view(m, k)
+    misaligned.copy_(a)
+    return [  # (label, a, b, a_scale, b_scale, must run)
+        ("dense", a, w.t(), a_s, b_s, True),
+        ("a with padded rows", _row_padded(a, random.Random(1)), w.t(), a_s, b_s, True),
+        ("b padded", a, _row_padded(w, random.Random(2)).t(), a_s, b_s, True),
+        ("b row-major [K, N]", a, w.t().contiguous(), a_s, b_s, False),
+        ("a_scale with stride 2", a, w.t(), torch.rand(2 * m, device="cuda")[::2], b_s, False),
+        ("b_scale broadcast (stride 0)", a, w.t(), a_s, b_s[:1].expand(n), False),
+        ("a at a 1-byte offset", misaligned, w.t(), a_s, b_s, False),
+    ]
+
+
+@pytest.mark.parametrize("arch", ["sm90", "sm80"])
+@pytest.mark.parametrize("m,n,k", [(5, 264, 256), (200, 1032, 512)])
+def test_int8_warm_calls_with_other_layouts(arch, m, n, k):
+    if arch == "sm90" and torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("SM90 kernel")
+    variants = _int8_layout_variants(m, n, k)
+    for order in (variants, variants[::-1]):  # each layout both as the first (planning) call and as a warm one
+        for label, a, b, a_s, b_s, must_run in order:
+            out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+            what = f"int8 {arch} M={m} N={n} K={k}, {label}"
+            ran = _accepted(lambda: int8_scaled_mm(a, b, a_s, b_s, None, out=out, arch=arch), what,
+                            ("a", "b", "a_scale", "b_scale"))
+            assert ran or not must_run, f"{what}: refused"
+            if ran:
+                torch.cuda.synchronize()
+                tol = 2 ** -7
+                _close(out, int8_scaled_mm_ref(a, b, a_s, b_s), 1e-6, what, rel_each=tol)
+
+
+@pytest.mark.parametrize("m,n,k", [(128, 1024, 512), (8, 1024, 512), (100, 576, 384)])
+def test_fp8_warm_calls_with_other_scale_layouts(m, n, k):
+    """Same shapes, a_scale / b_scale / b in other layouts call after call (the TMA-staged a_scale kernel is compiled
+    for a 16-byte-aligned MN-major a_scale; a K-major one of the same shape must not reuse it blindly)."""
+    x = torch.randn(m, k, device="cuda") * 3
+    a, a_s = quantize_fp8_per_token_group(x, 128)
+    b, b_s = quantize_fp8_blockwise(torch.randn(n, k, device="cuda"), 128)
+    sfa = {"k-major": a_s.contiguous(), "mn-major": to_mn_major(a_s), "tma-aligned": to_tma_aligned_mn_major(a_s)}
+    sfb = {"k-major": b_s.contiguous(), "mn-major": to_mn_major(b_s)}
+    bs = {"dense": b, "padded": _row_padded(b, random.Random(3))}
+    combos = [(la, lb, lw) for la in sfa for lb in sfb for lw in bs]
+    for order in (combos, combos[::-1]):
+        for la, lb, lw in order:
+            out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+            fp8_blockwise_scaled_mm(a, bs[lw], sfa[la], sfb[lb], out=out)
+            torch.cuda.synchronize()
+            _close(out, fp8_blockwise_scaled_mm_ref(a, bs[lw], sfa[la], sfb[lb], (1, 128, 128)), 1e-2,
+                   f"fp8 M={m} N={n} K={k}: a_scale {la}, b_scale {lb}, b {lw}")
+
+
+def _at_offset(shape, dtype, elements: int, fill=float("nan")):
+    """A contiguous tensor of ``shape`` that starts ``elements`` elements into a buffer (base not 16-byte aligned)."""
+    numel = 1
+    for s in shape:
+        numel *= s
+    buf = torch.full((numel + elements + 16,), fill, dtype=dtype, device="cuda")
+    return buf[elements:elements + numel].view(shape), buf
+
+
+@pytest.mark.parametrize("m", [1, 16, 40, 300])
+@pytest.mark.parametrize("op", ["quantized_mm int4 g128", "quantized_mm int2", "awq_gemm"])
+def test_weight_only_views_off_16_bytes(op, m):
+    """x and out that start 2 bytes past a 16-byte boundary (a slice of a larger activation / output buffer), on each
+    path (decode, WGMMA, dense by token count): they run correctly or are refused with the argument named; the bytes
+    around out stay untouched."""
+    n, k = 1032, 1024
+    if op == "awq_gemm":
+        qweight, qzeros, scales = awq_quantize(torch.randn(k, n, device="cuda"), 128)
+        run = lambda x, out: awq_gemm(x, qweight, scales, qzeros, out=out)  # noqa: E731
+        ref = lambda x: awq_gemm_ref(x, qweight, scales, qzeros)  # noqa: E731
+        tol = 2e-3
+    else:
+        bits, group = (4, 128) if "int4" in op else (2, None)
+        w_packed, scale, gs = quantize_weights(torch.randn(n, k, device="cuda"), bits, group)
+        run = lambda x, out: quantized_mm(x, w_packed, scale, bits, gs, out=out)  # noqa: E731
+        ref = lambda x: quantized_mm_ref(x, w_packed, scale, bits, gs)  # noqa: E731
+        tol = 1.5e-3
+    for x_off, out_off in ((1, 0), (0, 1), (1, 1), (0, 0)):
+        for call in range(2):  # the second call of a layout takes the warm path
+            x, _ = _at_offset((m, k), torch.float16, x_off, fill=0.0)
+            x.copy_(torch.randn(m, k, device="cuda"))
+            out, buf = _at_offset((m, n), torch.float16, out_off)
+            what = f"{op} M={m}: x offset {2 * x_off} B, out offset {2 * out_off} B, call {call}"
+            if not _accepted(lambda: run(x, out), what, ("x", "out")):
+                assert x_off or out_off, f"{what}: aligned tensors refused"
+                continue
+            torch.cuda.synchronize()
+            _close(out, ref(x), tol, what)
+            assert buf[:out_off].isnan().all() and buf[out_off + m * n:].isnan().all(), f"{what}: stored outside out"

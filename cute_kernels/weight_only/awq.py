@@ -33,7 +33,8 @@ from ..plan_cache import PlanCache
 from . import awq_repack, config, wgmma
 from .compile import compile_awq_dequantize
 from .kernel import TileShape
-from .quantized_mm import aligned_copy, check_out, launch, pad_x, use_promoted_scales, warm_out, x_needs_copy
+from .quantized_mm import (aligned_copy, check_out, launch, out_needs_copy, pad_x, use_promoted_scales, warm_out,
+                           x_needs_copy)
 
 X_DTYPES = (torch.float16, torch.bfloat16)
 
@@ -93,6 +94,8 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzero
     out = check_out(out, (m, oc), x.dtype, device)
     if m == 0:
         return out
+    if out_needs_copy(out):
+        return out.copy_(awq_gemm(x, qweight, scales, qzeros, split_k_iters, path=path, tile=tile))
     kw = awq_repack.kernel_weights(qweight, scales, qzeros, group)
     sms = _arch.sm_count(device.index)
     wgmma_ok = tile is None and _wgmma_eligible(x, oc, ic, group, device)

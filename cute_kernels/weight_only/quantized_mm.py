@@ -106,9 +106,17 @@ def warm_out(out: Optional[torch.Tensor], m: int, n: int, dtype: torch.dtype, de
     the full checks then name what is wrong). A few attribute reads, not the checks' cost."""
     if out is None:
         return torch.empty((m, n), dtype=dtype, device=device)
-    if out.dtype == dtype and out.shape == (m, n) and out.is_contiguous() and out.device == device:
+    if out.dtype == dtype and out.shape == (m, n) and out.is_contiguous() and out.device == device \
+            and out.data_ptr() % 16 == 0:
         return out
     return None
+
+
+def out_needs_copy(out: torch.Tensor) -> bool:
+    """A valid ``out`` whose base is not 16-byte aligned (a slice of a larger buffer): the kernels store 16-byte
+    vectors and their compiled signatures require that alignment, so the op computes into a fresh tensor and copies
+    the result into ``out`` (the x-side counterpart is ``aligned_copy``)."""
+    return out.numel() > 0 and out.data_ptr() % 16 != 0
 
 
 def pad_x(x: torch.Tensor, k_align: int) -> torch.Tensor:
@@ -306,6 +314,8 @@ def quantized_mm(x: torch.Tensor, w_packed: torch.Tensor, scale, bits: int,
     out = check_out(out, (m, n), out_dtype, device)
     if m == 0 or n == 0:
         return out
+    if out_needs_copy(out):
+        return out.copy_(quantized_mm(x, w_packed, scale_f, bits, group_scales, out_dtype, path=path, tile=tile))
 
     sms = _arch.sm_count(device.index)
     wgmma_ok = tile is None and device.type == "cuda" and wgmma.eligible(
