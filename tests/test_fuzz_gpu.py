@@ -224,7 +224,8 @@ def test_quantized_mm_fuzz(case):
     bits = rng.choice([1, 2, 4, 8])
     m, n = _tokens(rng), rng.randint(1, 3000)
     group = rng.choice([None, None, 32, 64, 128])
-    k = (group or 128) * rng.randint(1, 40)
+    # grouped: whole groups; ungrouped: any K the packing allows (whole bytes per row), ragged K-tiles included
+    k = group * rng.randint(1, 40) if group else (8 // bits) * rng.randint(1, 5000 * bits // 8)
     x_dtype = rng.choice([torch.bfloat16, torch.float16, torch.float16, torch.float32])
     out_dtype = rng.choice([None, None, torch.float32])
     x_layout = rng.choice(["dense", "dense", "padded", "column-major"])
@@ -260,7 +261,7 @@ def test_quantized_mm_fuzz(case):
 def test_awq_fuzz(case):
     rng = _rng("awq", case)
     group = rng.choice([32, 64, 128, 128, -1])
-    ic = (128 if group == -1 else group) * rng.randint(1, 40)
+    ic = rng.randint(1, 5000) if group == -1 else group * rng.randint(1, 40)  # one group: any IC
     oc = 8 * rng.randint(1, 600)
     dtype = rng.choice([torch.float16, torch.float16, torch.bfloat16])
     lead = rng.choice([(), (), (2,), (3, 2)])
@@ -405,3 +406,73 @@ def test_weight_only_views_off_16_bytes(op, m):
             torch.cuda.synchronize()
             _close(out, ref(x), tol, what)
             assert buf[:out_off].isnan().all() and buf[out_off + m * n:].isnan().all(), f"{what}: stored outside out"
+
+
+# --- int8_scaled_mm's other arguments -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("m,n,k", [(3, 1032, 512), (700, 1040, 384)])
+@pytest.mark.parametrize("c_layout", ["dense fp32", "dense bf16", "padded fp16", "broadcast row fp32"])
+def test_int8_added_operand_layouts(m, n, k, c_layout):
+    """``c`` (added before the final rounding) as a dense tensor of each dtype, a view with padded rows, and one row
+    broadcast over M (row stride 0): it runs correctly or is refused with ``c`` named."""
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("c is an SM90-kernel operand")
+    a = torch.randint(-128, 128, (m, k), dtype=torch.int8, device="cuda")
+    b = torch.randint(-128, 128, (n, k), dtype=torch.int8, device="cuda").t()
+    a_s, b_s = torch.rand(m, device="cuda") * 0.02, torch.rand(n, device="cuda") * 0.02
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[c_layout.split()[-1]]
+    c = torch.randn(m, n, device="cuda").to(dtype) * 100
+    if c_layout.startswith("padded"):
+        c = _row_padded(c, random.Random(4))
+    elif c_layout.startswith("broadcast"):
+        c = c[:1].expand(m, n)
+    for call in range(2):
+        out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        what = f"int8 M={m} N={n} K={k} c {c_layout} call {call}"
+        if _accepted(lambda: int8_scaled_mm(a, b, a_s, b_s, out=out, c=c), what, ("c",)):
+            torch.cuda.synchronize()
+            _close(out, int8_scaled_mm_ref(a, b, a_s, b_s) + c.double(), 1e-6, what, rel_each=2 ** -7)
+        else:
+            assert c_layout.startswith("broadcast"), f"{what}: refused"
+
+
+@pytest.mark.parametrize("sm_count", [1, 2, 3, 7, 66, 131])
+@pytest.mark.parametrize("m,n,k", [(1, 4096, 2048), (64, 4096, 1024), (2048, 2048, 512)])
+def test_int8_fewer_sms(sm_count, m, n, k):
+    """``sm_count`` leaves SMs to other work: the persistent grid, its clusters and its split-K plans on 1-131 SMs
+    (odd counts too, where a 2-CTA cluster cannot use every SM) stay correct."""
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("sm_count is an SM90-kernel argument")
+    a = torch.randint(-128, 128, (m, k), dtype=torch.int8, device="cuda")
+    b = torch.randint(-128, 128, (n, k), dtype=torch.int8, device="cuda").t()
+    a_s, b_s = torch.rand(m, device="cuda") * 0.02, torch.rand(n, device="cuda") * 0.02
+    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    int8_scaled_mm(a, b, a_s, b_s, out=out, sm_count=sm_count)
+    torch.cuda.synchronize()
+    _close(out, int8_scaled_mm_ref(a, b, a_s, b_s), 1e-6, f"int8 M={m} N={n} K={k} on {sm_count} SMs",
+           rel_each=2 ** -7)
+
+
+@pytest.mark.parametrize("shape", [(0, 264, 256), (5, 0, 256), (0, 0, 256), ("batch 0", 5, 264, 256)])
+def test_empty_problems(shape):
+    """Empty M, N or batch: an empty result of the right shape (or a refusal naming the extent), never a launch
+    failure."""
+    lead = ()
+    if shape[0] == "batch 0":
+        lead, shape = (0,), shape[1:]
+    m, n, k = shape
+    a = torch.randint(-128, 128, (*lead, m, k), dtype=torch.int8, device="cuda")
+    b = torch.randint(-128, 128, (*lead, n, k), dtype=torch.int8, device="cuda").transpose(-1, -2)
+    a_scale = torch.ones(m, device="cuda") if m else torch.ones(1, device="cuda")
+    res = []
+    if _accepted(lambda: res.append(int8_scaled_mm(a, b, a_scale, torch.ones(1, device="cuda"))),
+                 f"int8 empty {lead} {shape}", ("N", "M", "a", "b", "a_scale")):
+        torch.cuda.synchronize()
+        assert res[0].shape == (*lead, m, n)
+    x = torch.randn(m, 512, dtype=torch.float16, device="cuda")
+    w_packed, scale, _ = quantize_weights(torch.randn(max(n, 1), 512, device="cuda"), 4)
+    w_packed = w_packed[:n]
+    if _accepted(lambda: res.append(quantized_mm(x, w_packed, scale, 4)), f"quantized_mm empty {shape}",
+                 ("x", "w_packed", "N", "M")):
+        torch.cuda.synchronize()
+        assert res[-1].shape == (m, n)

@@ -251,7 +251,7 @@ def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_sc
     if c is not None:
         checks.check_aligned("c", c)
         checks.check_cuda({"a": a, "c": c})
-    if m == 0 or (a.dim() == 3 and a.shape[0] == 0):  # an empty batch of tokens: nothing to launch
+    if m == 0 or n == 0 or (a.dim() == 3 and a.shape[0] == 0):  # no tokens, no output columns: nothing to launch
         return out if out is not None else torch.empty(out_shape, dtype=out_dtype, device=device)
     target = _resolve_arch(arch, device)
     if target == "sm80":
