@@ -476,3 +476,41 @@ def test_empty_problems(shape):
                  ("x", "w_packed", "N", "M")):
         torch.cuda.synchronize()
         assert res[-1].shape == (m, n)
+
+
+@pytest.mark.parametrize("m,x_dtype", [(1, torch.float16), (16, torch.float16), (300, torch.bfloat16),
+                                       (8, torch.float32)])
+def test_weights_off_16_bytes(m, x_dtype):
+    """Packed weights whose base is not 16-byte aligned - a row slice of a larger packed matrix with 100-byte rows
+    (4-bit, K = 200), an AWQ qweight / qzeros 4 bytes into their storage - on every path by token count and x dtype:
+    correct, or refused with the argument named."""
+    from cute_kernels.weight_only import awq_dequantize
+
+    n, k = 264, 200
+    w_packed, scale, _ = quantize_weights(torch.randn(n + 1, k, device="cuda"), 4)
+    w = w_packed[1:]  # 100 bytes into the storage
+    assert w.data_ptr() % 16
+    x = torch.randn(m, k, device="cuda").to(x_dtype)
+    out = []
+    what = f"quantized_mm 4-bit M={m} x {x_dtype}: w_packed 100 bytes off"
+    if _accepted(lambda: out.append(quantized_mm(x, w, scale, 4)), what, ("w_packed",)):
+        torch.cuda.synchronize()
+        _close(out[0], quantized_mm_ref(x, w, scale, 4), 8e-3, what)
+    if x_dtype == torch.float32:
+        return
+    ic, oc = 256, 40
+    qweight, qzeros, scales = awq_quantize(torch.randn(ic, oc, device="cuda"), 128, scale_dtype=x_dtype)
+    q_off, _ = _at_offset(qweight.shape, torch.int32, 1, fill=0)
+    z_off, _ = _at_offset(qzeros.shape, torch.int32, 1, fill=0)
+    q_off.copy_(qweight)
+    z_off.copy_(qzeros)
+    xa = torch.randn(m, ic, device="cuda").to(x_dtype)
+    what = f"awq M={m} {x_dtype}: qweight / qzeros 4 bytes off"
+    got = []
+    if _accepted(lambda: got.append(awq_gemm(xa, q_off, scales, z_off)), what, ("qweight", "qzeros")):
+        torch.cuda.synchronize()
+        _close(got[0], awq_gemm_ref(xa, qweight, scales, qzeros), 1e-2, what)
+    if _accepted(lambda: got.append(awq_dequantize(q_off, scales, z_off)), what + " (dequantize)",
+                 ("qweight", "qzeros")):
+        torch.cuda.synchronize()
+        assert torch.equal(got[-1], awq_dequantize(qweight, scales, qzeros)), what + " (dequantize)"
