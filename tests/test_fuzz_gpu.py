@@ -514,3 +514,27 @@ def test_weights_off_16_bytes(m, x_dtype):
                  ("qweight", "qzeros")):
         torch.cuda.synchronize()
         assert torch.equal(got[-1], awq_dequantize(qweight, scales, qzeros)), what + " (dequantize)"
+
+
+@pytest.mark.parametrize("m,n,k", [(128, 1024, 512), (8, 1024, 512), (100, 576, 384), (1024, 2048, 1024)])
+def test_fp8_broadcast_scales(m, n, k):
+    """Scale tensors with stride-0 dimensions - one scale per token reused for every K block (strides (1, 0)), one per
+    K block shared by all tokens ((0, 1)), a single weight scale ((0, 0)) - e.g. a per-token recipe fed to the
+    groupwise kernel through ``expand``: correct (the TMA-staged a_scale too), or refused with the scale named."""
+    kb = k // 128
+    a = (torch.randn(m, k, device="cuda") * 3).to(torch.float8_e4m3fn)
+    b = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn)
+    per_token = torch.rand(m, 1, device="cuda") + 0.5
+    per_block = torch.rand(1, kb, device="cuda") + 0.5
+    variants = {
+        "a_scale per token (1, 0)": (per_token.expand(m, kb), torch.rand(-(-n // 128), kb, device="cuda") + 0.5),
+        "a_scale per K block (0, 1)": (per_block.expand(m, kb), torch.rand(-(-n // 128), kb, device="cuda") + 0.5),
+        "b_scale one value (0, 0)": (to_mn_major(torch.rand(m, kb, device="cuda") + 0.5),
+                                     torch.rand(1, 1, device="cuda").expand(-(-n // 128), kb)),
+    }
+    for label, (sa, sb) in list(variants.items()) * 2:  # twice: the warm path too
+        out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        what = f"fp8 M={m} N={n} K={k}: {label}, strides {sa.stride()} / {sb.stride()}"
+        if _accepted(lambda: fp8_blockwise_scaled_mm(a, b, sa, sb, out=out), what, ("a_scale", "b_scale")):
+            torch.cuda.synchronize()
+            _close(out, fp8_blockwise_scaled_mm_ref(a, b, sa, sb, (1, 128, 128)), 1e-2, what)
