@@ -8,7 +8,8 @@ Public functions only; each lives in its own module under ``cute_kernels.ops`` (
 from .configs import TileConfig
 from .ops.fp8_blockwise_scaled_mm import fp8_blockwise_scaled_mm
 from .ops.int8_scaled_mm import int8_scaled_mm
-from .weight_only import awq_dequantize, awq_gemm, awq_linear, dequantize_weights, quantized_mm
+from .weight_only import (awq_dequantize, awq_gemm, awq_linear, clear_weight_caches, dequantize_weights,
+                          quantized_mm)
 from . import torch_ops  # noqa: F401 - registers torch.ops.cute_kernels.* (torch.compile / torch.export)
 
 __version__ = "0.1.0"
@@ -18,6 +19,7 @@ __all__ = [
     "awq_dequantize",
     "awq_gemm",
     "awq_linear",
+    "clear_weight_caches",
     "dequantize_weights",
     "fp8_blockwise_scaled_mm",
     "int8_scaled_mm",

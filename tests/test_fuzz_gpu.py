@@ -538,3 +538,36 @@ def test_fp8_broadcast_scales(m, n, k):
         if _accepted(lambda: fp8_blockwise_scaled_mm(a, b, sa, sb, out=out), what, ("a_scale", "b_scale")):
             torch.cuda.synchronize()
             _close(out, fp8_blockwise_scaled_mm_ref(a, b, sa, sb, (1, 128, 128)), 1e-2, what)
+
+
+# --- weights rewritten in place -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("m", [1, 16])  # decode path, WGMMA path (both keep a layout derived from the weight)
+def test_weights_rewritten_in_place(m):
+    """An in-place update of a weight (``copy_``: the version counter moves) rebuilds the cached layouts by itself; a
+    write the counter does not see (``.data.copy_``, as weight loaders do) is picked up after
+    ``clear_weight_caches()``. AWQ (repack + blob + parameter words) and int4 g128 (blob + parameter words)."""
+    from cute_kernels import clear_weight_caches
+
+    ic, oc = 1024, 1032
+    q1, z1, s1 = awq_quantize(torch.randn(ic, oc, device="cuda"), 128)
+    q2, z2, s2 = awq_quantize(torch.randn(ic, oc, device="cuda"), 128)
+    w1, _, g1 = quantize_weights(torch.randn(oc, ic, device="cuda"), 4, 128)
+    w2, _, g2 = quantize_weights(torch.randn(oc, ic, device="cuda"), 4, 128)
+    x = torch.randn(m, ic, dtype=torch.float16, device="cuda")
+    qweight, qzeros, scales, w, gs = q1.clone(), z1.clone(), s1.clone(), w1.clone(), g1.clone()
+
+    def check(what, awq_ref, wo_ref):
+        _close(awq_gemm(x, qweight, scales, qzeros), awq_gemm_ref(x, *awq_ref), 2e-3, f"awq M={m}: {what}")
+        _close(quantized_mm(x, w, 1.0, 4, gs), quantized_mm_ref(x, *wo_ref), 2e-3, f"int4 g128 M={m}: {what}")
+
+    check("first weights", (q1, s1, z1), (w1, 1.0, 4, g1))
+    for t, new in ((qweight, q2), (qzeros, z2), (scales, s2), (w, w2), (gs, g2)):
+        t.copy_(new)
+    check("after copy_", (q2, s2, z2), (w2, 1.0, 4, g2))
+    for t, new in ((qweight, q1), (qzeros, z1), (scales, s1), (w, w1), (gs, g1)):
+        version = t._version
+        t.data.copy_(new)
+        assert t._version == version  # what makes this case different: no version change
+    clear_weight_caches()
+    check("after .data.copy_ and clear_weight_caches()", (q1, s1, z1), (w1, 1.0, 4, g1))

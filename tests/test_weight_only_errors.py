@@ -132,3 +132,17 @@ def test_forced_tiles_that_cannot_launch_are_named():
                        (TileShape(nt=4, mt=2, warps_n=1, warps_k=8, stages=3, max_ctas_per_sm=2), "already exceeds")):
         with pytest.raises(ValueError, match=match):
             bad.validate()
+
+
+def test_clear_weight_caches_forgets_every_derived_layout():
+    """``clear_weight_caches`` empties each cache of weight-derived layouts and the plans that point at them (the GPU
+    tier checks the effect: test_fuzz_gpu.py::test_weights_rewritten_in_place)."""
+    import cute_kernels
+    from cute_kernels.weight_only import awq, awq_repack, wgmma
+    from cute_kernels.weight_only.quantized_mm import _plans as quantized_mm_plans
+
+    stores = (awq_repack._cache, wgmma._blobs, wgmma._params, awq._plans, quantized_mm_plans)
+    for i, store in enumerate(stores):
+        store[("stale", i)] = object()
+    cute_kernels.clear_weight_caches()
+    assert all(("stale", i) not in store for i, store in enumerate(stores))

@@ -13,4 +13,22 @@
 from .awq import awq_dequantize, awq_gemm, awq_linear
 from .quantized_mm import dequantize_weights, quantized_mm
 
-__all__ = ["quantized_mm", "dequantize_weights", "awq_gemm", "awq_dequantize", "awq_linear"]
+__all__ = ["quantized_mm", "dequantize_weights", "awq_gemm", "awq_dequantize", "awq_linear", "clear_weight_caches"]
+
+
+def clear_weight_caches() -> None:
+    """Forget every layout derived from a weight (AWQ repacks, WGMMA code blobs, group-parameter words) and the call
+    plans that point at them; the next call of each weight rebuilds them.
+
+    Those layouts are cached per weight tensor and keyed on its storage and version counter, so an ordinary in-place
+    update (``w.copy_(...)``, ``w[...] = ...``) rebuilds them by itself. Writes the version counter does not see -
+    ``param.data.copy_(...)`` (weight loaders do this), an NCCL broadcast or a DLPack / IPC producer writing into the
+    tensor - leave the cached layout stale: call this after them."""
+    from . import awq_repack, wgmma
+    from .awq import _plans as awq_plans
+    from .quantized_mm import _plans as quantized_mm_plans
+
+    awq_repack.clear_cache()
+    wgmma.clear_cache()
+    awq_plans.clear()
+    quantized_mm_plans.clear()
