@@ -13,8 +13,9 @@ kernel's hot loop. The checkpoint is read once to build
 weight-only kernel with the ``awq`` format. The copy is cached per (qweight, qzeros, scales) storage and version:
 in-place updates of any of them (``_version``) rebuild it, and the entry is dropped when ``qweight`` is garbage
 collected. ``clear_cache()`` frees every copy (``cute_kernels.clear_weight_caches()`` every derived layout: needed
-after writes the version counter does not see, such as ``param.data.copy_``). Repacking costs a few torch ops over the checkpoint (chunked along IC
-to bound temporaries) - milliseconds for a 8192 x 8192 layer, paid on the first call only.
+after writes the version counter does not see, such as ``param.data.copy_``). Repacking costs a few torch ops over
+the checkpoint (chunked along IC to bound temporaries) - milliseconds for a 8192 x 8192 layer, paid on the first call
+only.
 """
 
 from __future__ import annotations
