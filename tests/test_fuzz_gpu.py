@@ -26,6 +26,7 @@ from cute_kernels.formats.scale_layouts import to_mn_major, to_tma_aligned_mn_ma
 from cute_kernels.reference import (awq_gemm_ref, fp8_blockwise_scaled_mm_ref, int8_scaled_mm_ref,
                                     quantized_mm_ref)
 from cute_kernels.weight_only import awq_gemm, awq_linear, quantized_mm
+from tests.conftest import int8_gemm_inputs
 
 pytestmark = pytest.mark.gpu
 
@@ -52,6 +53,16 @@ def _row_padded(t: torch.Tensor, rng: random.Random) -> torch.Tensor:
     return buf[..., :t.shape[-1]]
 
 
+def _at_offset(shape, dtype, elements: int, fill=float("nan"), tail: int = 16):
+    """(view, buffer): a contiguous tensor of ``shape`` that starts ``elements`` elements into a ``fill``-ed buffer
+    with ``tail`` elements after it (an offset that is not a multiple of 16 bytes gives a misaligned base)."""
+    numel = 1
+    for s in shape:
+        numel *= s
+    buf = torch.full((numel + elements + tail,), fill, dtype=dtype, device="cuda")
+    return buf[elements:elements + numel].view(shape), buf
+
+
 class GuardedOut:
     """An output tensor inside a NaN-filled buffer, with guard elements around it that no kernel may touch."""
 
@@ -63,12 +74,8 @@ class GuardedOut:
             self.buf = torch.full((*lead, rows + 2, cols + pad), float("nan"), dtype=dtype, device="cuda")
             self.out = self.buf[..., 1:rows + 1, :cols]
         else:  # contiguous, between guard blocks of 16 bytes x 1-3 before and after
-            numel = 1
-            for s in shape:
-                numel *= s
             self.guard = (16 // torch.empty((), dtype=dtype).element_size()) * rng.randint(1, 3)
-            self.buf = torch.full((numel + 2 * self.guard,), float("nan"), dtype=dtype, device="cuda")
-            self.out = self.buf[self.guard:self.guard + numel].view(shape)
+            self.out, self.buf = _at_offset(shape, dtype, self.guard, tail=self.guard)
 
     def poison(self):
         self.buf.fill_(float("nan"))
@@ -119,7 +126,8 @@ def _close(out: torch.Tensor, ref: torch.Tensor, rel_max: float, what: str, rel_
 
 # --- int8_scaled_mm -----------------------------------------------------------------------------------------------
 
-def _int8_case(case: int):
+@pytest.mark.parametrize("case", range(CASES))
+def test_int8_scaled_mm_fuzz(case):
     rng = _rng("int8", case)
     m, n, k = _tokens(rng), 8 * rng.randint(1, 520), 16 * rng.randint(1, 260)
     batch = rng.choice([None, None, None, None, 2, 3])
@@ -131,41 +139,34 @@ def _int8_case(case: int):
     batch_layout = rng.choice(["dense", "dense", "broadcast b", "interleaved a"]) if batch else "dense"
     what = (f"int8 case {case}: M={m} N={n} K={k} batch={batch} ({batch_layout}) out={out_dtype} "
             f"scales={a_kind}/{b_kind} bias={bias_kind} padded a/b={pad_a}/{pad_b} strided out={strided}")
-    return rng, dict(m=m, n=n, k=k, batch=batch, out_dtype=out_dtype, a_kind=a_kind, b_kind=b_kind,
-                     bias_kind=bias_kind, pad_a=pad_a, pad_b=pad_b, strided=strided, batch_layout=batch_layout), what
-
-
-@pytest.mark.parametrize("case", range(CASES))
-def test_int8_scaled_mm_fuzz(case):
-    rng, p, what = _int8_case(case)
-    lead = () if p["batch"] is None else (p["batch"],)
-    out = GuardedOut((*lead, p["m"], p["n"]), p["out_dtype"], rng, p["strided"])
-    broadcast = p["batch_layout"] == "broadcast b"
-    w = torch.randint(-128, 128, (*(() if broadcast else lead), p["n"], p["k"]), dtype=torch.int8, device="cuda")
-    if p["pad_b"]:
+    lead = () if batch is None else (batch,)
+    out = GuardedOut((*lead, m, n), out_dtype, rng, strided)
+    broadcast = batch_layout == "broadcast b"
+    w = torch.randint(-128, 128, (*(() if broadcast else lead), n, k), dtype=torch.int8, device="cuda")
+    if pad_b:
         w = _row_padded(w, rng)
     b = (w.expand(*lead, *w.shape) if broadcast else w).transpose(-1, -2)
-    b_scale = torch.rand(p["n"] if p["b_kind"] == "vector" else 1, device="cuda") * 0.02 + 0.001
-    bias = {None: None, "int32": torch.randint(-4000, 4000, (p["n"],), dtype=torch.int32, device="cuda"),
-            "out": (torch.randn(p["n"], device="cuda") * 4).to(p["out_dtype"])}[p["bias_kind"]]
+    b_scale = torch.rand(n if b_kind == "vector" else 1, device="cuda") * 0.02 + 0.001
+    bias = {None: None, "int32": torch.randint(-4000, 4000, (n,), dtype=torch.int32, device="cuda"),
+            "out": (torch.randn(n, device="cuda") * 4).to(out_dtype)}[bias_kind]
     for call in range(2):
-        if p["batch_layout"] == "interleaved a":  # [M, L, K] storage seen as [L, M, K]
-            a = torch.randint(-128, 128, (p["m"], *lead, p["k"]), dtype=torch.int8, device="cuda").transpose(0, 1)
+        if batch_layout == "interleaved a":  # [M, L, K] storage seen as [L, M, K]
+            a = torch.randint(-128, 128, (m, *lead, k), dtype=torch.int8, device="cuda").transpose(0, 1)
         else:
-            a = torch.randint(-128, 128, (*lead, p["m"], p["k"]), dtype=torch.int8, device="cuda")
-        if p["pad_a"]:
+            a = torch.randint(-128, 128, (*lead, m, k), dtype=torch.int8, device="cuda")
+        if pad_a:
             a = _row_padded(a, rng)
-        a_scale = torch.rand(p["m"] if p["a_kind"] == "vector" else 1, device="cuda") * 0.02 + 0.001
+        a_scale = torch.rand(m if a_kind == "vector" else 1, device="cuda") * 0.02 + 0.001
         out.poison()
-        if not _accepted(lambda: int8_scaled_mm(a, b, a_scale, b_scale, bias, out_dtype=p["out_dtype"], out=out.out),
+        if not _accepted(lambda: int8_scaled_mm(a, b, a_scale, b_scale, bias, out_dtype=out_dtype, out=out.out),
                          what, ("a", "b", "out")):
-            assert p["batch_layout"] != "dense", f"{what}: a dense layout refused"
+            assert batch_layout != "dense", f"{what}: a dense layout refused"
             return
         torch.cuda.synchronize()
         out.check_guards(f"{what} call {call}")
         ref = int8_scaled_mm_ref(a, b, a_scale, b_scale, bias)
         # as test_int8_scaled_mm_gpu: fp32 epilogue arithmetic and one rounding to the output type, per element
-        tol = {torch.bfloat16: 2 ** -7, torch.float16: 2 ** -10, torch.float32: 1e-6}[p["out_dtype"]]
+        tol = {torch.bfloat16: 2 ** -7, torch.float16: 2 ** -10, torch.float32: 1e-6}[out_dtype]
         _close(out.out, ref, 1e-6, f"{what} call {call}", rel_each=tol)
 
 
@@ -310,10 +311,8 @@ def test_awq_fuzz(case):
 # reads the new layout wrongly.
 
 def _int8_layout_variants(m, n, k):
-    a = torch.randint(-128, 128, (m, k), dtype=torch.int8, device="cuda")
-    w = torch.randint(-128, 128, (n, k), dtype=torch.int8, device="cuda")
-    a_s = torch.rand(m, device="cuda") * 0.02 + 0.001
-    b_s = torch.rand(n, device="cuda") * 0.02 + 0.001
+    a, b, a_s, b_s, _ = int8_gemm_inputs(m, n, k, bias=False, seed=m + n + k)
+    w = b.t()
     storage = torch.empty(m * k + 16, dtype=torch.int8, device="cuda")
     misaligned = storage[1:1 + m * k].view(m, k)
     misaligned.copy_(a)
@@ -367,15 +366,6 @@ def test_fp8_warm_calls_with_other_scale_layouts(m, n, k):
                    f"fp8 M={m} N={n} K={k}: a_scale {la}, b_scale {lb}, b {lw}")
 
 
-def _at_offset(shape, dtype, elements: int, fill=float("nan")):
-    """A contiguous tensor of ``shape`` that starts ``elements`` elements into a buffer (base not 16-byte aligned)."""
-    numel = 1
-    for s in shape:
-        numel *= s
-    buf = torch.full((numel + elements + 16,), fill, dtype=dtype, device="cuda")
-    return buf[elements:elements + numel].view(shape), buf
-
-
 @pytest.mark.parametrize("m", [1, 16, 40, 300])
 @pytest.mark.parametrize("op", ["quantized_mm int4 g128", "quantized_mm int2", "awq_gemm"])
 def test_weight_only_views_off_16_bytes(op, m):
@@ -417,9 +407,7 @@ def test_int8_added_operand_layouts(m, n, k, c_layout):
     broadcast over M (row stride 0): it runs correctly or is refused with ``c`` named."""
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("c is an SM90-kernel operand")
-    a = torch.randint(-128, 128, (m, k), dtype=torch.int8, device="cuda")
-    b = torch.randint(-128, 128, (n, k), dtype=torch.int8, device="cuda").t()
-    a_s, b_s = torch.rand(m, device="cuda") * 0.02, torch.rand(n, device="cuda") * 0.02
+    a, b, a_s, b_s, _ = int8_gemm_inputs(m, n, k, bias=False, seed=m + n)
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[c_layout.split()[-1]]
     c = torch.randn(m, n, device="cuda").to(dtype) * 100
     if c_layout.startswith("padded"):
@@ -443,9 +431,7 @@ def test_int8_fewer_sms(sm_count, m, n, k):
     (odd counts too, where a 2-CTA cluster cannot use every SM) stay correct."""
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("sm_count is an SM90-kernel argument")
-    a = torch.randint(-128, 128, (m, k), dtype=torch.int8, device="cuda")
-    b = torch.randint(-128, 128, (n, k), dtype=torch.int8, device="cuda").t()
-    a_s, b_s = torch.rand(m, device="cuda") * 0.02, torch.rand(n, device="cuda") * 0.02
+    a, b, a_s, b_s, _ = int8_gemm_inputs(m, n, k, bias=False, seed=sm_count)
     out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
     int8_scaled_mm(a, b, a_s, b_s, out=out, sm_count=sm_count)
     torch.cuda.synchronize()
@@ -456,19 +442,21 @@ def test_int8_fewer_sms(sm_count, m, n, k):
 @pytest.mark.parametrize("shape", [(0, 264, 256), (5, 0, 256), (0, 0, 256), ("batch 0", 5, 264, 256)])
 def test_empty_problems(shape):
     """Empty M, N or batch: an empty result of the right shape (or a refusal naming the extent), never a launch
-    failure."""
+    failure; int8 and FP8 return it."""
     lead = ()
     if shape[0] == "batch 0":
         lead, shape = (0,), shape[1:]
     m, n, k = shape
-    a = torch.randint(-128, 128, (*lead, m, k), dtype=torch.int8, device="cuda")
-    b = torch.randint(-128, 128, (*lead, n, k), dtype=torch.int8, device="cuda").transpose(-1, -2)
-    a_scale = torch.ones(m, device="cuda") if m else torch.ones(1, device="cuda")
-    res = []
-    if _accepted(lambda: res.append(int8_scaled_mm(a, b, a_scale, torch.ones(1, device="cuda"))),
-                 f"int8 empty {lead} {shape}", ("N", "M", "a", "b", "a_scale")):
-        torch.cuda.synchronize()
-        assert res[0].shape == (*lead, m, n)
+    a, b, a_scale, _, _ = int8_gemm_inputs(m, n, k, batch=lead[0] if lead else None,
+                                            a_kind="vector" if m else "scalar", bias=False)
+    res = [int8_scaled_mm(a, b, a_scale, torch.ones(1, device="cuda"))]
+    assert res[0].shape == (*lead, m, n), f"int8 empty {lead} {shape}"
+    af = torch.randn(*lead, m, k, device="cuda").to(torch.float8_e4m3fn)
+    bf = torch.randn(*lead, n, k, device="cuda").to(torch.float8_e4m3fn)
+    sfa, sfb = torch.rand(*lead, m, k // 128, device="cuda"), torch.rand(*lead, -(-n // 128), k // 128, device="cuda")
+    for call in range(2):  # the second one through the warm path
+        out = fp8_blockwise_scaled_mm(af, bf, sfa, sfb)  # FP8 runs them (MoE experts with no tokens)
+        assert out.shape == (*lead, m, n) and out.dtype == torch.bfloat16, f"fp8 empty {lead} {shape} call {call}"
     x = torch.randn(m, 512, dtype=torch.float16, device="cuda")
     w_packed, scale, _ = quantize_weights(torch.randn(max(n, 1), 512, device="cuda"), 4)
     w_packed = w_packed[:n]

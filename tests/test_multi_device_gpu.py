@@ -16,6 +16,7 @@ from cute_kernels.formats.bitpack import quantize_weights
 from cute_kernels.formats.fp8 import quantize_fp8_blockwise, quantize_fp8_per_token_group
 from cute_kernels.formats.scale_layouts import to_mn_major
 from cute_kernels.reference import awq_gemm_ref, fp8_blockwise_scaled_mm_ref, int8_scaled_mm_ref, quantized_mm_ref
+from tests.conftest import int8_gemm_inputs
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2,
@@ -28,10 +29,8 @@ def _rel_err(out, ref):
 
 def _ops(dev, m):
     """(name, call, float64 reference, tolerance) on tensors of ``dev``."""
+    a8, b8, sa, sb, _ = int8_gemm_inputs(m, 1032, 512, bias=False, seed=m, device=dev)
     g = torch.Generator(device=dev).manual_seed(m)
-    a8 = torch.randint(-128, 128, (m, 512), dtype=torch.int8, device=dev, generator=g)
-    w8 = torch.randint(-128, 128, (1032, 512), dtype=torch.int8, device=dev, generator=g)
-    sa, sb = torch.rand(m, device=dev) * 0.02, torch.rand(1032, device=dev) * 0.02
     x = torch.randn(m, 512, device=dev, generator=g)
     af, af_s = quantize_fp8_per_token_group(x, 128)
     bf, bf_s = quantize_fp8_blockwise(torch.randn(1032, 512, device=dev, generator=g), 128)
@@ -40,7 +39,7 @@ def _ops(dev, m):
     wq, scale, gs = quantize_weights(torch.randn(1032, 512, device=dev, generator=g), 4, 128)
     qweight, qzeros, scales = awq_quantize(torch.randn(512, 1032, device=dev, generator=g), 128)
     return [
-        ("int8_scaled_mm", lambda: int8_scaled_mm(a8, w8.t(), sa, sb), lambda: int8_scaled_mm_ref(a8, w8.t(), sa, sb),
+        ("int8_scaled_mm", lambda: int8_scaled_mm(a8, b8, sa, sb), lambda: int8_scaled_mm_ref(a8, b8, sa, sb),
          2 ** -7),
         ("fp8_blockwise_scaled_mm", lambda: fp8_blockwise_scaled_mm(af, bf, af_s, bf_s),
          lambda: fp8_blockwise_scaled_mm_ref(af, bf, af_s, bf_s, (1, 128, 128)), 1e-2),
