@@ -249,10 +249,8 @@ def _validate(a, b, a_scale, b_scale, out_dtype, gran, out):
         raise ValueError(f"a is [.., M={m}, K={k}] but b is [.., N={n}, K={k_b}]: both must have K as the last dim")
     if k < g_k or k % g_k:
         raise ValueError(f"K = {k} must be a positive multiple of the K scale granularity gK = {g_k}")
-    if n < 8 or n % 8:
-        raise ValueError(f"N = {n} must be a positive multiple of 8 (16-byte rows of the fp16/bf16 output)")
-    if m < 1:
-        raise ValueError(f"M = {m} must be >= 1")
+    if n % 8:
+        raise ValueError(f"N = {n} must be a multiple of 8 (16-byte rows of the fp16/bf16 output)")
     checks.check_inner_contiguous("a", a)
     checks.check_inner_contiguous("b", b)
     batch = tuple(a.shape[:-2])
@@ -391,6 +389,8 @@ def fp8_blockwise_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Ten
     a, b = checks.check_tensor("a", a), checks.check_tensor("b", b)
     a_scale, b_scale = checks.check_tensor("a_scale", a_scale), checks.check_tensor("b_scale", b_scale)
     device, m, n, k, out_shape = _validate(a, b, a_scale, b_scale, out_dtype, gran, out)
+    if m == 0 or n == 0 or (a.dim() == 3 and a.shape[0] == 0):  # e.g. an MoE expert that got no tokens
+        return out if out is not None else torch.empty(out_shape, dtype=out_dtype, device=device)
     dev_arch = _arch.current_arch(device)
     if dev_arch != "sm_90a":
         raise _arch.unsupported(dev_arch, "fp8_blockwise_scaled_mm (SM90 only)")
