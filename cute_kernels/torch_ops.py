@@ -13,7 +13,12 @@ Registered (the plain functions' arguments, without their tuning knobs ``out=``,
 ``quantized_mm``                      (x, w_packed, scale: float, bits, group_scales=None, out_dtype=None) -> [M, N]
 ``awq_gemm`` / ``awq_linear``         (x, qweight, scales, qzeros[, bias]) -> [M, OC] / [..., OC]
 ``awq_dequantize``                    (qweight, scales, qzeros) -> [IC, OC]
+``dequantize_weights``                (w_packed, bits, k, group_scales=None, dtype=bfloat16) -> [N, K]
 ====================================  ===========================================================================
+
+Each has an autograd registration with the plain functions' rules (``autograd.py``): quantized_mm / awq_gemm /
+awq_linear differentiate x (and awq_linear's bias) through the dequantized weight, so a compiled training step of
+adapters on a frozen quantized layer works; a gradient asked of any other input raises when backward reaches the op.
 
 In eager code call the plain functions: the dispatcher's custom-op path adds host time per call (measured in
 docs/torch_compile.md). Inside a compiled graph that cost is paid once per node, like any other custom op.
@@ -28,6 +33,7 @@ import torch
 from torch import Tensor
 
 from . import checks
+from .autograd import awq_grad_x, no_backward_error, quantized_grad_x
 
 _NS = "cute_kernels"
 # Defined through torch.library.Library, not the @custom_op decorator: the decorator's Python wrapper (autograd and
@@ -144,6 +150,17 @@ def _awq_dequantize_fake(qweight, scales, qzeros):
     return scales.new_empty((qweight.shape[0], qweight.shape[1] * 8))
 
 
+def _dequantize_weights(w_packed, bits, k, group_scales=None, dtype=torch.bfloat16):
+    from .weight_only import dequantize_weights
+
+    return dequantize_weights(w_packed, bits, k, group_scales, dtype)
+
+
+def _dequantize_weights_fake(w_packed, bits, k, group_scales=None, dtype=torch.bfloat16):
+    checks.check_ndim("w_packed", w_packed, (2,))
+    return w_packed.new_empty((w_packed.shape[0], k), dtype=dtype)
+
+
 SCHEMAS = {
     "int8_scaled_mm": ("int8_scaled_mm(Tensor a, Tensor b, Tensor a_scale, Tensor b_scale, Tensor? bias=None, "
                        "ScalarType out_dtype=bfloat16) -> Tensor", _int8_scaled_mm, _int8_scaled_mm_fake),
@@ -158,7 +175,83 @@ SCHEMAS = {
                    _awq_linear, _awq_linear_fake),
     "awq_dequantize": ("awq_dequantize(Tensor qweight, Tensor scales, Tensor qzeros) -> Tensor", _awq_dequantize,
                        _awq_dequantize_fake),
+    "dequantize_weights": ("dequantize_weights(Tensor w_packed, int bits, int k, Tensor? group_scales=None, "
+                           "ScalarType dtype=bfloat16) -> Tensor", _dequantize_weights, _dequantize_weights_fake),
 }
 for _schema, _impl, _fake in SCHEMAS.values():
     _register(_schema, _impl, _fake)
 REGISTERED = tuple(SCHEMAS)
+
+
+# -------------------------------------------------------------------------------------------------------- autograd
+# The same rules as the plain functions (``autograd.py``): d x (and awq_linear's d bias) through the dequantized
+# weight; a gradient asked of any other input raises when backward reaches the op.
+_ARG_NAMES = {name: [a.split("=")[0].split()[-1] for a in schema.split("(", 1)[1].rsplit(")", 1)[0].split(", ")]
+              for name, (schema, _, _) in SCHEMAS.items()}
+
+
+def _refuse_others(ctx, op: str, differentiable: tuple = ()) -> None:
+    refused = [name for name, need in zip(_ARG_NAMES[op], ctx.needs_input_grad) if need and name not in differentiable]
+    if refused:
+        raise no_backward_error(op, refused)
+
+
+def _keep_weights(ctx, inputs, output):
+    """Every op's context: its tensor inputs after the first (the weights and scales) and the first's dtype."""
+    ctx.save_for_backward(*[t if isinstance(t, Tensor) else None for t in inputs[1:]])
+    ctx.others = [None if isinstance(t, Tensor) else t for t in inputs[1:]]
+    ctx.x_dtype = inputs[0].dtype
+
+
+def _inputs(ctx, op: str) -> list:
+    """The op's inputs after the first, trailing ones left at their default (None for every differentiable op's)
+    included."""
+    given = [t if o is None else o for t, o in zip(ctx.saved_tensors, ctx.others)]
+    return given + [None] * (len(_ARG_NAMES[op]) - 1 - len(given))
+
+
+def _needs(ctx, index: int) -> bool:
+    """``ctx.needs_input_grad[index]``; trailing arguments left at their defaults are not in it."""
+    return index < len(ctx.needs_input_grad) and ctx.needs_input_grad[index]
+
+
+def _grads(ctx, *grads) -> tuple:
+    return grads[:len(ctx.needs_input_grad)]
+
+
+def _quantized_mm_backward(ctx, grad):
+    _refuse_others(ctx, "quantized_mm", ("x",))
+    w_packed, scale, bits, group_scales, _ = _inputs(ctx, "quantized_mm")
+    k = w_packed.shape[1] * 8 // bits
+    grad_x = quantized_grad_x(grad, w_packed, scale, bits, k, group_scales, ctx.x_dtype) if _needs(ctx, 0) else None
+    return _grads(ctx, grad_x, None, None, None, None, None)
+
+
+def _awq_gemm_backward(ctx, grad):
+    _refuse_others(ctx, "awq_gemm", ("x",))
+    qweight, scales, qzeros = _inputs(ctx, "awq_gemm")
+    return _grads(ctx, awq_grad_x(grad, qweight, scales, qzeros, ctx.x_dtype) if _needs(ctx, 0) else None,
+                  None, None, None)
+
+
+def _awq_linear_backward(ctx, grad):
+    _refuse_others(ctx, "awq_linear", ("x", "bias"))
+    qweight, scales, qzeros, bias = _inputs(ctx, "awq_linear")
+    grad_x = awq_grad_x(grad, qweight, scales, qzeros, ctx.x_dtype) if _needs(ctx, 0) else None
+    grad_bias = grad.reshape(-1, grad.shape[-1]).sum(0).to(bias.dtype) if _needs(ctx, 4) else None
+    return _grads(ctx, grad_x, None, None, None, grad_bias)
+
+
+def _no_backward(op: str):
+    def backward(ctx, *grads):
+        _refuse_others(ctx, op)
+        return (None,) * len(ctx.needs_input_grad)
+
+    return backward
+
+
+_BACKWARDS = {"quantized_mm": _quantized_mm_backward, "awq_gemm": _awq_gemm_backward,
+              "awq_linear": _awq_linear_backward}
+for _name in SCHEMAS:
+    torch.library.register_autograd(f"{_NS}::{_name}", _BACKWARDS.get(_name, _no_backward(_name)),
+                                    setup_context=_keep_weights, lib=_LIB)

@@ -132,3 +132,9 @@ def test_opcheck():
     torch.library.opcheck(ops.awq_gemm.default, (x, qweight, scales, qzeros))
     torch.library.opcheck(ops.awq_linear.default, (x.view(3, 3, 256), qweight, scales, qzeros, None))
     torch.library.opcheck(ops.awq_dequantize.default, (qweight, scales, qzeros))
+    torch.library.opcheck(ops.dequantize_weights.default, (w_packed, 4, 256, gs, torch.float16))
+    # with inputs that require grad: the autograd registrations (cute_kernels/autograd.py) are checked too
+    torch.library.opcheck(ops.quantized_mm.default, (x.clone().requires_grad_(), w_packed, scale, 4, gs, None))
+    torch.library.opcheck(ops.awq_linear.default, (x.view(3, 3, 256).clone().requires_grad_(), qweight, scales, qzeros,
+                                                   torch.randn(64, device="cuda", dtype=torch.float16,
+                                                               requires_grad=True)))

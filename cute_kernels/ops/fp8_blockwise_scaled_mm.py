@@ -31,6 +31,7 @@ import torch
 
 from .. import arch as _arch
 from .. import checks
+from ..autograd import needs_grad, record, refuse_out
 from ..configs import (SWAP_TILE_M, TileConfig, best_split, raster_for, size_swapped_tile, split_cost,
                        wave_cost, weight_preload_ktiles)
 from ..formats.scale_layouts import normalize_granularity
@@ -373,7 +374,14 @@ def fp8_blockwise_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Ten
     scale_granularity: (gM, gN, gK), "groupwise" = (1, 128, 128) or "blockwise" = (128, 128, 128).
     config: a :class:`~cute_kernels.configs.TileConfig` to override the table (tile_n <= 192; with ``swap_ab`` the
       tile's rows are the weight's N and its columns the tokens, as in ``int8_scaled_mm``).
+    No backward: arguments that require grad give an output whose backward raises (``autograd.py``).
     """
+    if needs_grad(a, b, a_scale, b_scale):
+        refuse_out("fp8_blockwise_scaled_mm", out)
+        return record("fp8_blockwise_scaled_mm",
+                      lambda: fp8_blockwise_scaled_mm(a, b, a_scale, b_scale, out_dtype, scale_granularity,
+                                                      config=config),
+                      ("a", "b", "a_scale", "b_scale"), (a, b, a_scale, b_scale), {})
     sig = (a.shape, b.shape, a.dtype, b.dtype, a_scale.shape, b_scale.shape, out_dtype, scale_granularity, config)
     plan = _validated.get(sig)
     if plan is not None:

@@ -26,6 +26,7 @@ import torch
 
 from .. import arch as _arch
 from .. import checks
+from ..autograd import needs_grad, record, refuse_out
 from ..configs import TileConfig, raster_for, select_sm90_int8, weight_preload_ktiles
 from ..jit_cache import cached_compile
 from ..plan_cache import PlanCache
@@ -221,7 +222,13 @@ def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_sc
     sm_count: run the persistent kernel on at most this many SMs (default all), e.g. to leave SMs to a
       concurrent communication kernel.
     c: optional tensor of out's shape (fp32 / fp16 / bf16, N contiguous) added before the final rounding.
+    No backward: float arguments that require grad give an output whose backward raises (``autograd.py``).
     """
+    if needs_grad(a_scale, b_scale, bias, c):
+        refuse_out("int8_scaled_mm", out)
+        return record("int8_scaled_mm", lambda: int8_scaled_mm(a, b, a_scale, b_scale, bias, out_dtype,
+                                                               config=config, arch=arch, sm_count=sm_count, c=c),
+                      ("a_scale", "b_scale", "bias", "c"), (a_scale, b_scale, bias, c), {})
     # Only what picks the compiled variant and what the Python checks depend on beyond TVM-FFI's own per-call
     # checks (dtypes, unit strides, stride divisibility, base alignment, equal extents, device type).
     sig = (a.shape, b.shape, a_scale.shape, b_scale.shape, None if bias is None else bias.dtype, out_dtype, config,

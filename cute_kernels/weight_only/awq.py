@@ -28,6 +28,7 @@ import torch
 
 from .. import arch as _arch
 from .. import checks
+from ..autograd import awq_grad_x, needs_grad, record, refuse_out
 from ..formats.awq import awq_dequantize_reference, check_awq_tensors
 from ..plan_cache import PlanCache
 from . import awq_repack, config, wgmma
@@ -61,7 +62,14 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzero
 
     ``split_k_iters`` is accepted for vLLM compatibility (a positive int) and otherwise unused: the kernel splits K
     across the warps of a CTA itself. ``path`` / ``tile`` force a path / tile shape (benchmarks, tests).
+    With x requiring grad the call is recorded for autograd (d x through the dequantized weight; ``autograd.py``).
     """
+    if needs_grad(x, scales):
+        refuse_out("awq_gemm", out)
+        x_dtype = x.dtype
+        return record("awq_gemm", lambda: awq_gemm(x, qweight, scales, qzeros, split_k_iters, path=path, tile=tile),
+                      ("x", "scales"), (x, scales),
+                      {"x": lambda g: awq_grad_x(g, qweight, scales, qzeros, x_dtype)})
     if path is None and tile is None and isinstance(x, torch.Tensor) and x.data_ptr() % 16 == 0:
         try:
             cache_key = awq_repack.cache_key(qweight, scales, qzeros)
@@ -145,7 +153,10 @@ def _wgmma_eligible(x: torch.Tensor, oc: int, ic: int, group: int, device) -> bo
 
 
 def awq_dequantize(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor) -> torch.Tensor:
-    """[IC, OC] = (q - z) * s in the scales' dtype (rounded once); CUDA: a kernel, CPU: the reference."""
+    """[IC, OC] = (q - z) * s in the scales' dtype (rounded once); CUDA: a kernel, CPU: the reference. No backward
+    (scales that require grad give an output whose backward raises; ``autograd.py``)."""
+    if needs_grad(scales):
+        return record("awq_dequantize", lambda: awq_dequantize(qweight, scales, qzeros), ("scales",), (scales,), {})
     ic, oc, group = _check_awq(qweight, scales, qzeros)
     tensors = {"qweight": qweight, "scales": scales, "qzeros": qzeros}
     if all(t.device.type == "cpu" for t in tensors.values()):
@@ -163,7 +174,8 @@ def awq_dequantize(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Te
 
 def awq_linear(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor,
                bias: Optional[torch.Tensor] = None, *, dense_min_tokens: Optional[int] = None) -> torch.Tensor:
-    """AWQ linear layer: x [..., IC] -> [..., OC]; path by token count (module docstring)."""
+    """AWQ linear layer: x [..., IC] -> [..., OC]; path by token count (module docstring). Differentiable in x and
+    bias on both paths (frozen weights: ``autograd.py``)."""
     x = checks.check_tensor("x", x)
     if x.dim() < 1:
         raise ValueError("x must have at least one dimension (the IC features)")

@@ -41,6 +41,7 @@ import torch
 
 from .. import arch as _arch
 from .. import checks
+from ..autograd import needs_grad, quantized_grad_x, record, refuse_out
 from ..formats import bitpack
 from ..formats.bitpack import check_bits
 from ..plan_cache import PlanCache
@@ -226,7 +227,11 @@ def dequantize_weights(w_packed: torch.Tensor, bits: int, k: int, group_scales: 
     multiple of 32) each weight is the float32 product rounded once to ``dtype``. The per-tensor scale is not
     applied (``quantized_mm``'s dense path applies it to the GEMM output). CUDA tensors: the dequantize kernel
     (memory-bound; a fresh tensor each call); CPU tensors: the reference (``dequantize_reference``), bit-equal.
+    No backward (group scales that require grad give an output whose backward raises; ``autograd.py``).
     """
+    if needs_grad(group_scales):
+        return record("dequantize_weights", lambda: dequantize_weights(w_packed, bits, k, group_scales, dtype),
+                      ("group_scales",), (group_scales,), {})
     w_packed = checks.check_tensor("w_packed", w_packed)
     bits = check_bits(bits)
     checks.check_dtype("w_packed", w_packed, (torch.uint8,))
@@ -276,7 +281,15 @@ def quantized_mm(x: torch.Tensor, w_packed: torch.Tensor, scale, bits: int,
 
     out: optional [M, N] destination (contiguous, out_dtype). path: force "decode", "tensor_core", "wgmma" (SM90,
     fp16 / bf16 x, 1/2/4-bit) or "dense" (fp16 / bf16 x only); tile: override the tile shape of the kernel template
-    (benchmarks, tests; with a tile and no path the dispatcher picks neither the dense nor the WGMMA path)."""
+    (benchmarks, tests; with a tile and no path the dispatcher picks neither the dense nor the WGMMA path).
+    With x requiring grad the call is recorded for autograd (d x through the dequantized weight; ``autograd.py``)."""
+    if needs_grad(x, scale, group_scales):
+        refuse_out("quantized_mm", out)
+        x_dtype, k = x.dtype, x.shape[-1]
+        return record("quantized_mm", lambda: quantized_mm(x, w_packed, scale, bits, group_scales, out_dtype,
+                                                           path=path, tile=tile),
+                      ("x", "scale", "group_scales"), (x, scale, group_scales),
+                      {"x": lambda g: quantized_grad_x(g, w_packed, float(scale), bits, k, group_scales, x_dtype)})
     sig = (x.shape, x.stride(), x.dtype, x.device, w_packed.shape, w_packed.stride(), w_packed.dtype, bits,
            None if group_scales is None else (group_scales.shape, group_scales.stride(), group_scales.dtype),
            out_dtype, path, tile)
