@@ -8,6 +8,7 @@ Public functions only; each lives in its own module under ``cute_kernels.ops`` (
 from .configs import TileConfig
 from .ops.fp8_blockwise_scaled_mm import fp8_blockwise_scaled_mm
 from .ops.int8_scaled_mm import int8_scaled_mm
+from .quantize import per_token_group_quant_fp8, per_token_quant_int8
 from .weight_only import (awq_dequantize, awq_gemm, awq_linear, clear_weight_caches, dequantize_weights,
                           quantized_mm)
 from . import torch_ops  # noqa: F401 - registers torch.ops.cute_kernels.* (torch.compile / torch.export)
@@ -23,6 +24,8 @@ __all__ = [
     "dequantize_weights",
     "fp8_blockwise_scaled_mm",
     "int8_scaled_mm",
+    "per_token_group_quant_fp8",
+    "per_token_quant_int8",
     "quantized_mm",
     "__version__",
 ]

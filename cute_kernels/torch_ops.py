@@ -14,6 +14,8 @@ Registered (the plain functions' arguments, without their tuning knobs ``out=``,
 ``awq_gemm`` / ``awq_linear``         (x, qweight, scales, qzeros[, bias]) -> [M, OC] / [..., OC]
 ``awq_dequantize``                    (qweight, scales, qzeros) -> [IC, OC]
 ``dequantize_weights``                (w_packed, bits, k, group_scales=None, dtype=bfloat16) -> [N, K]
+``per_token_quant_int8``              (x) -> (q int8 [..., K], scale [...])
+``per_token_group_quant_fp8``         (x, group=128) -> (q e4m3 [..., K], scale [..., K/128], TMA-aligned MN-major)
 ====================================  ===========================================================================
 
 Each has an autograd registration with the plain functions' rules (``autograd.py``): quantized_mm / awq_gemm /
@@ -161,6 +163,30 @@ def _dequantize_weights_fake(w_packed, bits, k, group_scales=None, dtype=torch.b
     return w_packed.new_empty((w_packed.shape[0], k), dtype=dtype)
 
 
+def _per_token_quant_int8(x):
+    from .quantize import per_token_quant_int8
+
+    return per_token_quant_int8(x)
+
+
+def _per_token_quant_int8_fake(x):
+    return x.new_empty(x.shape, dtype=torch.int8), x.new_empty(x.shape[:-1], dtype=torch.float32)
+
+
+def _per_token_group_quant_fp8(x, group=128):
+    from .quantize import per_token_group_quant_fp8
+
+    return per_token_group_quant_fp8(x, group)
+
+
+def _per_token_group_quant_fp8_fake(x, group=128):
+    if x.dim() < 2:
+        raise ValueError(f"x must be at least 2-D ([..., M, K]); got shape {tuple(x.shape)}")
+    m, groups = x.numel() // x.shape[-1], -(-x.shape[-1] // group)
+    store = x.new_empty((groups, -(-m // 4) * 4), dtype=torch.float32)  # the TMA-aligned MN-major scale
+    return x.new_empty(x.shape, dtype=torch.float8_e4m3fn), store[:, :m].t().view(*x.shape[:-1], groups)
+
+
 SCHEMAS = {
     "int8_scaled_mm": ("int8_scaled_mm(Tensor a, Tensor b, Tensor a_scale, Tensor b_scale, Tensor? bias=None, "
                        "ScalarType out_dtype=bfloat16) -> Tensor", _int8_scaled_mm, _int8_scaled_mm_fake),
@@ -177,6 +203,10 @@ SCHEMAS = {
                        _awq_dequantize_fake),
     "dequantize_weights": ("dequantize_weights(Tensor w_packed, int bits, int k, Tensor? group_scales=None, "
                            "ScalarType dtype=bfloat16) -> Tensor", _dequantize_weights, _dequantize_weights_fake),
+    "per_token_quant_int8": ("per_token_quant_int8(Tensor x) -> (Tensor, Tensor)", _per_token_quant_int8,
+                             _per_token_quant_int8_fake),
+    "per_token_group_quant_fp8": ("per_token_group_quant_fp8(Tensor x, int group=128) -> (Tensor, Tensor)",
+                                  _per_token_group_quant_fp8, _per_token_group_quant_fp8_fake),
 }
 for _schema, _impl, _fake in SCHEMAS.values():
     _register(_schema, _impl, _fake)

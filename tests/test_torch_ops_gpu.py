@@ -133,6 +133,10 @@ def test_opcheck():
     torch.library.opcheck(ops.awq_linear.default, (x.view(3, 3, 256), qweight, scales, qzeros, None))
     torch.library.opcheck(ops.awq_dequantize.default, (qweight, scales, qzeros))
     torch.library.opcheck(ops.dequantize_weights.default, (w_packed, 4, 256, gs, torch.float16))
+    torch.library.opcheck(ops.per_token_quant_int8.default, (x.view(3, 3, 256),))
+    torch.library.opcheck(ops.per_token_group_quant_fp8.default, (x.view(3, 3, 256), 128),
+                          test_utils=("test_schema", "test_autograd_registration", "test_faketensor",
+                                      "test_aot_dispatch_dynamic"))
     # with inputs that require grad: the autograd registrations (cute_kernels/autograd.py) are checked too
     torch.library.opcheck(ops.quantized_mm.default, (x.clone().requires_grad_(), w_packed, scale, 4, gs, None))
     torch.library.opcheck(ops.awq_linear.default, (x.view(3, 3, 256).clone().requires_grad_(), qweight, scales, qzeros,

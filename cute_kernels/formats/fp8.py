@@ -5,7 +5,7 @@
 * Weights, ``block x block`` tiles (128 x 128): ``quantize_fp8_blockwise(w [..., N, K])`` returns ``q`` fp8
   ``[..., N, K]`` and ``scale`` float32 ``[..., ceil(N / block), ceil(K / block)]``.
 
-For every tile, ``scale = max(amax(|x|), eps) / fp8_max`` (``fp8_max`` = 448 for e4m3fn, 57344 for e5m2) and
+For every tile, ``scale = max(amax(|x|), eps) * fp32(1 / fp8_max)`` (``fp8_max`` = 448 for e4m3fn, 57344 for e5m2) and
 ``q = fp8(clamp(x / scale, -fp8_max, fp8_max))``; ``eps`` (1e-10) only keeps all-zero tiles from dividing by zero.
 The dequantized value is ``q * scale`` (``dequantize_fp8_*``). A partial last tile (K or N not a multiple of the
 tile) gets its own scale from the elements that exist. These are the scale granularities (gM, gN, gK) = (1, 128, 128)
@@ -68,16 +68,18 @@ def _tile_amax(x: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
     return xp.reshape(*lead, RB, rows, CB, cols).amax(dim=(-3, -1))
 
 
-def _quantize_tiles(x: torch.Tensor, rows: int, cols: int, dtype: torch.dtype, name: str):
+def _quantize_tiles(x: torch.Tensor, rows: int, cols: int, dtype: torch.dtype, name: str, check_finite: bool = True):
     fmax = fp8_max(dtype)
     x = check_tensor(name, x)
     check_dtype(name, x, _IN_DTYPES)
     if x.dim() < 2:
         raise ValueError(f"{name} must be at least 2-D ([..., rows, K]); got shape {tuple(x.shape)}")
-    if not bool(torch.isfinite(x).all()):
+    if check_finite and not bool(torch.isfinite(x).all()):
         raise ValueError(f"{name} must be finite (it holds inf or nan)")
     xf = x.to(torch.float32)
-    scale = _tile_amax(xf, rows, cols).clamp(min=EPS) / fmax
+    # times fp32(1 / fmax), not divided by fmax: what torch's CUDA division by a scalar computes, so that CPU and
+    # GPU (and the quantizer kernel, cute_kernels.quantize) agree to the bit
+    scale = _tile_amax(xf, rows, cols).clamp(min=EPS) * (1.0 / fmax)
     *_, R, C = x.shape
     q = (xf / _expand_scale(scale, rows, cols, R, C)).clamp(-fmax, fmax).to(dtype)
     return q, scale.contiguous()
@@ -98,9 +100,13 @@ def _dequantize_tiles(q: torch.Tensor, scale: torch.Tensor, rows: int, cols: int
     return q.to(torch.float32) * _expand_scale(scale, rows, cols, R, C)
 
 
-def quantize_fp8_per_token_group(x: torch.Tensor, group: int = 128, dtype: torch.dtype = torch.float8_e4m3fn):
-    """``x [..., M, K]`` -> ``(q dtype [..., M, K], scale float32 [..., M, ceil(K/group)])``, 1 x group tiles."""
-    return _quantize_tiles(x, 1, _check_tile("group", group), dtype, "x")
+def quantize_fp8_per_token_group(x: torch.Tensor, group: int = 128, dtype: torch.dtype = torch.float8_e4m3fn,
+                                 check_finite: bool = True):
+    """``x [..., M, K]`` -> ``(q dtype [..., M, K], scale float32 [..., M, ceil(K/group)])``, 1 x group tiles.
+    ``check_finite=False`` skips the check that refuses inf / nan, which reads a flag back from the GPU (a host sync,
+    and a graph break under torch.compile): what a layer quantizing its activations on every call wants; a non-finite
+    element then makes its group's scale non-finite, and its token's outputs NaN or inf, as a float layer would."""
+    return _quantize_tiles(x, 1, _check_tile("group", group), dtype, "x", check_finite)
 
 
 def dequantize_fp8_per_token_group(q: torch.Tensor, scale: torch.Tensor, group: int = 128) -> torch.Tensor:

@@ -1,0 +1,180 @@
+"""ActivationQuantize: per-token int8 / per-token-group FP8 quantization of fp16 / bf16 activations, in one pass.
+
+What it computes (bit for bit the torch references ``formats.int8.quantize_int8_rowwise`` and
+``formats.fp8.quantize_fp8_per_token_group``)
+    For every group of values - a whole row (int8, per token) or 128 consecutive values of a row (FP8 e4m3, the
+    DeepSeek-V3 1 x 128 groups):
+        scale = max(amax(|x|), 1e-10) * fp32(1 / QMAX)   (QMAX = 127 or 448; amax propagates NaN)
+        q     = int8: round-half-even(x / scale) clamped to +-127;  e4m3: cvt.rn.satfinite(x / scale)
+    The division is IEEE (``div.rn``), as torch's is, and the scale the same product with the rounded reciprocal as
+    the references (torch's CUDA division by a scalar): the results are the references', not an approximation.
+
+Layouts (dynamic M, K; K a multiple of 16 (int8) or 128 (FP8))
+    x      [M, K] fp16 / bf16, K contiguous, row stride a multiple of 8, 16-byte aligned
+    q      [M, K] int8 / float8_e4m3fn, contiguous
+    scale  int8: float32 [M]; FP8: float32 [M, K / 128], MN-major with column stride ``ld`` (the TMA-aligned layout
+           ``fp8_blockwise_scaled_mm`` stages) - passed as its flat storage plus ``ld``
+
+Work split
+    A thread owns 16 consecutive values: two 16-byte loads, one 16-byte store of the codes.
+    * FP8 (groups of 128): 8 lanes per group, a group's amax in three butterfly shuffles; the 256-thread CTAs tile
+      the M x K/128 groups, one group per 8 threads, no loop.
+    * int8 (whole rows): one CTA per row; a first pass over the row reduces the amax (warp shuffles, then the 8 warps
+      through shared memory), a second pass re-reads the row (from L1 / L2) and stores the codes.
+"""
+
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import Boolean, Float32, Int32, Int64, Uint32, const_expr, range_constexpr
+from cutlass._mlir.dialects import llvm
+from cutlass.cutlass_dsl import T, dsl_user_op
+
+from ..weight_only import ptx
+
+THREADS = 256
+VALUES = 16  # per thread and pass: 2 x 16-byte loads of fp16 / bf16, one 16-byte store of 8-bit codes
+GROUP = 128  # FP8 group along K
+LANES_PER_GROUP = GROUP // VALUES
+EPS = 1e-10
+
+
+@dsl_user_op
+def _asm_f32(asm: str, *args, loc=None, ip=None) -> Float32:
+    cons = "=f" + ",f" * len(args)
+    return Float32(llvm.inline_asm(T.f32(), [Float32(a).ir_value(loc=loc, ip=ip) for a in args], asm, cons,
+                                   has_side_effects=False, is_align_stack=False))
+
+
+def div_rn(a, b) -> Float32:
+    """IEEE division (what torch computes); the DSL's ``/`` may lower to an approximate one."""
+    return _asm_f32("div.rn.f32 $0, $1, $2;", a, b)
+
+
+def abs_max(a, b) -> Float32:
+    """max(a, |b|), NaN-propagating like torch's amax."""
+    return _asm_f32("{.reg .f32 t; abs.f32 t, $2; max.NaN.f32 $0, $1, t;}", a, b)
+
+
+def mul_rn(a, b) -> Float32:
+    return _asm_f32("mul.rn.f32 $0, $1, $2;", a, b)
+
+
+def max_nan(a, b) -> Float32:
+    return _asm_f32("max.NaN.f32 $0, $1, $2;", a, b)
+
+
+@dsl_user_op
+def _pack4(asm: str, v, loc=None, ip=None) -> Uint32:
+    return Uint32(llvm.inline_asm(T.i32(), [Float32(a).ir_value(loc=loc, ip=ip) for a in v], asm, "=r,f,f,f,f",
+                                  has_side_effects=False, is_align_stack=False))
+
+
+def e4m3x4(v) -> Uint32:
+    """Four f32 -> four e4m3 bytes (v[0] in the low byte), round to nearest, saturated to +-448."""
+    return _pack4("{.reg .b16 l, h; cvt.rn.satfinite.e4m3x2.f32 l, $2, $1; cvt.rn.satfinite.e4m3x2.f32 h, $4, $3;"
+                  " mov.b32 $0, {l, h};}", v)
+
+
+def s8x4(v) -> Uint32:
+    """Four f32 -> four int8 bytes (v[0] in the low byte): round half to even, clamped to +-127."""
+    return _pack4("{.reg .s32 a, b, c, d; .reg .b32 lo, hi;"
+                  " cvt.rni.s32.f32 a, $1; cvt.rni.s32.f32 b, $2; cvt.rni.s32.f32 c, $3; cvt.rni.s32.f32 d, $4;"
+                  " min.s32 a, a, 127; min.s32 b, b, 127; min.s32 c, c, 127; min.s32 d, d, 127;"
+                  " max.s32 a, a, -127; max.s32 b, b, -127; max.s32 c, c, -127; max.s32 d, d, -127;"
+                  " prmt.b32 lo, a, b, 0x0040; prmt.b32 hi, c, d, 0x0040; prmt.b32 $0, lo, hi, 0x5410;}", v)
+
+
+class ActivationQuantize:
+    """One specialization: ``in_dtype`` cutlass Float16 / BFloat16, ``fp8`` (groups of 128 -> e4m3) or not (rows ->
+    int8)."""
+
+    def __init__(self, in_dtype, fp8: bool):
+        self.bf16 = in_dtype is cutlass.BFloat16
+        self.fp8 = fp8
+        self.rcp_qmax = 1.0 / (448.0 if fp8 else 127.0)  # rounded to fp32 where it is used, as torch does
+
+    # ------------------------------------------------------------------------------------------------ host side
+    @cute.jit
+    def __call__(self, x: cute.Tensor, q: cute.Tensor, scale: cute.Tensor, ld: Int32, stream):
+        if const_expr(self.fp8):
+            threads = x.shape[0] * (x.shape[1] // GROUP) * LANES_PER_GROUP
+            grid = (threads + THREADS - 1) // THREADS
+        else:
+            grid = x.shape[0]
+        self.kernel(x, q, scale, ld).launch(grid=[grid, 1, 1], block=[THREADS, 1, 1], stream=stream)
+
+    # ---------------------------------------------------------------------------------------------- device side
+    @cute.kernel
+    def kernel(self, x: cute.Tensor, q: cute.Tensor, scale: cute.Tensor, ld: Int32):
+        tidx, _, _ = cute.arch.thread_idx()
+        bidx, _, _ = cute.arch.block_idx()
+        if const_expr(self.fp8):
+            self.group_of_128(x, q, scale, ld, bidx * THREADS + tidx)
+        else:
+            self.whole_row(x, q, scale, bidx, tidx)
+
+    @cute.jit
+    def group_of_128(self, x: cute.Tensor, q: cute.Tensor, scale: cute.Tensor, ld: Int32, t: Int32):
+        groups_per_row = x.shape[1] // GROUP
+        g = t // LANES_PER_GROUP
+        m = g // groups_per_row
+        kb = g - m * groups_per_row
+        live = m < x.shape[0]
+        col = kb * GROUP + (t % LANES_PER_GROUP) * VALUES
+        v = self.load16(x, m, col, live)
+        amax = Float32(0.0)
+        for e in range_constexpr(VALUES):
+            amax = abs_max(amax, v[e])
+        for offset in (1, 2, 4):  # the group's 8 lanes are aligned in the warp
+            amax = max_nan(amax, cute.arch.shuffle_sync_bfly(amax, offset))
+        s = mul_rn(max_nan(amax, Float32(EPS)), Float32(self.rcp_qmax))
+        self.store16(q, m, col, v, s, live)
+        if live:
+            if t % LANES_PER_GROUP == 0:
+                scale[Int32(kb) * ld + m] = s
+
+    @cute.jit
+    def whole_row(self, x: cute.Tensor, q: cute.Tensor, scale: cute.Tensor, m: Int32, tidx: Int32):
+        k = x.shape[1]
+        amax = Float32(0.0)
+        for col in cutlass.range(tidx * VALUES, k, THREADS * VALUES, unroll=1):
+            v = self.load16(x, m, col, Boolean(True))
+            for e in range_constexpr(VALUES):
+                amax = abs_max(amax, v[e])
+        for offset in (1, 2, 4, 8, 16):
+            amax = max_nan(amax, cute.arch.shuffle_sync_bfly(amax, offset))
+        smem = cutlass.memory.SmemAllocator()
+        partial = smem.allocate_tensor(Float32, cute.make_layout(THREADS // 32))
+        if tidx % 32 == 0:
+            partial[tidx // 32] = amax
+        cute.arch.sync_threads()
+        amax = partial[0]
+        for w in range_constexpr(1, THREADS // 32):
+            amax = max_nan(amax, partial[w])
+        s = mul_rn(max_nan(amax, Float32(EPS)), Float32(self.rcp_qmax))
+        for col in cutlass.range(tidx * VALUES, k, THREADS * VALUES, unroll=1):
+            self.store16(q, m, col, self.load16(x, m, col, Boolean(True)), s, Boolean(True))
+        if tidx == 0:
+            scale[m] = s
+
+    # ----------------------------------------------------------------------------------------- per-thread pieces
+    def load16(self, x, m, col, live) -> list:
+        """x[m, col .. col + 15] as 16 f32 (zeros when not ``live``)."""
+        addr = x.iterator.toint() + (Int64(m) * x.stride[0] + Int64(col)) * 2
+        words = ptx.ld_global(addr, live, 4, streaming=False) + ptx.ld_global(addr, live, 4, streaming=False,
+                                                                              offset=16)
+        out = []
+        for w in words:
+            if const_expr(self.bf16):  # a bf16 is the high half of its f32
+                out += [ptx.f32_from_bits(ptx.shl(w, 16)), ptx.f32_from_bits(ptx.lop3(w, 0xFFFF0000, 0, 0xEA))]
+            else:
+                out += list(ptx.f16x2_to_f32(w))
+        return out
+
+    def store16(self, q, m, col, v, s, live) -> None:
+        pack = e4m3x4 if const_expr(self.fp8) else s8x4
+        codes = [pack([div_rn(v[4 * i + e], s) for e in range(4)]) for i in range(4)]
+        addr = q.iterator.toint() + Int64(m) * q.stride[0] + Int64(col)
+        ptx.st_global_v4(addr, codes, live)
