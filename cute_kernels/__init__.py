@@ -2,7 +2,8 @@
 
 Public functions only; each lives in its own module under ``cute_kernels.ops`` (host side) with its kernels under
 ``sm90/``, ``sm80/``, ``weight_only/`` and ``distributed/``. The same ops are registered as torch custom ops
-(``torch.ops.cute_kernels.*``, ``torch_ops.py``) for code that runs under torch.compile or torch.export.
+(``torch.ops.cute_kernels.*``, ``torch_ops.py``) for code that runs under torch.compile or torch.export, and
+wrapped as ``nn.Module`` layers holding quantized weights (``cute_kernels.nn``).
 """
 
 from .configs import TileConfig
@@ -12,6 +13,7 @@ from .quantize import per_token_group_quant_fp8, per_token_quant_int8
 from .weight_only import (awq_dequantize, awq_gemm, awq_linear, clear_weight_caches, dequantize_weights,
                           quantized_mm)
 from . import torch_ops  # noqa: F401 - registers torch.ops.cute_kernels.* (torch.compile / torch.export)
+from . import nn  # noqa: F401 - linear layers over the ops (AwqLinear, QuantizedLinear, Int8Linear, Fp8Linear)
 
 __version__ = "0.1.0"
 

@@ -1,0 +1,280 @@
+"""Linear layers over the ops: quantized weights held as buffers, ``forward(x [..., in_features])``.
+
+=================  ==============================================================================================
+``AwqLinear``      AutoAWQ int4 (``awq_linear``). Buffers and state-dict keys are those of AutoAWQ's
+                   ``WQLinear_GEMM`` (``qweight``, ``qzeros``, ``scales``, ``bias``): a checkpoint's layer loads as it
+                   is, with ``load_state_dict`` or ``from_autoawq``.
+``QuantizedLinear`` 1/2/4/8-bit symmetric weights (``quantized_mm``; ``formats.bitpack``): ``w_packed``,
+                   ``group_scales``, the per-tensor ``scale`` in the extra state.
+``Int8Linear``     W8A8 (``int8_scaled_mm``): int8 ``weight`` [N, K] with a float32 ``weight_scale`` per output channel;
+                   activations quantized per token at each call (``per_token_quant_int8``), the bias in the epilogue.
+``Fp8Linear``      DeepSeek-V3 FP8 (``fp8_blockwise_scaled_mm``): e4m3 ``weight`` [N, K] and ``weight_scale_inv``
+                   per 128 x 128 block (the keys of DeepSeek-V3's checkpoints; the value multiplies, as there);
+                   activations quantized per token in 1 x 128 groups at each call (``per_token_group_quant_fp8``).
+=================  ==============================================================================================
+
+``from_linear(linear, ...)`` quantizes a float ``nn.Linear`` with the formats' plain rules (round to nearest with
+max-abs or min/max scales; no calibration, no activation-aware search: for calibrated weights load the checkpoint's
+tensors instead). The weights are frozen buffers; x is differentiable through AwqLinear and QuantizedLinear
+(``autograd.py``), so adapters can train on top of them; Int8Linear and Fp8Linear quantize x, and a gradient asked
+through them raises at backward. Under ``torch.compile`` the layers call the
+``torch.ops.cute_kernels`` ops (one graph node each, no graph break); in eager code the plain functions.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import nn
+
+from .formats.awq import awq_quantize
+from .formats.bitpack import check_bits, quantize_weights
+from .autograd import needs_grad, record
+from .formats.fp8 import quantize_fp8_blockwise
+from .formats.int8 import quantize_int8_rowwise
+from .ops.fp8_blockwise_scaled_mm import fp8_blockwise_scaled_mm as _fp8_blockwise_scaled_mm
+from .ops.int8_scaled_mm import int8_scaled_mm as _int8_scaled_mm
+from .quantize import per_token_group_quant_fp8, per_token_quant_int8
+from .weight_only import awq_linear as _awq_linear
+from .weight_only import quantized_mm as _quantized_mm
+
+_HALF = (torch.float16, torch.bfloat16)
+
+
+def _compiling() -> bool:
+    return torch.compiler.is_compiling()
+
+
+def _positive(name: str, v) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+        raise ValueError(f"{name} must be a positive int; got {v!r}")
+    return v
+
+
+def _check_input(layer: "_QuantizedLinear", x: torch.Tensor) -> None:
+    if not isinstance(x, torch.Tensor) or x.dim() < 1 or x.shape[-1] != layer.in_features:
+        shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+        raise ValueError(f"x must be [..., in_features = {layer.in_features}]; got {shape}")
+
+
+class _QuantizedLinear(nn.Module):
+    """Shared frame: the two extents, an optional frozen ``bias`` buffer [out_features], leading dims of x."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool, bias_dtype: torch.dtype, device):
+        super().__init__()
+        self.in_features = _positive("in_features", in_features)
+        self.out_features = _positive("out_features", out_features)
+        self.register_buffer("bias", torch.zeros(out_features, dtype=bias_dtype, device=device) if bias else None)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+    def _bias_for(self, dtype: torch.dtype) -> Optional[torch.Tensor]:
+        """The bias in ``dtype`` (a cast only when the layer's dtype differs from x's), or None."""
+        return self.bias if self.bias is None or self.bias.dtype == dtype else self.bias.to(dtype)
+
+    @staticmethod
+    def _copy_bias(layer: "_QuantizedLinear", linear: nn.Linear) -> None:
+        if linear.bias is not None:
+            layer.bias.copy_(linear.bias.detach().to(layer.bias.dtype))
+
+
+class AwqLinear(_QuantizedLinear):
+    """AWQ int4 linear layer (``awq_linear``) with AutoAWQ's ``WQLinear_GEMM`` buffers: ``qweight`` int32 [IC, OC/8],
+    ``qzeros`` int32 [IC/G, OC/8], ``scales`` [IC/G, OC] and ``bias`` [OC] in ``dtype`` (x's dtype)."""
+
+    def __init__(self, in_features: int, out_features: int, group_size: int = 128, bias: bool = True,
+                 dtype: torch.dtype = torch.float16, device=None):
+        super().__init__(in_features, out_features, bias, dtype, device)
+        if dtype not in _HALF:
+            raise TypeError(f"dtype must be torch.float16 or torch.bfloat16 (AWQ scales and x); got {dtype}")
+        if out_features % 8:
+            raise ValueError(f"out_features = {out_features} must be a multiple of 8 (8 int4 per int32)")
+        group_size = in_features if group_size == -1 else _positive("group_size", group_size)
+        if in_features % group_size:
+            raise ValueError(f"group_size = {group_size} must divide in_features = {in_features}")
+        self.group_size = group_size
+        groups = in_features // group_size
+        self.register_buffer("qweight", torch.zeros(in_features, out_features // 8, dtype=torch.int32, device=device))
+        self.register_buffer("qzeros", torch.zeros(groups, out_features // 8, dtype=torch.int32, device=device))
+        self.register_buffer("scales", torch.zeros(groups, out_features, dtype=dtype, device=device))
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, group_size={self.group_size}, dtype={self.scales.dtype}"
+
+    @classmethod
+    def from_linear(cls, linear: nn.Linear, group_size: int = 128, dtype: Optional[torch.dtype] = None):
+        """Quantize ``linear.weight`` with ``formats.awq.awq_quantize`` (min/max per group, no activation-aware
+        scaling)."""
+        dtype = dtype or (linear.weight.dtype if linear.weight.dtype in _HALF else torch.float16)
+        layer = cls(linear.in_features, linear.out_features, group_size, linear.bias is not None, dtype,
+                    linear.weight.device)
+        qweight, qzeros, scales = awq_quantize(linear.weight.detach().t(), layer.group_size, scale_dtype=dtype)
+        with torch.no_grad():
+            layer.qweight.copy_(qweight)
+            layer.qzeros.copy_(qzeros)
+            layer.scales.copy_(scales)
+            cls._copy_bias(layer, linear)
+        return layer
+
+    @classmethod
+    def from_autoawq(cls, module: nn.Module):
+        """The same layer from an AutoAWQ ``WQLinear_GEMM`` (or anything with its attributes): its tensors, shared,
+        not copied."""
+        if getattr(module, "w_bit", 4) != 4:
+            raise ValueError(f"module.w_bit must be 4 (AWQ GEMM int4); got {module.w_bit}")
+        layer = cls(module.in_features, module.out_features, module.group_size, module.bias is not None,
+                    module.scales.dtype, module.qweight.device)
+        for name in ("qweight", "qzeros", "scales", "bias"):
+            if getattr(module, name) is not None:
+                setattr(layer, name, getattr(module, name))
+        return layer
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _check_input(self, x)
+        op = torch.ops.cute_kernels.awq_linear if _compiling() else _awq_linear
+        return op(x, self.qweight, self.scales, self.qzeros, self.bias)
+
+
+class QuantizedLinear(_QuantizedLinear):
+    """1/2/4/8-bit weight-only linear layer (``quantized_mm``): ``w_packed`` uint8 [N, K * bits / 8] (formats.bitpack),
+    optional float32 ``group_scales`` [N, K / group_size], the per-tensor ``scale`` (a Python float, saved in the
+    state dict's extra state), ``bias`` [N] in ``dtype``. x: fp16 / bf16 / fp32; out in x's dtype."""
+
+    def __init__(self, in_features: int, out_features: int, bits: int, group_size: Optional[int] = None,
+                 bias: bool = True, dtype: torch.dtype = torch.bfloat16, device=None):
+        super().__init__(in_features, out_features, bias, dtype, device)
+        self.bits = check_bits(bits)
+        if (in_features * bits) % 8:
+            raise ValueError(f"in_features = {in_features} must fill whole bytes at {bits} bits")
+        if group_size is not None and (_positive("group_size", group_size) % 32 or in_features % group_size):
+            raise ValueError(f"group_size must be None or a multiple of 32 that divides in_features = {in_features}; "
+                             f"got {group_size}")
+        self.group_size = group_size
+        self.scale = 1.0
+        self.register_buffer("w_packed", torch.zeros(out_features, in_features * bits // 8, dtype=torch.uint8,
+                                                     device=device))
+        self.register_buffer("group_scales", None if group_size is None else
+                             torch.ones(out_features, in_features // group_size, dtype=torch.float32, device=device))
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, bits={self.bits}, group_size={self.group_size}"
+
+    def get_extra_state(self) -> dict:
+        return {"scale": self.scale}
+
+    def set_extra_state(self, state: dict) -> None:
+        self.scale = float(state["scale"])
+
+    @classmethod
+    def from_linear(cls, linear: nn.Linear, bits: int, group_size: Optional[int] = None,
+                    dtype: Optional[torch.dtype] = None):
+        """Quantize ``linear.weight`` with ``formats.bitpack.quantize_weights`` (symmetric, max-abs scales)."""
+        dtype = dtype or linear.weight.dtype
+        layer = cls(linear.in_features, linear.out_features, bits, group_size, linear.bias is not None, dtype,
+                    linear.weight.device)
+        w_packed, scale, group_scales = quantize_weights(linear.weight.detach(), bits, group_size)
+        with torch.no_grad():
+            layer.w_packed.copy_(w_packed)
+            if group_scales is not None:
+                layer.group_scales.copy_(group_scales)
+            cls._copy_bias(layer, linear)
+        layer.scale = scale
+        return layer
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _check_input(self, x)
+        op = torch.ops.cute_kernels.quantized_mm if _compiling() else _quantized_mm
+        out = op(x.reshape(-1, self.in_features), self.w_packed, self.scale, self.bits, self.group_scales, None)
+        if self.bias is not None:
+            out = out + self._bias_for(out.dtype)
+        return out.reshape(*x.shape[:-1], self.out_features)
+
+
+class Int8Linear(_QuantizedLinear):
+    """W8A8 linear layer (``int8_scaled_mm``): ``weight`` int8 [N, K], ``weight_scale`` float32 [N] (one per output
+    channel), ``bias`` [N]; each call quantizes x per token (``formats.int8.quantize_int8_rowwise``) and the kernel's
+    epilogue applies both scales and the bias. x: fp16 / bf16; out in x's dtype."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, dtype: torch.dtype = torch.bfloat16,
+                 device=None):
+        super().__init__(in_features, out_features, bias, dtype, device)
+        if in_features % 16 or out_features % 8:
+            raise ValueError(f"in_features must be a multiple of 16 and out_features of 8 (16-byte rows); got "
+                             f"{in_features}, {out_features}")
+        self.register_buffer("weight", torch.zeros(out_features, in_features, dtype=torch.int8, device=device))
+        self.register_buffer("weight_scale", torch.ones(out_features, dtype=torch.float32, device=device))
+
+    @classmethod
+    def from_linear(cls, linear: nn.Linear, dtype: Optional[torch.dtype] = None):
+        """Quantize ``linear.weight`` per output channel (symmetric, max-abs)."""
+        dtype = dtype or (linear.weight.dtype if linear.weight.dtype in _HALF else torch.bfloat16)
+        layer = cls(linear.in_features, linear.out_features, linear.bias is not None, dtype, linear.weight.device)
+        q, scale = quantize_int8_rowwise(linear.weight.detach())
+        with torch.no_grad():
+            layer.weight.copy_(q)
+            layer.weight_scale.copy_(scale)
+            cls._copy_bias(layer, linear)
+        return layer
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _check_input(self, x)
+        if x.dtype not in _HALF:
+            raise TypeError(f"x must be float16 or bfloat16 (the output's dtype); got {x.dtype}")
+        if not _compiling() and needs_grad(x):  # quantized activations: no gradient to x (autograd.py)
+            return record("Int8Linear", lambda: self(x.detach()), ("x",), (x,), {})
+        ops = torch.ops.cute_kernels
+        quantize = ops.per_token_quant_int8 if _compiling() else per_token_quant_int8
+        gemm = ops.int8_scaled_mm if _compiling() else _int8_scaled_mm
+        q, scale = quantize(x.reshape(-1, self.in_features))
+        out = gemm(q, self.weight.t(), scale, self.weight_scale, self._bias_for(x.dtype), x.dtype)
+        return out.reshape(*x.shape[:-1], self.out_features)
+
+
+class Fp8Linear(_QuantizedLinear):
+    """DeepSeek-V3 FP8 linear layer (``fp8_blockwise_scaled_mm``, groupwise): ``weight`` float8_e4m3fn [N, K] and
+    ``weight_scale_inv`` float32 [ceil(N/128), K/128] (w = q * scale, the checkpoint convention), ``bias`` [N]; each
+    call quantizes x per token in 1 x 128 groups. K a multiple of 128, N of 8; x fp16 / bf16, out in x's dtype."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = False, dtype: torch.dtype = torch.bfloat16,
+                 device=None):
+        super().__init__(in_features, out_features, bias, dtype, device)
+        if in_features % 128 or out_features % 8:
+            raise ValueError(f"in_features must be a multiple of 128 (the scale blocks) and out_features of 8; got "
+                             f"{in_features}, {out_features}")
+        self.register_buffer("weight", torch.zeros(out_features, in_features, dtype=torch.float8_e4m3fn,
+                                                   device=device))
+        self.register_buffer("weight_scale_inv", torch.ones(-(-out_features // 128), in_features // 128,
+                                                            dtype=torch.float32, device=device))
+
+    @classmethod
+    def from_linear(cls, linear: nn.Linear, dtype: Optional[torch.dtype] = None):
+        """Quantize ``linear.weight`` in 128 x 128 blocks (``formats.fp8.quantize_fp8_blockwise``, e4m3)."""
+        dtype = dtype or (linear.weight.dtype if linear.weight.dtype in _HALF else torch.bfloat16)
+        layer = cls(linear.in_features, linear.out_features, linear.bias is not None, dtype, linear.weight.device)
+        q, scale = quantize_fp8_blockwise(linear.weight.detach(), 128)
+        with torch.no_grad():
+            layer.weight.copy_(q)
+            layer.weight_scale_inv.copy_(scale)
+            cls._copy_bias(layer, linear)
+        return layer
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _check_input(self, x)
+        if x.dtype not in _HALF:
+            raise TypeError(f"x must be float16 or bfloat16 (the output's dtype); got {x.dtype}")
+        if not _compiling() and needs_grad(x):  # quantized activations: no gradient to x (autograd.py)
+            return record("Fp8Linear", lambda: self(x.detach()), ("x",), (x,), {})
+        x2 = x.reshape(-1, self.in_features)
+        if _compiling():
+            a, a_scale = torch.ops.cute_kernels.per_token_group_quant_fp8(x2, 128)
+            out = torch.ops.cute_kernels.fp8_blockwise_scaled_mm(a, self.weight, a_scale, self.weight_scale_inv,
+                                                                 x.dtype, None)
+        else:
+            a, a_scale = per_token_group_quant_fp8(x2, 128)  # a_scale in the layout the GEMM stages by TMA
+            out = _fp8_blockwise_scaled_mm(a, self.weight, a_scale, self.weight_scale_inv, x.dtype)
+        if self.bias is not None:
+            out = out + self._bias_for(x.dtype)
+        return out.reshape(*x.shape[:-1], self.out_features)
+
