@@ -2,9 +2,10 @@
 
 AwqLinear / QuantizedLinear call their op on x as it is; Int8Linear and Fp8Linear first quantize x in plain torch
 (formats.int8 / formats.fp8: a handful of elementwise and reduction kernels) and, for FP8, copy the scales into the
-TMA-aligned layout. This times each layer's forward against its op on pre-quantized operands, fp16 / bf16 x at 1 / 16
+TMA-aligned layout. This times each layer's forward against its op on pre-quantized operands (first with the
+quantizer kernel launched in plain stream order, then with programmatic dependent launch, the default), fp16 / bf16 x at 1 / 16
 / 256 tokens on 4096 x 4096 (out x in), CUDA-graph medians over 4 layer copies (weights rotated), and prints the
-table; $OUT/layer_overhead36.json has the numbers.
+table; $OUT/layer_overhead36_pdl{0,1}.json have the numbers.
 """
 import json
 import os
@@ -40,12 +41,23 @@ def op_call(layer, x):
 
 
 def main():
+    import cute_kernels.quantize as quantize
+
+    for pdl in (False, True):  # the quantizer kernel launched in plain stream order, then with PDL
+        quantize.PDL = pdl
+        print(f"quantizer PDL = {pdl}")
+        table(f"_pdl{int(pdl)}")
+
+
+def table(label):
     makers = {"AwqLinear g128": (lambda lin: AwqLinear.from_linear(lin, 128), torch.float16),
               "QuantizedLinear int4 g128": (lambda lin: QuantizedLinear.from_linear(lin, 4, 128), torch.bfloat16),
               "Int8Linear": (lambda lin: Int8Linear.from_linear(lin), torch.bfloat16),
               "Fp8Linear": (lambda lin: Fp8Linear.from_linear(lin), torch.bfloat16)}
     rows = []
     for name, (make, dtype) in makers.items():
+        if label == "_pdl0" and name.split()[0] not in ("Int8Linear", "Fp8Linear"):
+            continue
         layers = [make(nn.Linear(K, N, device="cuda").to(dtype)) for _ in range(COPIES)]
         for m in (1, 16, 256):
             x = torch.randn(m, K, device="cuda").to(dtype)
@@ -57,7 +69,7 @@ def main():
             print(f"{name:26s} M={m:4d}  layer {t_layer:7.2f} us  op {t_op:7.2f} us  (+{t_layer - t_op:.2f})",
                   flush=True)
         del layers
-    with open(os.path.join(os.environ.get("OUT", "."), "layer_overhead36.json"), "w") as fh:
+    with open(os.path.join(os.environ.get("OUT", "."), f"layer_overhead36{label}.json"), "w") as fh:
         json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, fh, indent=1)
 
 

@@ -45,7 +45,11 @@ def _rows(x: torch.Tensor) -> torch.Tensor:
     return x2 if x2.data_ptr() % 16 == 0 else x2.clone()
 
 
-def build(dtype: torch.dtype, fp8: bool, arch: str, extra_options: str = ""):
+# Launch with programmatic dependent launch (kernel.py, "Launch"); False: plain stream order (experiments).
+PDL = True
+
+
+def build(dtype: torch.dtype, fp8: bool, arch: str, extra_options: str = "", pdl: bool = True):
     """Compile the specialization for x's ``dtype`` and the format (``fp8`` or int8) from fake tensors:
     ``fn(x [M, K], q [M, K], scale_flat, ld)``."""
     import cutlass
@@ -60,12 +64,14 @@ def build(dtype: torch.dtype, fp8: bool, arch: str, extra_options: str = ""):
     qd = cutlass.Float8E4M3FN if fp8 else cutlass.Int8
     fq = cute.runtime.make_fake_tensor(qd, (m, k), stride=(cute.sym_int64(divisibility=16), 1), assumed_align=16)
     fs = cute.runtime.make_fake_tensor(cutlass.Float32, (cute.sym_int32(),), stride=(1,), assumed_align=4)
-    return cute.compile(ActivationQuantize(xd, fp8), fx, fq, fs, cutlass.Int32(4), fake_stream(),
+    return cute.compile(ActivationQuantize(xd, fp8, pdl and arch == "sm_90a"), fx, fq, fs, cutlass.Int32(4), fake_stream(),
                         options=f"--enable-tvm-ffi --gpu-arch {arch} {extra_options}".strip())
 
 
 def _compile(dtype: torch.dtype, fp8: bool, arch: str):
-    return cached_compile("activation_quantize", (arch, str(dtype), fp8), lambda: build(dtype, fp8, arch))
+    pdl = PDL and arch == "sm_90a"  # griddepcontrol is an sm_90 instruction
+    return cached_compile("activation_quantize", (arch, str(dtype), fp8, pdl),
+                          lambda: build(dtype, fp8, arch, pdl=pdl))
 
 
 def per_token_quant_int8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

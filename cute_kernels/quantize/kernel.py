@@ -15,6 +15,10 @@ Layouts (dynamic M, K; K a multiple of 16 (int8) or 128 (FP8))
     scale  int8: float32 [M]; FP8: float32 [M, K / 128], MN-major with column stride ``ld`` (the TMA-aligned layout
            ``fp8_blockwise_scaled_mm`` stages) - passed as its flat storage plus ``ld``
 
+Launch
+    With programmatic dependent launch (``pdl``, the default): the kernel waits for the previous grid before reading x
+    and lets its dependent (the GEMM) launch at once, so the GEMM's weight loads overlap the quantization.
+
 Work split
     A thread owns 16 consecutive values: two 16-byte loads, one 16-byte store of the codes.
     * FP8 (groups of 128): 8 lanes per group, a group's amax in three butterfly shuffles; the 256-thread CTAs tile
@@ -90,7 +94,8 @@ class ActivationQuantize:
     """One specialization: ``in_dtype`` cutlass Float16 / BFloat16, ``fp8`` (groups of 128 -> e4m3) or not (rows ->
     int8)."""
 
-    def __init__(self, in_dtype, fp8: bool):
+    def __init__(self, in_dtype, fp8: bool, pdl: bool = True):
+        self.pdl = pdl
         self.bf16 = in_dtype is cutlass.BFloat16
         self.fp8 = fp8
         self.rcp_qmax = 1.0 / (448.0 if fp8 else 127.0)  # rounded to fp32 where it is used, as torch does
@@ -103,13 +108,20 @@ class ActivationQuantize:
             grid = (threads + THREADS - 1) // THREADS
         else:
             grid = x.shape[0]
-        self.kernel(x, q, scale, ld).launch(grid=[grid, 1, 1], block=[THREADS, 1, 1], stream=stream)
+        self.kernel(x, q, scale, ld).launch(grid=[grid, 1, 1], block=[THREADS, 1, 1], stream=stream,
+                                            use_pdl=self.pdl)
 
     # ---------------------------------------------------------------------------------------------- device side
     @cute.kernel
     def kernel(self, x: cute.Tensor, q: cute.Tensor, scale: cute.Tensor, ld: Int32):
         tidx, _, _ = cute.arch.thread_idx()
         bidx, _, _ = cute.arch.block_idx()
+        if const_expr(self.pdl):
+            # Programmatic dependent launch both ways: x may be the previous kernel's output, so wait for it; the
+            # GEMM that consumes q may launch at once and load its weights while this kernel runs (it waits for
+            # this grid's completion before reading q and the scales).
+            cute.arch.griddepcontrol_wait()
+            cute.arch.griddepcontrol_launch_dependents()
         if const_expr(self.fp8):
             self.group_of_128(x, q, scale, ld, bidx * THREADS + tidx)
         else:
