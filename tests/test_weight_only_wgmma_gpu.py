@@ -324,7 +324,8 @@ def test_group_parameters_follow_in_place_updates():
     if not under_compute_sanitizer():
         # Under compute-sanitizer the Python frames on the stack at each CUDA allocation stay referenced from C
         # (frames of this call chain, which hold the scales, outlive the calls; session 18's
-        # benchmarks/experiments/params_cache_probe.py), so there the scales, and with them the entries, live on.
+        # params_cache_probe.py, in the data archive's session36/moved/), so there the scales, and with them the
+        # entries, live on.
         assert not alive
 
 
