@@ -192,10 +192,49 @@ class QuantizedLinear(_QuantizedLinear):
         return out.reshape(*x.shape[:-1], self.out_features)
 
 
-class Int8Linear(_QuantizedLinear):
+class _ActivationQuantizedLinear(_QuantizedLinear):
+    """Int8Linear / Fp8Linear: the weight quantized by ``_quantize_weight`` into the buffers ``_weight_buffers`` (codes,
+    scales); each call quantizes x too, in ``_matmul``. x: fp16 / bf16, out in x's dtype."""
+
+    _weight_buffers: tuple[str, str]
+
+    @staticmethod
+    def _quantize_weight(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        raise NotImplementedError
+
+    @classmethod
+    def from_linear(cls, linear: nn.Linear, dtype: Optional[torch.dtype] = None):
+        """Quantize ``linear.weight`` with the layer's weight quantizer (see the class)."""
+        dtype = dtype or (linear.weight.dtype if linear.weight.dtype in _HALF else torch.bfloat16)
+        layer = cls(linear.in_features, linear.out_features, linear.bias is not None, dtype, linear.weight.device)
+        with torch.no_grad():
+            for name, t in zip(cls._weight_buffers, cls._quantize_weight(linear.weight.detach())):
+                getattr(layer, name).copy_(t)
+            cls._copy_bias(layer, linear)
+        return layer
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _check_input(self, x)
+        if x.dtype not in _HALF:
+            raise TypeError(f"x must be float16 or bfloat16 (the output's dtype); got {x.dtype}")
+        if not _compiling() and needs_grad(x):  # quantized activations: no gradient to x (autograd.py)
+            return record(type(self).__name__, lambda: self(x.detach()), ("x",), (x,), {})
+        out = self._matmul(x.reshape(-1, self.in_features), torch.ops.cute_kernels if _compiling() else None)
+        return out.reshape(*x.shape[:-1], self.out_features)
+
+    def _matmul(self, x2: torch.Tensor, ops) -> torch.Tensor:
+        """[M, out_features] from x2 [M, in_features]; ``ops``: the torch.ops namespace under torch.compile, else
+        None (the plain functions)."""
+        raise NotImplementedError
+
+
+class Int8Linear(_ActivationQuantizedLinear):
     """W8A8 linear layer (``int8_scaled_mm``): ``weight`` int8 [N, K], ``weight_scale`` float32 [N] (one per output
-    channel), ``bias`` [N]; each call quantizes x per token (``formats.int8.quantize_int8_rowwise``) and the kernel's
-    epilogue applies both scales and the bias. x: fp16 / bf16; out in x's dtype."""
+    channel, symmetric max-abs), ``bias`` [N]; each call quantizes x per token (``per_token_quant_int8``) and the
+    kernel's epilogue applies both scales and the bias."""
+
+    _weight_buffers = ("weight", "weight_scale")
+    _quantize_weight = staticmethod(quantize_int8_rowwise)
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, dtype: torch.dtype = torch.bfloat16,
                  device=None):
@@ -206,36 +245,21 @@ class Int8Linear(_QuantizedLinear):
         self.register_buffer("weight", torch.zeros(out_features, in_features, dtype=torch.int8, device=device))
         self.register_buffer("weight_scale", torch.ones(out_features, dtype=torch.float32, device=device))
 
-    @classmethod
-    def from_linear(cls, linear: nn.Linear, dtype: Optional[torch.dtype] = None):
-        """Quantize ``linear.weight`` per output channel (symmetric, max-abs)."""
-        dtype = dtype or (linear.weight.dtype if linear.weight.dtype in _HALF else torch.bfloat16)
-        layer = cls(linear.in_features, linear.out_features, linear.bias is not None, dtype, linear.weight.device)
-        q, scale = quantize_int8_rowwise(linear.weight.detach())
-        with torch.no_grad():
-            layer.weight.copy_(q)
-            layer.weight_scale.copy_(scale)
-            cls._copy_bias(layer, linear)
-        return layer
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        _check_input(self, x)
-        if x.dtype not in _HALF:
-            raise TypeError(f"x must be float16 or bfloat16 (the output's dtype); got {x.dtype}")
-        if not _compiling() and needs_grad(x):  # quantized activations: no gradient to x (autograd.py)
-            return record("Int8Linear", lambda: self(x.detach()), ("x",), (x,), {})
-        ops = torch.ops.cute_kernels
-        quantize = ops.per_token_quant_int8 if _compiling() else per_token_quant_int8
-        gemm = ops.int8_scaled_mm if _compiling() else _int8_scaled_mm
-        q, scale = quantize(x.reshape(-1, self.in_features))
-        out = gemm(q, self.weight.t(), scale, self.weight_scale, self._bias_for(x.dtype), x.dtype)
-        return out.reshape(*x.shape[:-1], self.out_features)
+    def _matmul(self, x2, ops):
+        quantize = ops.per_token_quant_int8 if ops else per_token_quant_int8
+        gemm = ops.int8_scaled_mm if ops else _int8_scaled_mm
+        q, scale = quantize(x2)
+        return gemm(q, self.weight.t(), scale, self.weight_scale, self._bias_for(x2.dtype), x2.dtype)
 
 
-class Fp8Linear(_QuantizedLinear):
+class Fp8Linear(_ActivationQuantizedLinear):
     """DeepSeek-V3 FP8 linear layer (``fp8_blockwise_scaled_mm``, groupwise): ``weight`` float8_e4m3fn [N, K] and
-    ``weight_scale_inv`` float32 [ceil(N/128), K/128] (w = q * scale, the checkpoint convention), ``bias`` [N]; each
-    call quantizes x per token in 1 x 128 groups. K a multiple of 128, N of 8; x fp16 / bf16, out in x's dtype."""
+    ``weight_scale_inv`` float32 [ceil(N/128), K/128] (128 x 128 blocks, w = q * scale, the checkpoint convention),
+    ``bias`` [N]; each call quantizes x per token in 1 x 128 groups (``per_token_group_quant_fp8``, whose scale comes
+    in the layout the GEMM stages by TMA). K a multiple of 128, N of 8."""
+
+    _weight_buffers = ("weight", "weight_scale_inv")
+    _quantize_weight = staticmethod(lambda w: quantize_fp8_blockwise(w, 128))
 
     def __init__(self, in_features: int, out_features: int, bias: bool = False, dtype: torch.dtype = torch.bfloat16,
                  device=None):
@@ -248,33 +272,11 @@ class Fp8Linear(_QuantizedLinear):
         self.register_buffer("weight_scale_inv", torch.ones(-(-out_features // 128), in_features // 128,
                                                             dtype=torch.float32, device=device))
 
-    @classmethod
-    def from_linear(cls, linear: nn.Linear, dtype: Optional[torch.dtype] = None):
-        """Quantize ``linear.weight`` in 128 x 128 blocks (``formats.fp8.quantize_fp8_blockwise``, e4m3)."""
-        dtype = dtype or (linear.weight.dtype if linear.weight.dtype in _HALF else torch.bfloat16)
-        layer = cls(linear.in_features, linear.out_features, linear.bias is not None, dtype, linear.weight.device)
-        q, scale = quantize_fp8_blockwise(linear.weight.detach(), 128)
-        with torch.no_grad():
-            layer.weight.copy_(q)
-            layer.weight_scale_inv.copy_(scale)
-            cls._copy_bias(layer, linear)
-        return layer
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        _check_input(self, x)
-        if x.dtype not in _HALF:
-            raise TypeError(f"x must be float16 or bfloat16 (the output's dtype); got {x.dtype}")
-        if not _compiling() and needs_grad(x):  # quantized activations: no gradient to x (autograd.py)
-            return record("Fp8Linear", lambda: self(x.detach()), ("x",), (x,), {})
-        x2 = x.reshape(-1, self.in_features)
-        if _compiling():
-            a, a_scale = torch.ops.cute_kernels.per_token_group_quant_fp8(x2, 128)
-            out = torch.ops.cute_kernels.fp8_blockwise_scaled_mm(a, self.weight, a_scale, self.weight_scale_inv,
-                                                                 x.dtype, None)
+    def _matmul(self, x2, ops):
+        if ops:
+            a, a_scale = ops.per_token_group_quant_fp8(x2, 128)
+            out = ops.fp8_blockwise_scaled_mm(a, self.weight, a_scale, self.weight_scale_inv, x2.dtype, None)
         else:
-            a, a_scale = per_token_group_quant_fp8(x2, 128)  # a_scale in the layout the GEMM stages by TMA
-            out = _fp8_blockwise_scaled_mm(a, self.weight, a_scale, self.weight_scale_inv, x.dtype)
-        if self.bias is not None:
-            out = out + self._bias_for(x.dtype)
-        return out.reshape(*x.shape[:-1], self.out_features)
-
+            a, a_scale = per_token_group_quant_fp8(x2, 128)
+            out = _fp8_blockwise_scaled_mm(a, self.weight, a_scale, self.weight_scale_inv, x2.dtype)
+        return out if self.bias is None else out + self._bias_for(x2.dtype)
