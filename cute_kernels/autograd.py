@@ -86,6 +86,11 @@ def awq_grad_x(grad_out: torch.Tensor, qweight, scales, qzeros, x_dtype: torch.d
     return torch.matmul(grad_out.to(w.dtype), w.t()).to(x_dtype)
 
 
+def bias_grad(grad_out: torch.Tensor) -> torch.Tensor:
+    """d bias [N] of out = ... + bias: the output gradient summed over every token."""
+    return grad_out.reshape(-1, grad_out.shape[-1]).sum(0)
+
+
 def quantized_grad_x(grad_out: torch.Tensor, w_packed, scale: float, bits: int, k: int, group_scales,
                      x_dtype: torch.dtype) -> torch.Tensor:
     """d x [M, K] of out = scale * x @ W^T (W = the decoded [N, K] weight times its group scales). fp16 / bf16 x: W

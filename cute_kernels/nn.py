@@ -186,9 +186,8 @@ class QuantizedLinear(_QuantizedLinear):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         _check_input(self, x)
         op = torch.ops.cute_kernels.quantized_mm if _compiling() else _quantized_mm
-        out = op(x.reshape(-1, self.in_features), self.w_packed, self.scale, self.bits, self.group_scales, None)
-        if self.bias is not None:
-            out = out + self._bias_for(out.dtype)
+        out = op(x.reshape(-1, self.in_features), self.w_packed, self.scale, self.bits, self.group_scales, None,
+                 bias=self._bias_for(x.dtype))  # the bias in the kernel's epilogue
         return out.reshape(*x.shape[:-1], self.out_features)
 
 

@@ -10,7 +10,7 @@ Registered (the plain functions' arguments, without their tuning knobs ``out=``,
 ====================================  ===========================================================================
 ``int8_scaled_mm``                    (a, b, a_scale, b_scale, bias=None, out_dtype=bfloat16) -> [.., M, N]
 ``fp8_blockwise_scaled_mm``           (a, b, a_scale, b_scale, out_dtype=bfloat16, scale_granularity=None: 1x128x128)
-``quantized_mm``                      (x, w_packed, scale: float, bits, group_scales=None, out_dtype=None) -> [M, N]
+``quantized_mm``                      (x, w_packed, scale: float, bits, group_scales=None, out_dtype=None, bias=None)
 ``awq_gemm`` / ``awq_linear``         (x, qweight, scales, qzeros[, bias]) -> [M, OC] / [..., OC]
 ``awq_dequantize``                    (qweight, scales, qzeros) -> [IC, OC]
 ``dequantize_weights``                (w_packed, bits, k, group_scales=None, dtype=bfloat16) -> [N, K]
@@ -35,7 +35,7 @@ import torch
 from torch import Tensor
 
 from . import checks
-from .autograd import awq_grad_x, no_backward_error, quantized_grad_x
+from .autograd import awq_grad_x, bias_grad, no_backward_error, quantized_grad_x
 
 _NS = "cute_kernels"
 # Defined through torch.library.Library, not the @custom_op decorator: the decorator's Python wrapper (autograd and
@@ -93,13 +93,13 @@ def _fp8_blockwise_scaled_mm_fake(a, b, a_scale, b_scale, out_dtype=torch.bfloat
 
 
 # ---------------------------------------------------------------------------------------------- weight-only / AWQ
-def _quantized_mm(x, w_packed, scale, bits, group_scales=None, out_dtype=None):
+def _quantized_mm(x, w_packed, scale, bits, group_scales=None, out_dtype=None, bias=None):
     from .weight_only import quantized_mm
 
-    return quantized_mm(x, w_packed, scale, bits, group_scales, out_dtype)
+    return quantized_mm(x, w_packed, scale, bits, group_scales, out_dtype, bias=bias)
 
 
-def _quantized_mm_fake(x, w_packed, scale, bits, group_scales=None, out_dtype=None):
+def _quantized_mm_fake(x, w_packed, scale, bits, group_scales=None, out_dtype=None, bias=None):
     if bits not in (1, 2, 4, 8):
         raise ValueError(f"bits must be 1, 2, 4 or 8; got {bits}")
     checks.check_ndim("x", x, (2,))
@@ -194,7 +194,7 @@ SCHEMAS = {
                                 "ScalarType out_dtype=bfloat16, int[]? scale_granularity=None) -> Tensor",
                                 _fp8_blockwise_scaled_mm, _fp8_blockwise_scaled_mm_fake),
     "quantized_mm": ("quantized_mm(Tensor x, Tensor w_packed, float scale, int bits, Tensor? group_scales=None, "
-                     "ScalarType? out_dtype=None) -> Tensor", _quantized_mm, _quantized_mm_fake),
+                     "ScalarType? out_dtype=None, Tensor? bias=None) -> Tensor", _quantized_mm, _quantized_mm_fake),
     "awq_gemm": ("awq_gemm(Tensor x, Tensor qweight, Tensor scales, Tensor qzeros) -> Tensor", _awq_gemm,
                  _awq_gemm_fake),
     "awq_linear": ("awq_linear(Tensor x, Tensor qweight, Tensor scales, Tensor qzeros, Tensor? bias=None) -> Tensor",
@@ -250,11 +250,12 @@ def _grads(ctx, *grads) -> tuple:
 
 
 def _quantized_mm_backward(ctx, grad):
-    _refuse_others(ctx, "quantized_mm", ("x",))
-    w_packed, scale, bits, group_scales, _ = _inputs(ctx, "quantized_mm")
+    _refuse_others(ctx, "quantized_mm", ("x", "bias"))
+    w_packed, scale, bits, group_scales, _, bias = _inputs(ctx, "quantized_mm")
     k = w_packed.shape[1] * 8 // bits
     grad_x = quantized_grad_x(grad, w_packed, scale, bits, k, group_scales, ctx.x_dtype) if _needs(ctx, 0) else None
-    return _grads(ctx, grad_x, None, None, None, None, None)
+    grad_bias = bias_grad(grad).to(bias.dtype) if _needs(ctx, 6) else None
+    return _grads(ctx, grad_x, None, None, None, None, None, grad_bias)
 
 
 def _awq_gemm_backward(ctx, grad):
@@ -268,7 +269,7 @@ def _awq_linear_backward(ctx, grad):
     _refuse_others(ctx, "awq_linear", ("x", "bias"))
     qweight, scales, qzeros, bias = _inputs(ctx, "awq_linear")
     grad_x = awq_grad_x(grad, qweight, scales, qzeros, ctx.x_dtype) if _needs(ctx, 0) else None
-    grad_bias = grad.reshape(-1, grad.shape[-1]).sum(0).to(bias.dtype) if _needs(ctx, 4) else None
+    grad_bias = bias_grad(grad).to(bias.dtype) if _needs(ctx, 4) else None
     return _grads(ctx, grad_x, None, None, None, grad_bias)
 
 

@@ -163,3 +163,33 @@ def test_awq_gemm_warm_path_with_out():
         awq_gemm(x, qweight, scales, qzeros, out=torch.empty(3, 4096, dtype=torch.bfloat16, device="cuda"))
     with pytest.raises(ValueError, match="out"):
         awq_gemm(x, qweight, scales, qzeros, out=torch.empty(3, 4096, dtype=torch.float16, device="cuda").t())
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("M", [1, 5, 16, 40, 300])  # decode; WGMMA at 16-300; awq_linear's dense path below
+def test_bias_in_the_epilogue(dtype, M):
+    """awq_gemm's bias (the kernels' epilogues add it in fp32 before the rounding), through its warm path with other
+    bias values, and awq_linear passing it to either path; quantized_mm's on each of its paths."""
+    from cute_kernels.formats.bitpack import quantize_weights
+    from cute_kernels.reference import quantized_mm_ref
+    from cute_kernels.weight_only import quantized_mm
+
+    ic, oc = 1024, 1032
+    qweight, scales, qzeros = _awq(ic, oc, 128, dtype, M)
+    x = torch.randn(M, ic, device="cuda").to(dtype)
+    for call in range(3):  # the second and third through the warm path, each with its own bias
+        bias = (torch.randn(oc, device="cuda") * 4).to(dtype)
+        ref = awq_gemm_ref(x, qweight, scales, qzeros) + bias.double()
+        out = poisoned((M, oc), dtype)
+        awq_gemm(x, qweight, scales, qzeros, bias=bias, out=out)
+        assert _err(out, ref) < TOL[dtype], f"awq_gemm M={M} call {call}"
+    for dense_min_tokens in (None, 1):
+        y = awq_linear(x.view(1, M, ic), qweight, scales, qzeros, bias, dense_min_tokens=dense_min_tokens)
+        assert _err(y.view(M, oc), ref) < TOL[dtype], f"awq_linear M={M} dense_min_tokens={dense_min_tokens}"
+    w_packed, scale, gs = quantize_weights(torch.randn(oc, ic, device="cuda"), 4, 128)
+    for path in (None, "decode", "tensor_core", "dense") if M <= 16 else (None, "tensor_core", "dense"):
+        for call in range(2):
+            bias = (torch.randn(oc, device="cuda") * 4).to(dtype)
+            out = quantized_mm(x, w_packed, scale, 4, gs, bias=bias, path=path)
+            ref = quantized_mm_ref(x, w_packed, scale, 4, gs) + bias.double()
+            assert _err(out, ref) < TOL[dtype], f"quantized_mm M={M} path={path} call {call}"

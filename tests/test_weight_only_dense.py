@@ -252,7 +252,7 @@ def test_decode_plans_for_9_to_16_tokens():
 def test_fp32_x_keeps_the_tensor_core_path(emulated_dequantize, monkeypatch):
     seen = []
     monkeypatch.setattr(qmm_ops, "launch",
-                        lambda fmt, x, w, out, scale, gs, zeros, group, tile, device: seen.append(tile))
+                        lambda fmt, x, w, out, scale, gs, zeros, group, tile, device, bias=None: seen.append(tile))
     monkeypatch.setattr(qmm_ops, "dense_mm", lambda *a, **kw: pytest.fail("fp32 x must not take the dense path"))
     x = torch.randn(config.DENSE_MIN_M + 1, 64)
     w, scale, _ = quantize_weights(torch.randn(16, 64), 4)

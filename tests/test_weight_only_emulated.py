@@ -26,12 +26,12 @@ qmm_ops = importlib.import_module("cute_kernels.weight_only.quantized_mm")
 awq_ops = importlib.import_module("cute_kernels.weight_only.awq")
 
 
-def _emulated_launch(fmt_key, x, w, out, scale, group_scales, zeros, group, tile, device):
+def _emulated_launch(fmt_key, x, w, out, scale, group_scales, zeros, group, tile, device, bias=None):
     fmt = formats.format_by_key(fmt_key)
     k = WeightOnlyGemm(fmt, cutlass_dtype(x.dtype), cutlass_dtype(out.dtype),
                        None if group_scales is None else cutlass_dtype(group_scales.dtype), tile,
                        qmm_ops.use_promoted_scales(fmt_key, group_scales is not None, group, x.dtype, tile))
-    simt.run_kernel(k, x, w, out, scale, group_scales, zeros, group)
+    simt.run_kernel(k, x, w, out, scale, group_scales, zeros, group, bias)
     return None
 
 
@@ -302,6 +302,28 @@ def test_awq_gemm_emulated(emulated_ops, monkeypatch, dtype, M, IC, OC, G, promo
     awq_ops.awq_gemm(x, qweight, scales, qzeros, out=out)
     assert not out.isnan().any()
     assert _rel_err(out, awq_gemm_ref(x, qweight, scales, qzeros)) < _TOL[dtype]
+
+
+@pytest.mark.parametrize("dtype,M,IC,OC,G", [(torch.float16, 3, 256, 72, 128), (torch.bfloat16, 13, 256, 40, 64),
+                                              (torch.float16, 20, 384, 24, 128)])  # decode tiles, tensor-core tiles
+def test_awq_bias_in_the_epilogue_emulated(emulated_ops, dtype, M, IC, OC, G):
+    """awq_gemm's bias, added by the kernel's store in fp32 before the rounding (the emulation runs that store), and
+    awq_linear passing it to the fused path; the dense path's addmm (CPU reference weight here)."""
+    torch.manual_seed(M + OC)
+    qweight, qzeros, scales = awq_quantize(torch.randn(IC, OC), G, scale_dtype=dtype)
+    x = torch.randn(M, IC, dtype=dtype)
+    bias = (torch.randn(OC) * 10).to(dtype)
+    ref = awq_gemm_ref(x, qweight, scales, qzeros) + bias.double()
+    out = torch.full((M, OC), float("nan"), dtype=dtype)
+    awq_ops.awq_gemm(x, qweight, scales, qzeros, bias=bias, out=out)
+    assert not out.isnan().any() and _rel_err(out, ref) < _TOL[dtype]
+    for dense_min_tokens in (None, 1):  # fused, dense
+        y = awq_ops.awq_linear(x.view(1, M, IC), qweight, scales, qzeros, bias, dense_min_tokens=dense_min_tokens)
+        assert _rel_err(y.view(M, OC), ref) < _TOL[dtype]
+    with pytest.raises(ValueError, match=r"^bias must have shape \[N\] = \[" + str(OC)):
+        awq_ops.awq_gemm(x, qweight, scales, qzeros, bias=bias[:-8])
+    with pytest.raises(TypeError, match="^bias"):
+        awq_ops.awq_gemm(x, qweight, scales, qzeros, bias=bias.float())
 
 
 @pytest.mark.parametrize("M,IC,OC,G", [(1, 256, 72, 32), (4, 384, 40, 128), (9, 256, 16, -1), (16, 512, 24, 64)])

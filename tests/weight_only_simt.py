@@ -275,7 +275,7 @@ def _advance(cur: dict, nxt: dict) -> None:
 
 
 def run_kernel(k: "kernel_mod.WeightOnlyGemm", x: torch.Tensor, w: torch.Tensor, out: torch.Tensor, scale: float,
-               group_scales, zeros, group: int) -> None:
+               group_scales, zeros, group: int, bias=None) -> None:
     """Emulate one launch of ``k`` on CPU tensors, writing ``out`` in place (same arguments as the compiled fn)."""
     mem = Memory()
     X, W = MockTensor(x, mem), MockTensor(w, mem)
@@ -360,5 +360,8 @@ def run_kernel(k: "kernel_mod.WeightOnlyGemm", x: torch.Tensor, w: torch.Tensor,
                         m = m0 + 8 * i + 2 * t + (c % 2)
                         for ln in range(LANES):
                             if m[ln] < M and n[ln] < N:
-                                res[m[ln], n[ln]] = np.float32(total[e][ln]) * np.float32(scale)
+                                v = np.float32(total[e][ln]) * np.float32(scale)
+                                if bias is not None:  # store(): + bias[n] in fp32, one rounding
+                                    v = np.float32(v + np.float32(bias[n[ln]].item()))
+                                res[m[ln], n[ln]] = v
     out.copy_(torch.from_numpy(res).to(out.dtype))

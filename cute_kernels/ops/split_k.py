@@ -135,9 +135,11 @@ def split_workspace(device: torch.device, ws_elems: int, sem_elems: int, dtype: 
     return ws, sem
 
 
-def launch_planned(fn, args: tuple, split, device: torch.device, dtype: torch.dtype = torch.int32):
+def launch_planned(fn, args: tuple, split, device: torch.device, dtype: torch.dtype = torch.int32,
+                   trailing: tuple = ()):
     """Call a compiled SM90 launch: ``fn(*args)`` for an unsplit plan, else with the plan's workspace (partials in
-    ``dtype``), semaphores, slice count and head appended - the launch signature of the split variants."""
+    ``dtype``), semaphores, slice count and head appended - the launch signature of the split variants.
+    ``trailing``: arguments that come last in either (those a variant declares after its stream)."""
     if split is None:
-        return fn(*args)
-    return fn(*args, *split_workspace(device, split[1], split[2], dtype), split[0], split[3])
+        return fn(*args, *trailing)
+    return fn(*args, *split_workspace(device, split[1], split[2], dtype), split[0], split[3], *trailing)

@@ -15,8 +15,9 @@ int32 [IC, OC/8] (8 int4 along OC in the order 0,2,4,6,1,3,5,7); scales [IC/G, O
 * ``awq_dequantize`` -> [IC, OC] in the scales' dtype: a CuTe kernel on CUDA tensors (reads the checkpoint layout
   directly, no repack), the float reference on CPU tensors.
 * ``awq_linear``: any leading batch dims; at >= ``config.awq_dense_min_tokens`` tokens dequantize + torch.matmul (a
-  dense tensor-core GEMM), below that the fused ``awq_gemm``; bias added after. With the WGMMA path (SM90, IC a
-  multiple of 8) the switch is above ``config.WGMMA_MAX_M`` (4096) tokens, else at 256 (17 for OC <= 4096).
+  dense tensor-core GEMM; the bias through ``addmm``), below that the fused ``awq_gemm`` (the bias in its epilogue).
+  With the WGMMA path (SM90, IC a multiple of 8) the switch is above ``config.WGMMA_MAX_M`` (4096) tokens, else at 256
+  (17 for OC <= 4096).
 """
 
 from __future__ import annotations
@@ -28,14 +29,14 @@ import torch
 
 from .. import arch as _arch
 from .. import checks
-from ..autograd import awq_grad_x, needs_grad, record, refuse_out
+from ..autograd import awq_grad_x, bias_grad, needs_grad, record, refuse_out
 from ..formats.awq import awq_dequantize_reference, check_awq_tensors
 from ..plan_cache import PlanCache
 from . import awq_repack, config, wgmma
 from .compile import compile_awq_dequantize
 from .kernel import TileShape
-from .quantized_mm import (aligned_copy, check_out, launch, out_needs_copy, pad_x, use_promoted_scales, warm_out,
-                           x_needs_copy)
+from .quantized_mm import (aligned_copy, check_bias, check_out, launch, out_needs_copy, pad_x, use_promoted_scales,
+                           warm_bias_ok, warm_out, x_needs_copy)
 
 X_DTYPES = (torch.float16, torch.bfloat16)
 
@@ -56,32 +57,36 @@ def _check_group(group: int, ic: int) -> None:
 
 
 def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor,
-             split_k_iters: Optional[int] = None, *, out: Optional[torch.Tensor] = None,
-             path: Optional[str] = None, tile: Optional[TileShape] = None) -> torch.Tensor:
+             split_k_iters: Optional[int] = None, *, bias: Optional[torch.Tensor] = None,
+             out: Optional[torch.Tensor] = None, path: Optional[str] = None,
+             tile: Optional[TileShape] = None) -> torch.Tensor:
     """Fused AWQ GEMM; returns [M, OC] in x's dtype (into ``out`` if given).
 
     ``split_k_iters`` is accepted for vLLM compatibility (a positive int) and otherwise unused: the kernel splits K
-    across the warps of a CTA itself. ``path`` / ``tile`` force a path / tile shape (benchmarks, tests).
-    With x requiring grad the call is recorded for autograd (d x through the dequantized weight; ``autograd.py``).
+    across the warps of a CTA itself. ``bias`` [OC] in x's dtype is added in the kernel's epilogue (fp32, before the
+    one rounding). ``path`` / ``tile`` force a path / tile shape (benchmarks, tests).
+    With x (or bias) requiring grad the call is recorded for autograd (d x through the dequantized weight;
+    ``autograd.py``).
     """
-    if needs_grad(x, scales):
+    if needs_grad(x, scales, bias):
         refuse_out("awq_gemm", out)
         x_dtype = x.dtype
-        return record("awq_gemm", lambda: awq_gemm(x, qweight, scales, qzeros, split_k_iters, path=path, tile=tile),
-                      ("x", "scales"), (x, scales),
-                      {"x": lambda g: awq_grad_x(g, qweight, scales, qzeros, x_dtype)})
+        return record("awq_gemm", lambda: awq_gemm(x, qweight, scales, qzeros, split_k_iters, bias=bias, path=path,
+                                                   tile=tile),
+                      ("x", "scales", "bias"), (x, scales, bias),
+                      {"x": lambda g: awq_grad_x(g, qweight, scales, qzeros, x_dtype), "bias": bias_grad})
     if path is None and tile is None and isinstance(x, torch.Tensor) and x.data_ptr() % 16 == 0:
         try:
             cache_key = awq_repack.cache_key(qweight, scales, qzeros)
-            plan = _plans.get((x.shape, x.stride(), x.dtype, cache_key))
+            plan = _plans.get((x.shape, x.stride(), x.dtype, cache_key, bias is not None))
             kw = awq_repack.cached(cache_key)
         except AttributeError:  # not tensors: the checks below say what is wrong
             plan = kw = None
-        if plan is not None and kw is not None:
+        if plan is not None and kw is not None and (bias is None or warm_bias_ok(bias, x.dtype, kw.w.shape[0])):
             fn, group = plan
             res = warm_out(out, x.shape[0], kw.w.shape[0], x.dtype, x.device)
             if res is not None:
-                fn(x, kw.w, res, 1.0, kw.scales, kw.zeros, group)
+                fn(x, kw.w, res, 1.0, kw.scales, kw.zeros, group, bias)
                 return res
 
     x = checks.check_tensor("x", x)
@@ -97,13 +102,15 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzero
                                       or split_k_iters < 1):
         raise ValueError(f"split_k_iters must be None or a positive int; got {split_k_iters!r}")
     _check_group(group, ic)
-    device = checks.check_cuda({"x": x, "qweight": qweight, "scales": scales, "qzeros": qzeros, "out": out})
+    bias = check_bias(bias, x.dtype, oc)
+    device = checks.check_cuda({"x": x, "qweight": qweight, "scales": scales, "qzeros": qzeros, "out": out,
+                                "bias": bias})
     m = x.shape[0]
     out = check_out(out, (m, oc), x.dtype, device)
     if m == 0:
         return out
     if out_needs_copy(out):
-        return out.copy_(awq_gemm(x, qweight, scales, qzeros, split_k_iters, path=path, tile=tile))
+        return out.copy_(awq_gemm(x, qweight, scales, qzeros, split_k_iters, bias=bias, path=path, tile=tile))
     kw = awq_repack.kernel_weights(qweight, scales, qzeros, group)
     sms = _arch.sm_count(device.index)
     wgmma_ok = tile is None and _wgmma_eligible(x, oc, ic, group, device)
@@ -111,9 +118,10 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzero
     if path_name == "wgmma":
         xk = aligned_copy(x) if x_needs_copy(x) else x
         fn = wgmma.WgmmaPlan(wgmma.awq_format(x.dtype, kw, m), 4, wgmma.select_config(m, oc, ic, sms), sms)
-        fn(xk, kw.w, out, 1.0, kw.scales, kw.zeros, group)
+        fn(xk, kw.w, out, 1.0, kw.scales, kw.zeros, group, bias)
         if xk is x and path is None:
-            _plans[(x.shape, x.stride(), x.dtype, awq_repack.cache_key(qweight, scales, qzeros))] = (fn, group)
+            _plans[(x.shape, x.stride(), x.dtype, awq_repack.cache_key(qweight, scales, qzeros), bias is not None)] \
+                = (fn, group)
         return out
     xk = x
     if ic % awq_repack.K_ALIGN != 0:
@@ -122,9 +130,10 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzero
         xk = aligned_copy(x)
     tl = tile.validate() if tile else tl
     fn = launch(decode_format(path_name, x.dtype, kw, tl), xk, kw.w, out, 1.0, kw.scales, kw.zeros, group, tl,
-                device)
+                device, bias)
     if fn is not None and xk is x and path is None and tile is None:
-        _plans[(x.shape, x.stride(), x.dtype, awq_repack.cache_key(qweight, scales, qzeros))] = (fn, group)
+        _plans[(x.shape, x.stride(), x.dtype, awq_repack.cache_key(qweight, scales, qzeros), bias is not None)] \
+            = (fn, group)
     return out
 
 
@@ -201,16 +210,14 @@ def awq_linear(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qze
         checks.check_ndim("bias", bias, (1,))
     if tokens >= threshold:
         checks.check_dtype("x", x, X_DTYPES)
-        _check_awq(qweight, scales, qzeros)
+        _, oc, _ = _check_awq(qweight, scales, qzeros)
         if scales.dtype != x.dtype:
             raise TypeError(f"scales must have x's dtype {str(x.dtype).replace('torch.', '')}; got "
                             f"{str(scales.dtype).replace('torch.', '')}")
-        checks.check_cuda({"x": x, "qweight": qweight, "scales": scales, "qzeros": qzeros})
-        out = torch.matmul(x2, awq_dequantize(qweight, scales, qzeros))
+        bias = check_bias(bias, x.dtype, oc)
+        checks.check_cuda({"x": x, "qweight": qweight, "scales": scales, "qzeros": qzeros, "bias": bias})
+        w = awq_dequantize(qweight, scales, qzeros)
+        out = torch.matmul(x2, w) if bias is None else torch.addmm(bias, x2, w)
     else:
-        out = awq_gemm(x2, qweight, scales, qzeros)
-    if bias is not None:
-        if bias.shape[0] != out.shape[1]:
-            raise ValueError(f"bias must have shape [OC] = [{out.shape[1]}]; got {tuple(bias.shape)}")
-        out.add_(bias)
+        out = awq_gemm(x2, qweight, scales, qzeros, bias=bias)  # the bias in the kernel's epilogue
     return out.reshape(*x.shape[:-1], out.shape[1])

@@ -25,7 +25,7 @@ def cutlass_dtype(dt: torch.dtype):
 
 
 def _build(fmt_key: str, x_dtype: torch.dtype, out_dtype: torch.dtype, scale_dtype, tile: TileShape, arch: str,
-           extra_options: str = "", promote_scales: bool = False):
+           extra_options: str = "", promote_scales: bool = False, has_bias: bool = False):
     import cutlass
     import cutlass.cute as cute
 
@@ -50,26 +50,30 @@ def _build(fmt_key: str, x_dtype: torch.dtype, out_dtype: torch.dtype, scale_dty
                                                 assumed_align=1)
     kernel = WeightOnlyGemm(fmt, xd, od, sd, tile, promote_scales)
     stream = cute.runtime.make_fake_stream(use_tvm_ffi_env_stream=True)
-    return cute.compile(kernel, fx, fw, fo, cutlass.Float32(1.0), f_gs, f_z, cutlass.Int32(32), stream,
+    # bias [N] in out's dtype, added in the epilogue: the last argument (after the stream; None in the plain variant)
+    bias = (cute.runtime.make_fake_tensor(od, (n,), stride=(1,), assumed_align=od.width // 8),) if has_bias else ()
+    return cute.compile(kernel, fx, fw, fo, cutlass.Float32(1.0), f_gs, f_z, cutlass.Int32(32), stream, *bias,
                         options=f"--enable-tvm-ffi --gpu-arch {arch} {extra_options}".strip())
 
 
 def compile_weight_only(fmt_key: str, x_dtype: torch.dtype, out_dtype: torch.dtype, scale_dtype,
-                        tile: TileShape, arch: str = "sm_90a", promote_scales: bool = False):
-    """The cached compiled specialization (memory, then disk, then ``cute.compile``)."""
-    key = (arch, fmt_key, str(x_dtype), str(out_dtype), str(scale_dtype), tile.key, promote_scales)
+                        tile: TileShape, arch: str = "sm_90a", promote_scales: bool = False, has_bias: bool = False):
+    """The cached compiled specialization (memory, then disk, then ``cute.compile``): ``fn(x, w, out, scale,
+    group_scales, zeros, group, bias)``, bias None for the variant without one."""
+    key = (arch, fmt_key, str(x_dtype), str(out_dtype), str(scale_dtype), tile.key, promote_scales) \
+        + (("bias",) if has_bias else ())
     return cached_compile("weight_only_gemm", key,
                           lambda: _build(fmt_key, x_dtype, out_dtype, scale_dtype, tile, arch,
-                                         promote_scales=promote_scales))
+                                         promote_scales=promote_scales, has_bias=has_bias))
 
 
 def compile_with_cubin(fmt_key: str, x_dtype, out_dtype, scale_dtype, tile: TileShape, arch: str = "sm_90a",
-                       promote_scales: bool = False):
+                       promote_scales: bool = False, has_bias: bool = False):
     """Uncached compile that keeps the cubin and PTX (``.artifacts``), for SASS inspection in tests."""
     from ..sass import compile_with_artifacts
 
     return compile_with_artifacts(lambda opts: _build(fmt_key, x_dtype, out_dtype, scale_dtype, tile, arch, opts,
-                                                      promote_scales))
+                                                      promote_scales, has_bias))
 
 
 def _build_awq_dequantize(dtype: torch.dtype, arch: str, extra_options: str = ""):

@@ -231,20 +231,20 @@ class WeightOnlyGemm:
     # ------------------------------------------------------------------------------------------------ host side
     @cute.jit
     def __call__(self, x: cute.Tensor, w: cute.Tensor, out: cute.Tensor, scale: Float32, group_scales, zeros,
-                 group: Int32, stream):
+                 group: Int32, stream, bias=None):
         tile = self.tile
         grid_n = (w.shape[0] + tile.rows_per_cta - 1) // tile.rows_per_cta
         grid_m = (x.shape[0] + tile.tokens_per_cta - 1) // tile.tokens_per_cta
         # Programmatic dependent launch: the grid may be scheduled while the previous kernel on the stream drains
         # (its launch latency hides behind that kernel's tail); the kernel waits for it before touching memory.
         grid = [grid_m, grid_n, 1] if const_expr(tile.token_major) else [grid_n, grid_m, 1]
-        self.kernel(x, w, out, scale, group_scales, zeros, group).launch(
+        self.kernel(x, w, out, scale, group_scales, zeros, group, bias).launch(
             grid=grid, block=[tile.threads, 1, 1], stream=stream, use_pdl=True, smem=tile.launch_smem_bytes())
 
     # ---------------------------------------------------------------------------------------------- device side
     @cute.kernel
     def kernel(self, x: cute.Tensor, w: cute.Tensor, out: cute.Tensor, scale: Float32, group_scales, zeros,
-               group: Int32):
+               group: Int32, bias):
         tile = self.tile
         nt, mt, wk_count = tile.nt, tile.mt, tile.warps_k
         tidx, _, _ = cute.arch.thread_idx()
@@ -344,7 +344,7 @@ class WeightOnlyGemm:
                     ops.advance(cur, nxt)
             ptx.cp_async_wait(0)  # nothing may land in shared memory after the CTA's last use of it
 
-        self.epilogue(acc, out, scale, n0, m0, g, t, lane, wn, wk)
+        self.epilogue(acc, out, scale, n0, m0, g, t, lane, wn, wk, bias)
 
     def ring_slot(self, tidx):
         """With a cp.async ring (``stages`` > 0): allocate it and return this thread's vector 0 of stage 0."""
@@ -529,12 +529,12 @@ class WeightOnlyGemm:
 
     @cute.jit
     def epilogue(self, acc: cute.Tensor, out: cute.Tensor, scale: Float32, n0: Int32, m0: Int32, g: Int32,
-                 t: Int32, lane: Int32, wn: Int32, wk: Int32):
+                 t: Int32, lane: Int32, wn: Int32, wk: Int32, bias):
         tile = self.tile
         n_acc = tile.nt * tile.mt * 4
         if const_expr(tile.warps_k == 1):
             for e in range_constexpr(n_acc):
-                self.store(out, acc[e], e, scale, n0, m0, g, t)
+                self.store(out, acc[e], e, scale, n0, m0, g, t, bias)
         else:
             smem = cutlass.memory.SmemAllocator()
             # lane-fastest so a warp's 32 stores / loads of one accumulator hit 32 banks
@@ -550,11 +550,12 @@ class WeightOnlyGemm:
                     total = red[lane, e, wn, 0]
                     for kk in range_constexpr(1, tile.warps_k):
                         total = total + red[lane, e, wn, kk]
-                    self.store(out, total, e, scale, n0, m0, g, t)
+                    self.store(out, total, e, scale, n0, m0, g, t, bias)
 
     @cute.jit
-    def store(self, out: cute.Tensor, v: Float32, e, scale: Float32, n0: Int32, m0: Int32, g: Int32, t: Int32):
-        """Accumulator e = ((j * mt + i) * 4 + c) of this thread -> out[m, n] (C fragment slot c of tile (j, i))."""
+    def store(self, out: cute.Tensor, v: Float32, e, scale: Float32, n0: Int32, m0: Int32, g: Int32, t: Int32, bias):
+        """Accumulator e = ((j * mt + i) * 4 + c) of this thread -> out[m, n] (C fragment slot c of tile (j, i)),
+        ``* scale`` and ``+ bias[n]`` (a vector in out's dtype, when given) in fp32, rounded once."""
         c = e % 4
         ji = e // 4
         i = ji % self.tile.mt
@@ -562,4 +563,7 @@ class WeightOnlyGemm:
         n = n0 + 16 * j + g + 8 * (c // 2)
         m = m0 + 8 * i + 2 * t + (c % 2)
         if m < out.shape[0] and n < out.shape[1]:
-            out[m, n] = (v * scale).to(self.out_dtype)
+            if const_expr(bias is None):
+                out[m, n] = (v * scale).to(self.out_dtype)
+            else:
+                out[m, n] = (v * scale + bias[n].to(Float32)).to(self.out_dtype)

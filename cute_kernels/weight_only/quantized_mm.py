@@ -41,7 +41,7 @@ import torch
 
 from .. import arch as _arch
 from .. import checks
-from ..autograd import needs_grad, quantized_grad_x, record, refuse_out
+from ..autograd import bias_grad, needs_grad, quantized_grad_x, record, refuse_out
 from ..formats import bitpack
 from ..formats.bitpack import check_bits
 from ..plan_cache import PlanCache
@@ -89,6 +89,24 @@ def check_group_scales(group_scales: torch.Tensor, n: int, k: int) -> int:
                          f"32 that divides K = {k}; got {tuple(group_scales.shape)}")
     checks.check_inner_contiguous("group_scales", group_scales)
     return k // groups
+
+
+def check_bias(bias: Optional[torch.Tensor], dtype: torch.dtype, n: int) -> Optional[torch.Tensor]:
+    """None, or ``bias`` [N] in the output's ``dtype`` (a contiguous copy if its stride is not 1)."""
+    if bias is None:
+        return None
+    bias = checks.check_tensor("bias", bias)
+    checks.check_dtype("bias", bias, (dtype,))
+    checks.check_ndim("bias", bias, (1,))
+    if bias.shape[0] != n:
+        raise ValueError(f"bias must have shape [N] = [{n}]; got {tuple(bias.shape)}")
+    return bias if bias.stride(0) == 1 else bias.contiguous()
+
+
+def warm_bias_ok(bias: torch.Tensor, dtype: torch.dtype, n: int) -> bool:
+    """Whether a warm call may pass ``bias`` straight to the kernel (else the checks above run)."""
+    return (isinstance(bias, torch.Tensor) and bias.dtype == dtype and bias.dim() == 1 and bias.shape[0] == n
+            and bias.stride(0) == 1 and bias.is_cuda)
 
 
 def check_out(out: Optional[torch.Tensor], shape: tuple, dtype: torch.dtype, device) -> torch.Tensor:
@@ -165,12 +183,16 @@ def use_promoted_scales(fmt_key: str, has_scales: bool, group: int, x_dtype: tor
         tile.tokens_per_cta <= 16 or x_dtype == torch.float32)
 
 
-def launch(fmt_key: str, x, w, out, scale: float, group_scales, zeros, group: int, tile: TileShape, device):
-    """Compile (cached) and run one specialization; shapes already valid for the kernel."""
+def launch(fmt_key: str, x, w, out, scale: float, group_scales, zeros, group: int, tile: TileShape, device,
+           bias=None):
+    """Compile (cached) and run one specialization; shapes already valid for the kernel. ``bias``: [N] in out's
+    dtype, added in the epilogue (its own compiled variant). The compiled function takes it as its last argument,
+    None for the variant without one."""
     scale_dtype = None if group_scales is None else group_scales.dtype
     promote = use_promoted_scales(fmt_key, group_scales is not None, group, x.dtype, tile)
-    fn = compile_weight_only(fmt_key, x.dtype, out.dtype, scale_dtype, tile, _arch.current_arch(device), promote)
-    fn(x, w, out, scale, group_scales, zeros, group)
+    fn = compile_weight_only(fmt_key, x.dtype, out.dtype, scale_dtype, tile, _arch.current_arch(device), promote,
+                             has_bias=bias is not None)
+    fn(x, w, out, scale, group_scales, zeros, group, bias)
     return fn
 
 
@@ -254,52 +276,58 @@ def dequantize_weights(w_packed: torch.Tensor, bits: int, k: int, group_scales: 
 
 
 def dense_mm(x: torch.Tensor, w_packed: torch.Tensor, out: torch.Tensor, scale: float, bits: int, k: int,
-             group_scales, group: int) -> torch.Tensor:
-    """out = (x @ W^T) * scale with W = dense_weight(...) in x's dtype: one cuBLAS GEMM, scale as alpha."""
+             group_scales, group: int, bias=None) -> torch.Tensor:
+    """out = (x @ W^T) * scale [+ bias] with W = dense_weight(...) in x's dtype: one cuBLAS GEMM, scale as alpha,
+    the bias as its beta * C."""
     wt = dense_weight(w_packed, bits, k, group_scales, group, x.dtype, x.device)[:, :k].t()  # [K, N] column-major
     if out.dtype == x.dtype:
-        out.addmm_(x, wt, beta=0, alpha=scale)  # beta = 0: out's old contents are not read
-    else:  # fp32 accumulator out of cuBLAS, scaled in fp32, then (for the other 16-bit type) rounded once more
-        acc = torch.mm(x, wt, out_dtype=torch.float32)
-        if out.dtype == torch.float32:
-            torch.mul(acc, scale, out=out)
+        if bias is None:
+            out.addmm_(x, wt, beta=0, alpha=scale)  # beta = 0: out's old contents are not read
         else:
-            out.copy_(acc.mul_(scale))
+            torch.addmm(bias, x, wt, alpha=scale, out=out)
+    else:  # fp32 accumulator out of cuBLAS, scaled in fp32, then (for the other 16-bit type) rounded once more
+        acc = torch.mm(x, wt, out_dtype=torch.float32).mul_(scale)
+        if bias is not None:
+            acc.add_(bias.float())
+        out.copy_(acc)
     return out
 
 
-def _dense_plan(bits: int, k: int, x, w, out, scale, group_scales, zeros, group):
+def _dense_plan(bits: int, k: int, x, w, out, scale, group_scales, zeros, group, bias=None):
     """The dense path behind the compiled-kernel call signature of the warm path (``fn(x, w, out, scale, ...)``)."""
-    return dense_mm(x, w, out, scale, bits, k, group_scales, group)
+    return dense_mm(x, w, out, scale, bits, k, group_scales, group, bias)
 
 
 def quantized_mm(x: torch.Tensor, w_packed: torch.Tensor, scale, bits: int,
                  group_scales: Optional[torch.Tensor] = None, out_dtype: Optional[torch.dtype] = None, *,
-                 out: Optional[torch.Tensor] = None, path: Optional[str] = None,
+                 bias: Optional[torch.Tensor] = None, out: Optional[torch.Tensor] = None, path: Optional[str] = None,
                  tile: Optional[TileShape] = None) -> torch.Tensor:
     """Weight-only low-bit GEMM (module docstring).
 
-    out: optional [M, N] destination (contiguous, out_dtype). path: force "decode", "tensor_core", "wgmma" (SM90,
+    bias: optional [N] in out_dtype, added in the epilogue (fp32, before the one rounding; the dense path's cuBLAS
+    beta * C). out: optional [M, N] destination (contiguous, out_dtype). path: force "decode", "tensor_core", "wgmma" (SM90,
     fp16 / bf16 x, 1/2/4-bit) or "dense" (fp16 / bf16 x only); tile: override the tile shape of the kernel template
     (benchmarks, tests; with a tile and no path the dispatcher picks neither the dense nor the WGMMA path).
-    With x requiring grad the call is recorded for autograd (d x through the dequantized weight; ``autograd.py``)."""
-    if needs_grad(x, scale, group_scales):
+    With x (or bias) requiring grad the call is recorded for autograd (d x through the dequantized weight;
+    ``autograd.py``)."""
+    if needs_grad(x, scale, group_scales, bias):
         refuse_out("quantized_mm", out)
         x_dtype, k = x.dtype, x.shape[-1]
         return record("quantized_mm", lambda: quantized_mm(x, w_packed, scale, bits, group_scales, out_dtype,
-                                                           path=path, tile=tile),
-                      ("x", "scale", "group_scales"), (x, scale, group_scales),
-                      {"x": lambda g: quantized_grad_x(g, w_packed, float(scale), bits, k, group_scales, x_dtype)})
+                                                           bias=bias, path=path, tile=tile),
+                      ("x", "scale", "group_scales", "bias"), (x, scale, group_scales, bias),
+                      {"x": lambda g: quantized_grad_x(g, w_packed, float(scale), bits, k, group_scales, x_dtype),
+                       "bias": bias_grad})
     sig = (x.shape, x.stride(), x.dtype, x.device, w_packed.shape, w_packed.stride(), w_packed.dtype, bits,
            None if group_scales is None else (group_scales.shape, group_scales.stride(), group_scales.dtype),
-           out_dtype, path, tile)
+           out_dtype, path, tile, bias is not None)
     plan = _plans.get(sig)
     if plan is not None and not isinstance(scale, torch.Tensor) and x.data_ptr() % 16 == 0:
         fn, n, group, pad = plan
         res = warm_out(out, x.shape[0], n, out_dtype or x.dtype, x.device) if pad is None else None
-        if res is not None:
+        if res is not None and (bias is None or warm_bias_ok(bias, out_dtype or x.dtype, n)):
             try:
-                fn(x, w_packed, res, float(scale), group_scales, None, group)
+                fn(x, w_packed, res, float(scale), group_scales, None, group, bias)
                 return res
             except Exception:  # noqa: BLE001 - fall through to the checks, which name the argument at fault
                 pass
@@ -323,12 +351,15 @@ def quantized_mm(x: torch.Tensor, w_packed: torch.Tensor, scale, bits: int,
     if group_scales is not None:
         group = check_group_scales(group_scales, n, k)
     checks.check_inner_contiguous("w_packed", w_packed)
-    device = checks.check_cuda({"x": x, "w_packed": w_packed, "group_scales": group_scales, "out": out})
+    bias = check_bias(bias, out_dtype, n)
+    device = checks.check_cuda({"x": x, "w_packed": w_packed, "group_scales": group_scales, "out": out,
+                                "bias": bias})
     out = check_out(out, (m, n), out_dtype, device)
     if m == 0 or n == 0:
         return out
     if out_needs_copy(out):
-        return out.copy_(quantized_mm(x, w_packed, scale_f, bits, group_scales, out_dtype, path=path, tile=tile))
+        return out.copy_(quantized_mm(x, w_packed, scale_f, bits, group_scales, out_dtype, bias=bias, path=path,
+                                      tile=tile))
 
     sms = _arch.sm_count(device.index)
     wgmma_ok = tile is None and device.type == "cuda" and wgmma.eligible(
@@ -340,11 +371,11 @@ def quantized_mm(x: torch.Tensor, w_packed: torch.Tensor, scale, bits: int,
         xk = aligned_copy(x) if x_needs_copy(x) else x
         plan = wgmma.WgmmaPlan(wgmma.signed_format(bits, group_scales is not None, m), bits,
                                wgmma.select_config(m, n, k, sms), sms)
-        plan(xk, w_packed, out, scale_f, group_scales, None, group)
+        plan(xk, w_packed, out, scale_f, group_scales, None, group, bias)
         _plans[sig] = (plan, n, group, None if xk is x else 0)
         return out
     if path_name == "dense":
-        dense_mm(x, w_packed, out, scale_f, bits, k, group_scales, group)
+        dense_mm(x, w_packed, out, scale_f, bits, k, group_scales, group, bias)
         _plans[sig] = (functools.partial(_dense_plan, bits, k), n, group, None)
         return out
     if tile is not None:
@@ -358,7 +389,7 @@ def quantized_mm(x: torch.Tensor, w_packed: torch.Tensor, scale, bits: int,
     elif x_needs_copy(x):
         xk = aligned_copy(x)
         pad = 0
-    fn = launch(f"int{bits}", xk, wk, out, scale_f, group_scales, None, group, tl, device)
+    fn = launch(f"int{bits}", xk, wk, out, scale_f, group_scales, None, group, tl, device, bias)
     if fn is not None:
         _plans[sig] = (fn, n, group, pad)
     return out

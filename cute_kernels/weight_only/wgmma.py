@@ -308,7 +308,7 @@ def shipped_configs() -> list[TileConfig]:
 
 # ---------------------------------------------------------------------------------------------------- compile
 def build(fmt_key: str, x_dtype: torch.dtype, out_dtype: torch.dtype, scaled: bool, group: int, cfg: TileConfig,
-          sm_count: int = 132, extra_options: str = "", kernel_options: dict | None = None):
+          sm_count: int = 132, extra_options: str = "", kernel_options: dict | None = None, has_bias: bool = False):
     """Compile one variant from fake tensors; ``scaled``: the weights have group scales (AWQ always has). Call
     signature of the result: ``fn(blob, x, out, scale, params[, workspace, semaphores, num_splits, head])`` with torch
     tensors (``params``: ``param_words``, None without group parameters), scale a float (signed
@@ -317,7 +317,7 @@ def build(fmt_key: str, x_dtype: torch.dtype, out_dtype: torch.dtype, scaled: bo
     import cutlass.cute as cute
 
     from ..compile_utils import fake_stream, fake_tensor, fake_vector, kernel_view
-    from ..epilogues import Accumulator, Compute, EpilogueTree, ScalarArgument
+    from ..epilogues import Accumulator, ColVector, Compute, EpilogueTree, ScalarArgument
     from ..sm90.weight_only_wgmma import WeightOnlyWgmmaSm90
     from .compile import cutlass_dtype
 
@@ -333,43 +333,50 @@ def build(fmt_key: str, x_dtype: torch.dtype, out_dtype: torch.dtype, scaled: bo
     # AWQ's scales are in the decode; the signed formats' per-tensor scale (awq_fma's 2^e) multiplies the fp32
     # accumulator.
     root = Compute("mul", Accumulator(), ScalarArgument("scale")) if fmt.epilogue_scale else Accumulator()
+    if has_bias:  # bias[n]: one value per weight row, the kernel's M (out is viewed transposed)
+        root = Compute("add", root, ColVector("bias"))
     tree = EpilogueTree(root)
     kernel = WeightOnlyWgmmaSm90(cfg, tree, fmt, group, scaled, sm_count=sm_count, **(kernel_options or {}))
     options = f"--enable-tvm-ffi --gpu-arch sm_90a {extra_options}".strip()
 
-    def operands(scale, params):
-        named = {"scale": scale, "params": params}
+    def operands(scale, params, bias):
+        named = {"scale": scale, "params": params, "bias": bias}
         return tuple(named[name] for name in kernel.operand_names)
 
+    # bias [N] in out's dtype: the last argument (after the stream; None in the plain variants)
+    f_bias = (cute.runtime.make_fake_tensor(cutlass_dtype(out_dtype), (n,), stride=(1,), assumed_align=2),) \
+        if has_bias else ()
     if cfg.split_k == 1:
         @cute.jit
-        def launch(blob: cute.Tensor, x: cute.Tensor, out: cute.Tensor, scale: cutlass.Float32, params, stream):
-            kernel(kernel_view(blob, 0, 1), kernel_view(x, 0, 1), kernel_view(out, 1, 0), operands(scale, params),
-                   stream)
+        def launch(blob: cute.Tensor, x: cute.Tensor, out: cute.Tensor, scale: cutlass.Float32, params, stream,
+                   bias=None):
+            kernel(kernel_view(blob, 0, 1), kernel_view(x, 0, 1), kernel_view(out, 1, 0),
+                   operands(scale, params, bias), stream)
 
-        return cute.compile(launch, f_blob, fx, fo, cutlass.Float32(1.0), f_params, fake_stream(), options=options)
+        return cute.compile(launch, f_blob, fx, fo, cutlass.Float32(1.0), f_params, fake_stream(), *f_bias,
+                            options=options)
 
     @cute.jit
     def launch_split(blob: cute.Tensor, x: cute.Tensor, out: cute.Tensor, scale: cutlass.Float32, params,
                      workspace: cute.Tensor, semaphore: cute.Tensor, num_splits: cutlass.Int32, head: cutlass.Int32,
-                     stream):
-        kernel(kernel_view(blob, 0, 1), kernel_view(x, 0, 1), kernel_view(out, 1, 0), operands(scale, params),
+                     stream, bias=None):
+        kernel(kernel_view(blob, 0, 1), kernel_view(x, 0, 1), kernel_view(out, 1, 0), operands(scale, params, bias),
                stream, (workspace, semaphore, num_splits, head))
 
     f_ws = fake_vector(cutlass.Float32, cute.sym_int32(), align=16)
     f_sem = fake_vector(cutlass.Int32, cute.sym_int32())
     return cute.compile(launch_split, f_blob, fx, fo, cutlass.Float32(1.0), f_params, f_ws, f_sem, cutlass.Int32(1),
-                        cutlass.Int32(0), fake_stream(), options=options)
+                        cutlass.Int32(0), fake_stream(), *f_bias, options=options)
 
 def compile_wgmma(fmt_key: str, x_dtype, out_dtype, scaled: bool, group: int, cfg: TileConfig, sm_count: int,
-                  options: tuple = ()):
+                  options: tuple = (), has_bias: bool = False):
     """``build`` through the compile cache; ``options``: ``stage_options``."""
     split_cfg = cfg if cfg.split_k == 1 else replace(cfg, split_k=MAX_SPLIT_K)  # one variant for any slice count
     key = ("sm_90a", fmt_key, str(x_dtype), str(out_dtype), "params", bool(scaled), group, split_cfg.key, sm_count,
-           options)
+           options) + (("bias",) if has_bias else ())
     return cached_compile("weight_only_wgmma", key,
                           lambda: build(fmt_key, x_dtype, out_dtype, scaled, group, split_cfg, sm_count,
-                                        kernel_options=dict(options)))
+                                        kernel_options=dict(options), has_bias=has_bias))
 
 def launch_variant(bits: int, cfg: TileConfig, sm_count: int, m: int, n: int, k: int):
     """(config to compile, kernel options, split plan or None) of one problem: ``stage_options`` (and the preload
@@ -414,10 +421,10 @@ def cluster_split_ctas(n: int, k: int, sm_count: int, m: int = 1) -> int:
 
 
 def prepare(fmt_key: str, x_dtype, out_dtype, scaled: bool, group: int, cfg: TileConfig, sm_count: int, m: int,
-            n: int, k: int):
+            n: int, k: int, has_bias: bool = False):
     """(compiled fn, split plan or None) of one problem: what a launch needs besides its tensors."""
     cfg, options, split = launch_variant(format_by_key(fmt_key).bits, cfg, sm_count, m, n, k)
-    return compile_wgmma(fmt_key, x_dtype, out_dtype, scaled, group, cfg, sm_count, options), split
+    return compile_wgmma(fmt_key, x_dtype, out_dtype, scaled, group, cfg, sm_count, options, has_bias), split
 
 
 # ---------------------------------------------------------------------------------------------------- entry points
@@ -502,17 +509,17 @@ class WgmmaPlan:
                          None if params is None else weakref.ref(params))
         return blob, params
 
-    def __call__(self, x, w, out, scale, group_scales, zeros, group):
+    def __call__(self, x, w, out, scale, group_scales, zeros, group, bias=None):
         from ..ops.split_k import launch_planned
 
         m, k = x.shape
         blob, params = self.derived_operands(w, group_scales, zeros, x.dtype, k)
         if params is None:
             group = NO_GROUP
-        key = (x.dtype, out.dtype, group_scales is not None, group, m, out.shape[1], k)
+        key = (x.dtype, out.dtype, group_scales is not None, group, m, out.shape[1], k, bias is not None)
         if key != self._key:
             self._launch = prepare(self.fmt_key, x.dtype, out.dtype, key[2], group, self.cfg, self.sm_count,
-                                   m, out.shape[1], k)
+                                   m, out.shape[1], k, has_bias=bias is not None)
             self._key = key
         fn, split = self._launch
         rows = x_rows(m, self.cfg.tile_n)
@@ -520,7 +527,7 @@ class WgmmaPlan:
             x = torch.nn.functional.pad(x, (0, 0, 0, rows - m))  # a zero-padded copy; the caller's x is untouched
         if params is not None and getattr(params, "scale_exponent", 0):
             scale = scale * 2.0 ** params.scale_exponent  # OneFma formats' words carry s 2^-e
-        launch_planned(fn, (blob, x, out, float(scale), params), split, x.device, torch.float32)
+        launch_planned(fn, (blob, x, out, float(scale), params), split, x.device, torch.float32, trailing=(bias,))
         return out
 
 
