@@ -185,7 +185,7 @@ WGMMA_MIN_M_GROUPED = {1: 4, 2: 8, 4: 8}  # the same with group scales (AWQ: its
 # 14.8, 4096 x 14336 15.3 / 15.5), so it moved from 6 tokens to one; AWQ (awq_fma) won at one token on 14336 x 4096
 # and the 12288-row layers (0.95-0.97x) but lost on 4096 x 14336 and 11008 x 4096 (1.06-1.09x), and keeps 6 there
 # (WGMMA_MIN_M_AWQ_LARGE). The session's new entries (these, WGMMA_MIN_M_GROUPED[4], the many-wave ones) against
-# session 33's through the dispatch on eight layers the fit had not seen (benchmarks/experiments/wo_rule34.py: 8192 x
+# session 33's through the dispatch on eight layers the fit had not seen (wo_rule34.py, archive session36/moved/: 8192 x
 # 4096, 4096 x 11008, 13824 x 5120, 10240 x 4096, 6144 x 4096, 3584^2, 16384 x 4096, 12288 x 8192; 1-10 tokens): 0.74-
 # 1.01x the time on 30 of the 32 points whose path moved (int4 g128 on 12288 x 8192 0.74-0.89x, AWQ 0.91-0.99x), 1.02x
 # / 1.04x on 3584^2 at 8 tokens (int4 g128 / AWQ); the unmoved points 0.99-1.02x.
@@ -238,7 +238,7 @@ WGMMA_MIN_M_LARGE_UNSPLIT = {2: 1}
 # run tail-split plans, 1.1-1.4x faster (wgmma.SPLIT_MAX_WAVES), against which the decode path was measured only for
 # int2 (one token: WGMMA 0.84-0.94x on five layers) and AWQ / int4 g128 at 8-16 tokens (WGMMA ahead on all measured):
 # the entries may move earlier there once measured.
-# Session 33 (H100, benchmarks/experiments/wo_many_wave_entries.py, both paths forced through the ops with the tail-split
+# Session 33 (H100, wo_many_wave_entries.py, archive session36/moved/; both paths forced through the ops, tail-split
 # plans, the five layers above at 1-12 tokens; docs/weight_only.md), WGMMA / decode time at one token over the five:
 # int1 0.68-0.86, int2 0.84-0.96, int1 g128 0.53-0.79, int2 g128 0.76-0.86. Then through the dispatch on six layers
 # the fit had not seen (18944 x 3584, 12288 x 5120, 24576 x 2048, 17920 x 5120, 21504 x 3072, 12288 x 8192), these
