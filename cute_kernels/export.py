@@ -38,6 +38,7 @@ class ExportSpec:
     batched: bool = False
     bits: int = 4  # quantized_mm: weight width
     x_dtype: str = "bf16"  # quantized_mm / awq_gemm activations
+    weight_only_bias: bool = False  # quantized_mm / awq_gemm: the variant that adds a bias in its epilogue
     granularity: tuple = (1, 128, 128)  # fp8_blockwise_scaled_mm scale granularity (gM, gN, gK)
     extra: dict = field(default_factory=dict)
 
@@ -134,17 +135,18 @@ def _build_weight_only(fmt_key: str, bits: int, scaled: bool):
             cfg, options, _ = wgmma.launch_variant(bits, cfg, 132, spec.m, spec.n, spec.k)  # what the ops run
             options = dict(options)
             fn = wgmma.build(fmt, x_dtype, x_dtype, scaled, group, cfg, extra_options=extra_options,
-                             kernel_options=options)
+                             kernel_options=options, has_bias=spec.weight_only_bias)
             return fn, {"format": fmt, "bits": bits, "path": path, "config": cfg.describe(),
-                        "kernel_options": options,
-                        "x_dtype": spec.x_dtype, "group_scales": scaled, "group": group}
+                        "kernel_options": options, "x_dtype": spec.x_dtype, "group_scales": scaled, "group": group,
+                        "bias": spec.weight_only_bias}
         # compile_with_cubin keeps the artifacts itself, so extra_options is not needed here
         from .weight_only.quantized_mm import use_promoted_scales
 
         promote = use_promoted_scales(fmt, scaled, 128, x_dtype, tile)  # as the ops decide (group 128)
-        fn = compile_with_cubin(fmt, x_dtype, x_dtype, x_dtype if scaled else None, tile, spec.arch, promote)
+        fn = compile_with_cubin(fmt, x_dtype, x_dtype, x_dtype if scaled else None, tile, spec.arch, promote,
+                                spec.weight_only_bias)
         return fn, {"format": fmt, "bits": bits, "path": path, "tile": str(tile), "x_dtype": spec.x_dtype,
-                    "group_scales": scaled, "promoted_scales": promote}
+                    "group_scales": scaled, "promoted_scales": promote, "bias": spec.weight_only_bias}
     return build
 
 

@@ -115,6 +115,16 @@ def test_export_every_family(tmp_path, args, mma):
     assert manifest["sass"]["local_memory_ops"] == 0
 
 
+@pytest.mark.parametrize("m,mma", [("4", "HMMA.16816.F32"), ("64", "HGMMA.64x64x16.F32")])  # decode, WGMMA
+def test_export_weight_only_bias_variant(tmp_path, m, mma):
+    _cli("export", "awq_gemm", "--m", m, "--x-dtype", "fp16", "--bias", "--out", str(tmp_path))
+    (manifest_path,) = tmp_path.glob("*.json")
+    manifest = json.loads(manifest_path.read_text())
+    assert json.dumps(manifest).count('"bias": true') == 1, manifest
+    assert any(op.startswith(mma) for op in manifest["sass"]["tensor_core_ops"]), manifest["sass"]
+    assert manifest["sass"]["local_memory_ops"] == 0
+
+
 def test_export_dequantize_weights(tmp_path):
     _cli("export", "dequantize_weights", "--bits", "4", "--x-dtype", "fp16", "--out", str(tmp_path))
     (manifest_path,) = tmp_path.glob("*.json")
