@@ -3,7 +3,7 @@
 The kernels are inference kernels, but two training setups call them with tensors that require grad:
 * Adapters on a quantized base (LoRA / QLoRA on an AWQ or low-bit checkpoint): the base weight is frozen, yet the
   gradient must flow *through* the layer to everything before it. ``quantized_mm``, ``awq_gemm`` and ``awq_linear``
-  therefore have a backward for x (and for awq_linear's bias): d x = d out @ W, with W the dequantized weight,
+  therefore have a backward for x (and for their bias): d x = d out @ W, with W the dequantized weight,
   rebuilt by the dequantize kernel in the backward pass only (nothing is kept from the forward but the weight
   tensors themselves). Without it a kernel output carries no graph, and the gradients upstream of the layer
   silently lose its contribution - while awq_linear's dense path (torch.matmul) did have one.
@@ -50,6 +50,13 @@ def no_backward_error(op: str, names: Sequence[str]) -> NotImplementedError:
         f"{'it' if len(names) == 1 else 'them'} or detach()")
 
 
+def refuse_undifferentiable(op: str, names: Sequence[str], needed: Sequence[bool], differentiable) -> None:
+    """Raise ``no_backward_error`` if a gradient is asked (``needed``) of an input outside ``differentiable``."""
+    refused = [name for name, need in zip(names, needed) if need and name not in differentiable]
+    if refused:
+        raise no_backward_error(op, refused)
+
+
 class _Recorded(torch.autograd.Function):
     """out = run() (the kernel); backward: ``grads(grad_out, needs_input_grad)`` -> one gradient per input."""
 
@@ -69,9 +76,7 @@ def record(op: str, run: Callable, names: Sequence[str], inputs: Sequence, diffe
     requires grad makes backward raise (``no_backward_error``)."""
 
     def grads(grad_out, needed):
-        refused = [name for name, need in zip(names, needed) if need and name not in differentiable]
-        if refused:
-            raise no_backward_error(op, refused)
+        refuse_undifferentiable(op, names, needed, differentiable)
         return [differentiable[name](grad_out) if need else None for name, need in zip(names, needed)]
 
     return _Recorded.apply(run, grads, *inputs)

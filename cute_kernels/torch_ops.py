@@ -19,7 +19,7 @@ Registered (the plain functions' arguments, without their tuning knobs ``out=``,
 ====================================  ===========================================================================
 
 Each has an autograd registration with the plain functions' rules (``autograd.py``): quantized_mm / awq_gemm /
-awq_linear differentiate x (and awq_linear's bias) through the dequantized weight, so a compiled training step of
+awq_linear differentiate x (and their bias) through the dequantized weight, so a compiled training step of
 adapters on a frozen quantized layer works; a gradient asked of any other input raises when backward reaches the op.
 
 In eager code call the plain functions: the dispatcher's custom-op path adds host time per call (measured in
@@ -35,7 +35,7 @@ import torch
 from torch import Tensor
 
 from . import checks
-from .autograd import awq_grad_x, bias_grad, no_backward_error, quantized_grad_x
+from .autograd import awq_grad_x, bias_grad, quantized_grad_x, refuse_undifferentiable
 
 _NS = "cute_kernels"
 # Defined through torch.library.Library, not the @custom_op decorator: the decorator's Python wrapper (autograd and
@@ -214,16 +214,14 @@ REGISTERED = tuple(SCHEMAS)
 
 
 # -------------------------------------------------------------------------------------------------------- autograd
-# The same rules as the plain functions (``autograd.py``): d x (and awq_linear's d bias) through the dequantized
+# The same rules as the plain functions (``autograd.py``): d x (and d bias) through the dequantized
 # weight; a gradient asked of any other input raises when backward reaches the op.
 _ARG_NAMES = {name: [a.split("=")[0].split()[-1] for a in schema.split("(", 1)[1].rsplit(")", 1)[0].split(", ")]
               for name, (schema, _, _) in SCHEMAS.items()}
 
 
 def _refuse_others(ctx, op: str, differentiable: tuple = ()) -> None:
-    refused = [name for name, need in zip(_ARG_NAMES[op], ctx.needs_input_grad) if need and name not in differentiable]
-    if refused:
-        raise no_backward_error(op, refused)
+    refuse_undifferentiable(op, _ARG_NAMES[op], ctx.needs_input_grad, differentiable)
 
 
 def _keep_weights(ctx, inputs, output):

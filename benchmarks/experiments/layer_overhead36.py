@@ -1,11 +1,11 @@
 """What the linear layers (cute_kernels/nn.py) cost beyond their op, session 36.
 
-AwqLinear / QuantizedLinear call their op on x as it is; Int8Linear and Fp8Linear first quantize x in plain torch
-(formats.int8 / formats.fp8: a handful of elementwise and reduction kernels) and, for FP8, copy the scales into the
-TMA-aligned layout. This times each layer's forward against its op on pre-quantized operands (first with the
-quantizer kernel launched in plain stream order, then with programmatic dependent launch, the default), fp16 / bf16 x at 1 / 16
-/ 256 tokens on 4096 x 4096 (out x in), CUDA-graph medians over 4 layer copies (weights rotated), and prints the
-table; $OUT/layer_overhead36_pdl{0,1}.json have the numbers.
+AwqLinear / QuantizedLinear call their op on x as it is; Int8Linear and Fp8Linear first quantize x
+(``per_token_quant_int8`` / ``per_token_group_quant_fp8``; the session's first run used the torch references). This
+times each layer's forward against its op on pre-quantized operands, first with the quantizer kernel launched in
+plain stream order, then with programmatic dependent launch (the default): fp16 / bf16 x at 1 / 16 / 256 tokens on
+4096 x 4096 (out x in), CUDA-graph medians over 4 layer copies (weights rotated), and prints the table;
+$OUT/layer_overhead36_pdl{0,1}.json have the numbers.
 """
 import json
 import os

@@ -10,7 +10,8 @@ handful of kernels and, for FP8, a host sync.
 
 The kernel runs for fp16 / bf16 x on CUDA (FP8: sm_89 / sm_90a) with K a multiple of 16 (int8) or 128 (FP8); x
 with other strides is copied to rows at 16-byte multiples first; anything else (CPU tensors, fp32 x, other K) takes
-the torch reference, so the functions accept whatever the references do. Names as in vLLM / SGLang, whose kernels do the same job.
+the torch reference, so the functions accept whatever the references do. Names as in vLLM / SGLang, whose kernels
+do the same job.
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ PDL = True
 
 def build(dtype: torch.dtype, fp8: bool, arch: str, extra_options: str = "", pdl: bool = True):
     """Compile the specialization for x's ``dtype`` and the format (``fp8`` or int8) from fake tensors:
-    ``fn(x [M, K], q [M, K], scale_flat, ld)``."""
+    ``fn(x [M, K], q [M, K], scale_flat, ld)``. ``pdl`` applies on sm_90a only (griddepcontrol is an sm_90
+    instruction)."""
     import cutlass
     import cutlass.cute as cute
 
@@ -64,12 +66,13 @@ def build(dtype: torch.dtype, fp8: bool, arch: str, extra_options: str = "", pdl
     qd = cutlass.Float8E4M3FN if fp8 else cutlass.Int8
     fq = cute.runtime.make_fake_tensor(qd, (m, k), stride=(cute.sym_int64(divisibility=16), 1), assumed_align=16)
     fs = cute.runtime.make_fake_tensor(cutlass.Float32, (cute.sym_int32(),), stride=(1,), assumed_align=4)
-    return cute.compile(ActivationQuantize(xd, fp8, pdl and arch == "sm_90a"), fx, fq, fs, cutlass.Int32(4), fake_stream(),
+    kernel = ActivationQuantize(xd, fp8, pdl and arch == "sm_90a")
+    return cute.compile(kernel, fx, fq, fs, cutlass.Int32(4), fake_stream(),
                         options=f"--enable-tvm-ffi --gpu-arch {arch} {extra_options}".strip())
 
 
 def _compile(dtype: torch.dtype, fp8: bool, arch: str):
-    pdl = PDL and arch == "sm_90a"  # griddepcontrol is an sm_90 instruction
+    pdl = PDL
     return cached_compile("activation_quantize", (arch, str(dtype), fp8, pdl),
                           lambda: build(dtype, fp8, arch, pdl=pdl))
 

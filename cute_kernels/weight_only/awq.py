@@ -204,11 +204,7 @@ def awq_linear(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qze
         threshold = config.awq_dense_min_tokens(oc, wgmma=on_gpu and _wgmma_eligible(x2, oc, ic, group, x.device))
     else:
         threshold = 0  # not a tensor: the checks of the path below name the fault
-    if bias is not None:
-        bias = checks.check_tensor("bias", bias)
-        checks.check_dtype("bias", bias, (x.dtype,))
-        checks.check_ndim("bias", bias, (1,))
-    if tokens >= threshold:
+    if tokens >= threshold:  # either path checks the bias (check_bias)
         checks.check_dtype("x", x, X_DTYPES)
         _, oc, _ = _check_awq(qweight, scales, qzeros)
         if scales.dtype != x.dtype:

@@ -286,10 +286,14 @@ def dense_mm(x: torch.Tensor, w_packed: torch.Tensor, out: torch.Tensor, scale: 
         else:
             torch.addmm(bias, x, wt, alpha=scale, out=out)
     else:  # fp32 accumulator out of cuBLAS, scaled in fp32, then (for the other 16-bit type) rounded once more
-        acc = torch.mm(x, wt, out_dtype=torch.float32).mul_(scale)
-        if bias is not None:
-            acc.add_(bias.float())
-        out.copy_(acc)
+        acc = torch.mm(x, wt, out_dtype=torch.float32)
+        if out.dtype == torch.float32 and bias is None:
+            torch.mul(acc, scale, out=out)
+        else:
+            acc.mul_(scale)
+            if bias is not None:
+                acc.add_(bias.float())
+            out.copy_(acc)
     return out
 
 
@@ -305,8 +309,9 @@ def quantized_mm(x: torch.Tensor, w_packed: torch.Tensor, scale, bits: int,
     """Weight-only low-bit GEMM (module docstring).
 
     bias: optional [N] in out_dtype, added in the epilogue (fp32, before the one rounding; the dense path's cuBLAS
-    beta * C). out: optional [M, N] destination (contiguous, out_dtype). path: force "decode", "tensor_core", "wgmma" (SM90,
-    fp16 / bf16 x, 1/2/4-bit) or "dense" (fp16 / bf16 x only); tile: override the tile shape of the kernel template
+    beta * C). out: optional [M, N] destination (contiguous, out_dtype). path: force "decode", "tensor_core",
+    "wgmma" (SM90, fp16 / bf16 x, 1/2/4-bit) or "dense" (fp16 / bf16 x only); tile: override the tile shape of the
+    kernel template
     (benchmarks, tests; with a tile and no path the dispatcher picks neither the dense nor the WGMMA path).
     With x (or bias) requiring grad the call is recorded for autograd (d x through the dequantized weight;
     ``autograd.py``)."""
