@@ -3,6 +3,9 @@ handful of kernels and, for FP8, a host sync.
 
 * ``per_token_quant_int8(x [..., K])`` -> ``(q int8 [..., K], scale float32 [...])``: ``int8_scaled_mm``'s a and
   a_scale. Bit-equal to ``formats.int8.quantize_int8_rowwise``.
+  ``per_token_quant_int8(x, symmetric=False)`` -> ``(q, scale, azp int32 [...])`` with ``x ~= (q - azp) * scale``
+  per row (vLLM's ``scaled_int8_quant(x, symmetric=False)``; formulas and the constant-row rule in formats/int8.py).
+  Bit-equal to ``formats.int8.quantize_int8_rowwise_asymmetric``.
 * ``per_token_group_quant_fp8(x [..., K], group=128)`` -> ``(q float8_e4m3fn [..., K], scale float32 [..., K/128])``:
   ``fp8_blockwise_scaled_mm``'s a and a_scale, the scale in the TMA-aligned MN-major layout the GEMM stages
   (``scale_layouts.to_tma_aligned_mn_major``). Values bit-equal to ``formats.fp8.quantize_fp8_per_token_group``
@@ -20,11 +23,11 @@ import torch
 
 from .. import arch as _arch
 from ..formats.fp8 import quantize_fp8_per_token_group
-from ..formats.int8 import quantize_int8_rowwise
+from ..formats.int8 import quantize_int8_rowwise, quantize_int8_rowwise_asymmetric
 from ..formats.scale_layouts import to_tma_aligned_mn_major
 from ..jit_cache import cached_compile
 
-__all__ = ["per_token_quant_int8", "per_token_group_quant_fp8"]
+__all__ = ["per_token_quant_int8", "per_token_quant_int8_azp", "per_token_group_quant_fp8"]
 
 _KERNEL_DTYPES = (torch.float16, torch.bfloat16)
 
@@ -50,10 +53,11 @@ def _rows(x: torch.Tensor) -> torch.Tensor:
 PDL = True
 
 
-def build(dtype: torch.dtype, fp8: bool, arch: str, extra_options: str = "", pdl: bool = True):
+def build(dtype: torch.dtype, fp8: bool, arch: str, extra_options: str = "", pdl: bool = True,
+          zero_point: bool = False):
     """Compile the specialization for x's ``dtype`` and the format (``fp8`` or int8) from fake tensors:
-    ``fn(x [M, K], q [M, K], scale_flat, ld)``. ``pdl`` applies on sm_90a only (griddepcontrol is an sm_90
-    instruction)."""
+    ``fn(x [M, K], q [M, K], scale_flat, ld)``, or with ``zero_point`` (int8 only) ``fn(x, q, scale [M], azp [M])``.
+    ``pdl`` applies on sm_90a only (griddepcontrol is an sm_90 instruction)."""
     import cutlass
     import cutlass.cute as cute
 
@@ -66,19 +70,25 @@ def build(dtype: torch.dtype, fp8: bool, arch: str, extra_options: str = "", pdl
     qd = cutlass.Float8E4M3FN if fp8 else cutlass.Int8
     fq = cute.runtime.make_fake_tensor(qd, (m, k), stride=(cute.sym_int64(divisibility=16), 1), assumed_align=16)
     fs = cute.runtime.make_fake_tensor(cutlass.Float32, (cute.sym_int32(),), stride=(1,), assumed_align=4)
-    kernel = ActivationQuantize(xd, fp8, pdl and arch == "sm_90a")
-    return cute.compile(kernel, fx, fq, fs, cutlass.Int32(4), fake_stream(),
-                        options=f"--enable-tvm-ffi --gpu-arch {arch} {extra_options}".strip())
+    kernel = ActivationQuantize(xd, fp8, pdl and arch == "sm_90a", zero_point)
+    options = f"--enable-tvm-ffi --gpu-arch {arch} {extra_options}".strip()
+    if zero_point:
+        fz = cute.runtime.make_fake_tensor(cutlass.Int32, (cute.sym_int32(),), stride=(1,), assumed_align=4)
+        return cute.compile(kernel.with_zero_point, fx, fq, fs, fz, fake_stream(), options=options)
+    return cute.compile(kernel, fx, fq, fs, cutlass.Int32(4), fake_stream(), options=options)
 
 
-def _compile(dtype: torch.dtype, fp8: bool, arch: str):
+def _compile(dtype: torch.dtype, fp8: bool, arch: str, zero_point: bool = False):
     pdl = PDL
-    return cached_compile("activation_quantize", (arch, str(dtype), fp8, pdl),
-                          lambda: build(dtype, fp8, arch, pdl=pdl))
+    return cached_compile("activation_quantize", (arch, str(dtype), fp8, pdl, zero_point),
+                          lambda: build(dtype, fp8, arch, pdl=pdl, zero_point=zero_point))
 
 
-def per_token_quant_int8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``x [..., K]`` -> ``(q int8 [..., K], scale float32 [...])``, one scale per row (module docstring)."""
+def per_token_quant_int8(x: torch.Tensor, symmetric: bool = True) -> tuple[torch.Tensor, ...]:
+    """``x [..., K]`` -> ``(q int8 [..., K], scale float32 [...])``, one scale per row; with ``symmetric=False``
+    ``(q, scale, azp int32 [...])``, ``x ~= (q - azp) * scale`` (module docstring)."""
+    if not symmetric:
+        return _per_token_quant_int8_zero_point(x)
     if not _kernel_eligible(x, fp8=False):
         return quantize_int8_rowwise(x)
     x2 = _rows(x)
@@ -86,6 +96,23 @@ def per_token_quant_int8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     scale = torch.empty(x2.shape[0], dtype=torch.float32, device=x.device)
     _compile(x.dtype, False, _arch.current_arch(x.device))(x2, q, scale, 0)
     return q.view(x.shape), scale.view(x.shape[:-1])
+
+
+def per_token_quant_int8_azp(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``per_token_quant_int8(x, symmetric=False)``: ``(q, scale, azp)`` (the name of its torch op,
+    ``torch.ops.cute_kernels.per_token_quant_int8_azp``)."""
+    return _per_token_quant_int8_zero_point(x)
+
+
+def _per_token_quant_int8_zero_point(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    if not _kernel_eligible(x, fp8=False):
+        return quantize_int8_rowwise_asymmetric(x)
+    x2 = _rows(x)
+    q = torch.empty(x2.shape, dtype=torch.int8, device=x.device)
+    scale = torch.empty(x2.shape[0], dtype=torch.float32, device=x.device)
+    azp = torch.empty(x2.shape[0], dtype=torch.int32, device=x.device)
+    _compile(x.dtype, False, _arch.current_arch(x.device), zero_point=True)(x2, q, scale, azp)
+    return q.view(x.shape), scale.view(x.shape[:-1]), azp.view(x.shape[:-1])
 
 
 def per_token_group_quant_fp8(x: torch.Tensor, group: int = 128) -> tuple[torch.Tensor, torch.Tensor]:

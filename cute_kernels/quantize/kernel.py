@@ -1,19 +1,26 @@
-"""ActivationQuantize: per-token int8 / per-token-group FP8 quantization of fp16 / bf16 activations, in one pass.
+"""ActivationQuantize: per-token int8 (symmetric or with a zero point) / per-token-group FP8 quantization of fp16 /
+bf16 activations, in one pass.
 
-What it computes (bit for bit the torch references ``formats.int8.quantize_int8_rowwise`` and
-``formats.fp8.quantize_fp8_per_token_group``)
+What it computes (bit for bit the torch references ``formats.int8.quantize_int8_rowwise``,
+``formats.int8.quantize_int8_rowwise_asymmetric`` and ``formats.fp8.quantize_fp8_per_token_group``)
     For every group of values - a whole row (int8, per token) or 128 consecutive values of a row (FP8 e4m3, the
     DeepSeek-V3 1 x 128 groups):
         scale = max(amax(|x|), 1e-10) * fp32(1 / QMAX)   (QMAX = 127 or 448; amax propagates NaN)
         q     = int8: round-half-even(x / scale) clamped to +-127;  e4m3: cvt.rn.satfinite(x / scale)
-    The division is IEEE (``div.rn``), as torch's is, and the scale the same product with the rounded reciprocal as
-    the references (torch's CUDA division by a scalar): the results are the references', not an approximation.
+    With a zero point (``zero_point``, int8 rows only; vLLM's asymmetric activations):
+        lo, hi = min(min(x), 0), max(max(x), 0)   (the range always holds 0: formats/int8.py says why)
+        scale  = max(hi - lo, 1e-10) * fp32(1 / 255)
+        azp    = cvt.rni.s32.f32(-128 - lo / scale)   (saturating, NaN -> 0)
+        q      = clamp(cvt.rni.s32.f32(x / scale) + azp, -128, 127)
+    The divisions are IEEE (``div.rn``), as torch's are, and the scale the same product with the rounded reciprocal
+    as the references (torch's CUDA division by a scalar): the results are the references', not an approximation.
 
 Layouts (dynamic M, K; K a multiple of 16 (int8) or 128 (FP8))
     x      [M, K] fp16 / bf16, K contiguous, row stride a multiple of 8, 16-byte aligned
     q      [M, K] int8 / float8_e4m3fn, contiguous
     scale  int8: float32 [M]; FP8: float32 [M, K / 128], MN-major with column stride ``ld`` (the TMA-aligned layout
            ``fp8_blockwise_scaled_mm`` stages) - passed as its flat storage plus ``ld``
+    azp    int32 [M] (the zero-point variant, whose entry point ``with_zero_point`` takes it instead of ``ld``)
 
 Launch
     With programmatic dependent launch (``pdl``, the default): the kernel waits for the previous grid before reading x
@@ -24,10 +31,16 @@ Work split
     * FP8 (groups of 128): 8 lanes per group, a group's amax in three butterfly shuffles; the 256-thread CTAs tile
       the M x K/128 groups, one group per 8 threads, no loop.
     * int8 (whole rows): one CTA per row; a first pass over the row reduces the amax (warp shuffles, then the 8 warps
-      through shared memory), a second pass re-reads the row (from L1 / L2) and stores the codes.
+      through shared memory), a second pass re-reads the row (from L1 / L2) and stores the codes. The zero-point
+      variant reduces min and max instead, the same way, and thread 0 also stores the row's azp.
+
+The zero point is a trace-time choice (its own entry points, ``with_zero_point`` / ``kernel_with_zero_point``): the
+symmetric and FP8 specializations trace exactly the code they traced before it existed.
 """
 
 from __future__ import annotations
+
+import math
 
 import cutlass
 import cutlass.cute as cute
@@ -42,6 +55,7 @@ VALUES = 16  # per thread and pass: 2 x 16-byte loads of fp16 / bf16, one 16-byt
 GROUP = 128  # FP8 group along K
 LANES_PER_GROUP = GROUP // VALUES
 EPS = 1e-10
+WARPS = THREADS // 32
 
 
 @dsl_user_op
@@ -69,9 +83,27 @@ def max_nan(a, b) -> Float32:
     return _asm_f32("max.NaN.f32 $0, $1, $2;", a, b)
 
 
+def min_nan(a, b) -> Float32:
+    return _asm_f32("min.NaN.f32 $0, $1, $2;", a, b)
+
+
+def sub_rn(a, b) -> Float32:
+    """a - b, rounded once (never contracted into an FMA), as torch computes it."""
+    return _asm_f32("sub.rn.f32 $0, $1, $2;", a, b)
+
+
 @dsl_user_op
-def _pack4(asm: str, v, loc=None, ip=None) -> Uint32:
-    return Uint32(llvm.inline_asm(T.i32(), [Float32(a).ir_value(loc=loc, ip=ip) for a in v], asm, "=r,f,f,f,f",
+def f32_to_s32(a, loc=None, ip=None) -> Int32:
+    """Round half to even to int32, saturated to the int32 range, NaN -> 0 (``cvt.rni.s32.f32``)."""
+    return Int32(llvm.inline_asm(T.i32(), [Float32(a).ir_value(loc=loc, ip=ip)], "cvt.rni.s32.f32 $0, $1;", "=r,f",
+                                 has_side_effects=False, is_align_stack=False))
+
+
+@dsl_user_op
+def _pack4(asm: str, v, *ints, loc=None, ip=None) -> Uint32:
+    """Four f32 (``$1``..``$4``) and any 32-bit integers (``$5``..) -> one 32-bit register."""
+    operands = [Float32(a).ir_value(loc=loc, ip=ip) for a in v] + [Int32(i).ir_value(loc=loc, ip=ip) for i in ints]
+    return Uint32(llvm.inline_asm(T.i32(), operands, asm, "=r,f,f,f,f" + ",r" * len(ints),
                                   has_side_effects=False, is_align_stack=False))
 
 
@@ -90,14 +122,36 @@ def s8x4(v) -> Uint32:
                   " prmt.b32 lo, a, b, 0x0040; prmt.b32 hi, c, d, 0x0040; prmt.b32 $0, lo, hi, 0x5410;}", v)
 
 
+def s8x4_zero_point(v, azp) -> Uint32:
+    """Four f32 -> four int8 bytes (v[0] in the low byte): round half to even to int32, plus ``azp``, clamped to
+    -128..127 - vLLM's order: the zero point is added to the rounded integer. A plain add: the range holds 0, so
+    |azp| <= 128 and |round(x / scale)| <= 255 (formats/int8.py, "Bounds"); it cannot wrap."""
+    return _pack4("{.reg .s32 a, b, c, d; .reg .b32 lo, hi;"
+                  " cvt.rni.s32.f32 a, $1; cvt.rni.s32.f32 b, $2; cvt.rni.s32.f32 c, $3; cvt.rni.s32.f32 d, $4;"
+                  " add.s32 a, a, $5; add.s32 b, b, $5; add.s32 c, c, $5; add.s32 d, d, $5;"
+                  " min.s32 a, a, 127; min.s32 b, b, 127; min.s32 c, c, 127; min.s32 d, d, 127;"
+                  " max.s32 a, a, -128; max.s32 b, b, -128; max.s32 c, c, -128; max.s32 d, d, -128;"
+                  " prmt.b32 lo, a, b, 0x0040; prmt.b32 hi, c, d, 0x0040; prmt.b32 $0, lo, hi, 0x5410;}", v, azp)
+
+
+def scale_and_zero_point(lo, hi) -> tuple:
+    """A row's reduced (min, max) -> (scale f32, azp s32), the formulas of the module docstring."""
+    lo_, hi_ = min_nan(lo, Float32(0.0)), max_nan(hi, Float32(0.0))
+    s = mul_rn(max_nan(sub_rn(hi_, lo_), Float32(EPS)), Float32(1.0 / 255.0))
+    return s, f32_to_s32(sub_rn(Float32(-128.0), div_rn(lo_, s)))
+
+
 class ActivationQuantize:
     """One specialization: ``in_dtype`` cutlass Float16 / BFloat16, ``fp8`` (groups of 128 -> e4m3) or not (rows ->
-    int8)."""
+    int8), and for int8 rows ``zero_point`` (asymmetric codes with a per-row azp; entry point ``with_zero_point``)."""
 
-    def __init__(self, in_dtype, fp8: bool, pdl: bool = True):
+    def __init__(self, in_dtype, fp8: bool, pdl: bool = True, zero_point: bool = False):
+        if fp8 and zero_point:
+            raise ValueError("the zero point is an int8 (whole-row) variant; FP8 groups are symmetric")
         self.pdl = pdl
         self.bf16 = in_dtype is cutlass.BFloat16
         self.fp8 = fp8
+        self.zero_point = zero_point
         self.rcp_qmax = 1.0 / (448.0 if fp8 else 127.0)  # rounded to fp32 where it is used, as torch does
 
     # ------------------------------------------------------------------------------------------------ host side
@@ -110,6 +164,12 @@ class ActivationQuantize:
             grid = x.shape[0]
         self.kernel(x, q, scale, ld).launch(grid=[grid, 1, 1], block=[THREADS, 1, 1], stream=stream,
                                             use_pdl=self.pdl)
+
+    @cute.jit
+    def with_zero_point(self, x: cute.Tensor, q: cute.Tensor, scale: cute.Tensor, azp: cute.Tensor, stream):
+        """The ``zero_point`` specialization's entry: one CTA per row, ``azp`` int32 [M] written with ``scale``."""
+        self.kernel_with_zero_point(x, q, scale, azp).launch(grid=[x.shape[0], 1, 1], block=[THREADS, 1, 1],
+                                                             stream=stream, use_pdl=self.pdl)
 
     # ---------------------------------------------------------------------------------------------- device side
     @cute.kernel
@@ -126,6 +186,15 @@ class ActivationQuantize:
             self.group_of_128(x, q, scale, ld, bidx * THREADS + tidx)
         else:
             self.whole_row(x, q, scale, bidx, tidx)
+
+    @cute.kernel
+    def kernel_with_zero_point(self, x: cute.Tensor, q: cute.Tensor, scale: cute.Tensor, azp: cute.Tensor):
+        tidx, _, _ = cute.arch.thread_idx()
+        bidx, _, _ = cute.arch.block_idx()
+        if const_expr(self.pdl):  # as in ``kernel``
+            cute.arch.griddepcontrol_wait()
+            cute.arch.griddepcontrol_launch_dependents()
+        self.whole_row_with_zero_point(x, q, scale, azp, bidx, tidx)
 
     @cute.jit
     def group_of_128(self, x: cute.Tensor, q: cute.Tensor, scale: cute.Tensor, ld: Int32, t: Int32):
@@ -171,6 +240,38 @@ class ActivationQuantize:
         if tidx == 0:
             scale[m] = s
 
+    @cute.jit
+    def whole_row_with_zero_point(self, x: cute.Tensor, q: cute.Tensor, scale: cute.Tensor, azp: cute.Tensor,
+                                  m: Int32, tidx: Int32):
+        """``whole_row`` reducing the row's min and max (threads past K keep +inf / -inf, which every value beats)
+        and storing asymmetric codes and the zero point."""
+        k = x.shape[1]
+        lo, hi = Float32(math.inf), Float32(-math.inf)
+        for col in cutlass.range(tidx * VALUES, k, THREADS * VALUES, unroll=1):
+            v = self.load16(x, m, col, Boolean(True))
+            for e in range_constexpr(VALUES):
+                lo = min_nan(lo, v[e])
+                hi = max_nan(hi, v[e])
+        for offset in (1, 2, 4, 8, 16):
+            lo = min_nan(lo, cute.arch.shuffle_sync_bfly(lo, offset))
+            hi = max_nan(hi, cute.arch.shuffle_sync_bfly(hi, offset))
+        smem = cutlass.memory.SmemAllocator()
+        partial = smem.allocate_tensor(Float32, cute.make_layout((WARPS, 2)))  # (warp, min / max)
+        if tidx % 32 == 0:
+            partial[tidx // 32, 0] = lo
+            partial[tidx // 32, 1] = hi
+        cute.arch.sync_threads()
+        lo, hi = partial[0, 0], partial[0, 1]
+        for w in range_constexpr(1, WARPS):
+            lo = min_nan(lo, partial[w, 0])
+            hi = max_nan(hi, partial[w, 1])
+        s, zp = scale_and_zero_point(lo, hi)
+        for col in cutlass.range(tidx * VALUES, k, THREADS * VALUES, unroll=1):
+            self.store16(q, m, col, self.load16(x, m, col, Boolean(True)), s, Boolean(True), zp)
+        if tidx == 0:
+            scale[m] = s
+            azp[m] = zp
+
     # ----------------------------------------------------------------------------------------- per-thread pieces
     def load16(self, x, m, col, live) -> list:
         """x[m, col .. col + 15] as 16 f32 (zeros when not ``live``)."""
@@ -185,8 +286,13 @@ class ActivationQuantize:
                 out += list(ptx.f16x2_to_f32(w))
         return out
 
-    def store16(self, q, m, col, v, s, live) -> None:
-        pack = e4m3x4 if const_expr(self.fp8) else s8x4
-        codes = [pack([div_rn(v[4 * i + e], s) for e in range(4)]) for i in range(4)]
+    def store16(self, q, m, col, v, s, live, zero_point=None) -> None:
+        """The codes of ``v`` for ``scale`` s (and the row's ``zero_point`` in the zero-point variant), one 16-byte
+        store."""
+        if const_expr(zero_point is not None):
+            codes = [s8x4_zero_point([div_rn(v[4 * i + e], s) for e in range(4)], zero_point) for i in range(4)]
+        else:
+            pack = e4m3x4 if const_expr(self.fp8) else s8x4
+            codes = [pack([div_rn(v[4 * i + e], s) for e in range(4)]) for i in range(4)]
         addr = q.iterator.toint() + Int64(m) * q.stride[0] + Int64(col)
         ptx.st_global_v4(addr, codes, live)
