@@ -110,7 +110,7 @@ def cmd_export(args) -> int:
 
     spec = ExportSpec(arch=args.arch, config=_parse_config(args.config), m=args.m, n=args.n, k=args.k,
                       out_dtype=args.out_dtype, a_scale=args.a_scale, b_scale=args.b_scale, bias=not args.no_bias,
-                      batched=args.batched, bits=args.bits, x_dtype=args.x_dtype, weight_only_bias=args.bias,
+                      batched=args.batched, bits=args.bits, x_dtype=args.x_dtype, epilogue_bias=args.bias, zero_point=args.azp,
                       granularity=tuple(int(g) for g in args.granularity.split(",")))
     manifest = export(args.kernel, spec, args.out)
     print(json.dumps(manifest, indent=2))
@@ -252,8 +252,11 @@ def main(argv=None) -> int:
     s.add_argument("--batched", action="store_true")
     s.add_argument("--bits", type=int, default=4, help="quantized_mm: weight bits (1, 2, 4, 8)")
     s.add_argument("--x-dtype", default="bf16", choices=["bf16", "fp16"], help="quantized_mm / awq_gemm activations")
-    s.add_argument("--bias", action="store_true",
-                   help="quantized_mm / awq_gemm: the variant that adds a bias in its epilogue (bias= of the ops)")
+    s.add_argument("--bias", action="store_true", help="quantized_mm / awq_gemm / fp8_blockwise_scaled_mm: the "
+                   "variant that adds a bias in its epilogue (bias= of the ops)")
+    s.add_argument("--azp", choices=["tensor", "token"],
+                   help="int8_scaled_mm: asymmetric activations, the zero point folded into azp_adj (tensor) or "
+                        "per token (azp_adj and azp)")
     s.add_argument("--granularity", default="1,128,128", help="fp8_blockwise_scaled_mm: gM,gN,gK")
     s.set_defaults(fn=cmd_export)
 

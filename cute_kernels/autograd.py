@@ -46,7 +46,7 @@ def refuse_out(op: str, out) -> None:
 def no_backward_error(op: str, names: Sequence[str]) -> NotImplementedError:
     return NotImplementedError(
         f"{op} has no backward for {', '.join(names)} (cute_kernels' inference kernels differentiate only the "
-        f"activations of quantized_mm / awq_gemm / awq_linear); call requires_grad_(False) on "
+        f"activations of quantized_mm / awq_gemm / awq_linear, and the ops' bias); call requires_grad_(False) on "
         f"{'it' if len(names) == 1 else 'them'} or detach()")
 
 

@@ -88,3 +88,19 @@ def check_cuda(tensors: dict[str, torch.Tensor | None]) -> torch.device:
             raise ValueError(f"{name} is on {t.device} but {first} is on {device}; all tensors must share one device")
     assert device is not None
     return device
+
+
+def check_bias(bias, n: int, dtype: torch.dtype, device: torch.device | None = None):
+    """None, or ``bias`` [N] in the output's ``dtype`` (a contiguous copy if its stride is not 1), on ``device``
+    when one is given."""
+    if bias is None:
+        return None
+    bias = check_tensor("bias", bias)
+    check_dtype("bias", bias, (dtype,))
+    check_ndim("bias", bias, (1,))
+    if bias.shape[0] != n:
+        raise ValueError(f"bias must have shape [N] = [{n}] (one value per output column); got {tuple(bias.shape)}")
+    if device is not None and bias.device != device:
+        raise ValueError(f"bias is on {bias.device} but the operands are on {device}; all tensors must share one "
+                         f"device")
+    return bias if bias.stride(0) == 1 else bias.contiguous()

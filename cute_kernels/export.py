@@ -38,7 +38,9 @@ class ExportSpec:
     batched: bool = False
     bits: int = 4  # quantized_mm: weight width
     x_dtype: str = "bf16"  # quantized_mm / awq_gemm activations
-    weight_only_bias: bool = False  # quantized_mm / awq_gemm: the variant that adds a bias in its epilogue
+    # quantized_mm / awq_gemm / fp8_blockwise_scaled_mm: the variant that adds a bias in its epilogue (int8 has ``bias``)
+    epilogue_bias: bool = False
+    zero_point: str | None = None  # int8_scaled_mm: asymmetric activations, "tensor" or "token" (azp_adj / azp)
     granularity: tuple = (1, 128, 128)  # fp8_blockwise_scaled_mm scale granularity (gM, gN, gK)
     extra: dict = field(default_factory=dict)
 
@@ -54,15 +56,17 @@ def _build_int8(spec: ExportSpec, extra_options: str):
         if getattr(spec, name) not in ("vector", "scalar"):
             raise ValueError(f"{name} must be 'vector' or 'scalar'; got {getattr(spec, name)!r}")
     out_dtype = _dtype(spec.out_dtype, "out_dtype")
+    if spec.zero_point not in (None, "tensor", "token"):
+        raise ValueError(f"zero_point must be None, 'tensor' or 'token'; got {spec.zero_point!r}")
     fields = {"out_dtype": spec.out_dtype, "a_scale": spec.a_scale, "b_scale": spec.b_scale, "bias": spec.bias,
-              "batched": spec.batched}
+              "batched": spec.batched, "zero_point": spec.zero_point}
     if spec.arch in ("sm_80", "sm_86", "sm_87", "sm_89"):
         from .sm80.configs import select_config
         from .sm80.launch import build_kernel
 
         cfg = select_config(spec.arch, spec.m, spec.n)
         fn = build_kernel(spec.arch, cfg, out_dtype, spec.a_scale, spec.b_scale, spec.bias, split_k=False,
-                          rank=3 if spec.batched else 2, options=extra_options)
+                          rank=3 if spec.batched else 2, options=extra_options, zero_point=spec.zero_point)
         return fn, {"config": str(cfg), **fields}
     if spec.arch != "sm_90a":
         raise ValueError(f"int8_scaled_mm: no kernel for arch {spec.arch}; sm_90a, sm_80, sm_86, sm_87, sm_89 exist")
@@ -81,7 +85,7 @@ def _build_int8(spec: ExportSpec, extra_options: str):
     share = cluster_rank1_share("int8", spec.k, split_cluster)  # rank 1's sixteenths of K (8: halves)
     fn = build_sm90(3 if spec.batched else 2, spec.a_scale, spec.b_scale, spec.bias, out_dtype, cfg,
                     extra_options=extra_options, raster=raster, weight_preload=preload, split_cluster=split_cluster,
-                    rank1_share=share)
+                    rank1_share=share, zero_point=spec.zero_point)
     return fn, {"config": cfg.describe(), "config_fields": dict(cfg.key), "raster": list(raster),
                 "weight_preload": preload, "split_cluster": split_cluster, "rank1_share": share, **fields}
 
@@ -101,9 +105,10 @@ def _build_fp8(spec: ExportSpec, extra_options: str):
     raster = raster_for(cfg, spec.m, spec.n, spec.k)
     preload = weight_preload_ktiles("fp8", spec.m)
     fn = build_sm90(3 if spec.batched else 2, _dtype(spec.out_dtype, "out_dtype"), gran, cfg, 132, extra_options,
-                    raster=raster, weight_preload=preload, split_cluster=split_cluster)
+                    raster=raster, weight_preload=preload, split_cluster=split_cluster, has_bias=spec.epilogue_bias)
     return fn, {"config": cfg.describe(), "granularity": list(gran), "out_dtype": spec.out_dtype,
-                "raster": list(raster), "weight_preload": preload, "split_cluster": split_cluster}
+                "raster": list(raster), "weight_preload": preload, "split_cluster": split_cluster,
+                "bias": spec.epilogue_bias}
 
 
 def _build_weight_only(fmt_key: str, bits: int, scaled: bool):
@@ -135,18 +140,18 @@ def _build_weight_only(fmt_key: str, bits: int, scaled: bool):
             cfg, options, _ = wgmma.launch_variant(bits, cfg, 132, spec.m, spec.n, spec.k)  # what the ops run
             options = dict(options)
             fn = wgmma.build(fmt, x_dtype, x_dtype, scaled, group, cfg, extra_options=extra_options,
-                             kernel_options=options, has_bias=spec.weight_only_bias)
+                             kernel_options=options, has_bias=spec.epilogue_bias)
             return fn, {"format": fmt, "bits": bits, "path": path, "config": cfg.describe(),
                         "kernel_options": options, "x_dtype": spec.x_dtype, "group_scales": scaled, "group": group,
-                        "bias": spec.weight_only_bias}
+                        "bias": spec.epilogue_bias}
         # compile_with_cubin keeps the artifacts itself, so extra_options is not needed here
         from .weight_only.quantized_mm import use_promoted_scales
 
         promote = use_promoted_scales(fmt, scaled, 128, x_dtype, tile)  # as the ops decide (group 128)
         fn = compile_with_cubin(fmt, x_dtype, x_dtype, x_dtype if scaled else None, tile, spec.arch, promote,
-                                spec.weight_only_bias)
+                                spec.epilogue_bias)
         return fn, {"format": fmt, "bits": bits, "path": path, "tile": str(tile), "x_dtype": spec.x_dtype,
-                    "group_scales": scaled, "promoted_scales": promote, "bias": spec.weight_only_bias}
+                    "group_scales": scaled, "promoted_scales": promote, "bias": spec.epilogue_bias}
     return build
 
 

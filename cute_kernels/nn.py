@@ -7,10 +7,12 @@
 ``QuantizedLinear`` 1/2/4/8-bit symmetric weights (``quantized_mm``; ``formats.bitpack``): ``w_packed``,
                    ``group_scales``, the per-tensor ``scale`` in the extra state.
 ``Int8Linear``     W8A8 (``int8_scaled_mm``): int8 ``weight`` [N, K] with a float32 ``weight_scale`` per output channel;
-                   activations quantized per token at each call (``per_token_quant_int8``), the bias in the epilogue.
+                   activations quantized per token at each call (``per_token_quant_int8``), the bias in the epilogue;
+                   ``activations="asymmetric"``: per-token zero points too (vLLM's azp path).
 ``Fp8Linear``      DeepSeek-V3 FP8 (``fp8_blockwise_scaled_mm``): e4m3 ``weight`` [N, K] and ``weight_scale_inv``
                    per 128 x 128 block (the keys of DeepSeek-V3's checkpoints; the value multiplies, as there);
-                   activations quantized per token in 1 x 128 groups at each call (``per_token_group_quant_fp8``).
+                   activations quantized per token in 1 x 128 groups at each call (``per_token_group_quant_fp8``),
+                   the bias in the epilogue.
 =================  ==============================================================================================
 
 ``from_linear(linear, ...)`` quantizes a float ``nn.Linear`` with the formats' plain rules (round to nearest with
@@ -202,15 +204,21 @@ class _ActivationQuantizedLinear(_QuantizedLinear):
         raise NotImplementedError
 
     @classmethod
-    def from_linear(cls, linear: nn.Linear, dtype: Optional[torch.dtype] = None):
-        """Quantize ``linear.weight`` with the layer's weight quantizer (see the class)."""
+    def from_linear(cls, linear: nn.Linear, dtype: Optional[torch.dtype] = None, **options):
+        """Quantize ``linear.weight`` with the layer's weight quantizer (see the class); ``options``: the class's
+        own constructor options."""
         dtype = dtype or (linear.weight.dtype if linear.weight.dtype in _HALF else torch.bfloat16)
-        layer = cls(linear.in_features, linear.out_features, linear.bias is not None, dtype, linear.weight.device)
+        layer = cls(linear.in_features, linear.out_features, linear.bias is not None, dtype, linear.weight.device,
+                    **options)
         with torch.no_grad():
             for name, t in zip(cls._weight_buffers, cls._quantize_weight(linear.weight.detach())):
                 getattr(layer, name).copy_(t)
             cls._copy_bias(layer, linear)
+        layer._weights_loaded()
         return layer
+
+    def _weights_loaded(self) -> None:
+        """Rebuild what derives from the weight buffers (nothing here; Int8Linear's zero-point sums)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         _check_input(self, x)
@@ -230,25 +238,59 @@ class _ActivationQuantizedLinear(_QuantizedLinear):
 class Int8Linear(_ActivationQuantizedLinear):
     """W8A8 linear layer (``int8_scaled_mm``): ``weight`` int8 [N, K], ``weight_scale`` float32 [N] (one per output
     channel, symmetric max-abs), ``bias`` [N]; each call quantizes x per token (``per_token_quant_int8``) and the
-    kernel's epilogue applies both scales and the bias."""
+    kernel's epilogue applies both scales and the bias.
+
+    ``activations="asymmetric"``: x is quantized per token with a zero point too (x ~= (q - azp) * scale: the whole
+    int8 range covers each row's [min, max], which suits activations that are not centred on zero, e.g. after a
+    GELU), and the epilogue subtracts ``azp[i] * azp_adj[j]``, ``azp_adj`` being the weight's row sums. Those sums
+    are a buffer derived from ``weight`` (not in the state dict): rebuilt after ``load_state_dict`` and whenever
+    the weight's version counter moves (eager calls); after a write the counter does not see (``weight.data``
+    copies, see ``clear_weight_caches``), call ``refresh_zero_point_sums()``."""
 
     _weight_buffers = ("weight", "weight_scale")
     _quantize_weight = staticmethod(quantize_int8_rowwise)
+    ACTIVATIONS = ("symmetric", "asymmetric")
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, dtype: torch.dtype = torch.bfloat16,
-                 device=None):
+                 device=None, activations: str = "symmetric"):
         super().__init__(in_features, out_features, bias, dtype, device)
         if in_features % 16 or out_features % 8:
             raise ValueError(f"in_features must be a multiple of 16 and out_features of 8 (16-byte rows); got "
                              f"{in_features}, {out_features}")
+        if activations not in self.ACTIVATIONS:
+            raise ValueError(f"activations must be one of {self.ACTIVATIONS}; got {activations!r}")
+        self.activations = activations
         self.register_buffer("weight", torch.zeros(out_features, in_features, dtype=torch.int8, device=device))
         self.register_buffer("weight_scale", torch.ones(out_features, dtype=torch.float32, device=device))
+        if activations == "asymmetric":
+            self.register_buffer("azp_adj", torch.zeros(out_features, dtype=torch.int32, device=device),
+                                 persistent=False)
+            self._summed = None  # (data_ptr, version) of the weight azp_adj was summed from
+            self.register_load_state_dict_post_hook(lambda module, keys: module._weights_loaded())
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + (", activations=asymmetric" if self.activations == "asymmetric" else "")
+
+    def _weights_loaded(self) -> None:
+        self.refresh_zero_point_sums()
+
+    @torch.no_grad()
+    def refresh_zero_point_sums(self) -> None:
+        """azp_adj = the weight's rows summed over K, in int32 (asymmetric activations only)."""
+        if self.activations == "asymmetric":
+            self.azp_adj.copy_(self.weight.sum(1, dtype=torch.int32))
+            self._summed = (self.weight.data_ptr(), self.weight._version)
 
     def _matmul(self, x2, ops):
-        quantize = ops.per_token_quant_int8 if ops else per_token_quant_int8
         gemm = ops.int8_scaled_mm if ops else _int8_scaled_mm
-        q, scale = quantize(x2)
-        return gemm(q, self.weight.t(), scale, self.weight_scale, self._bias_for(x2.dtype), x2.dtype)
+        bias = self._bias_for(x2.dtype)
+        if self.activations == "symmetric":
+            q, scale = ops.per_token_quant_int8(x2) if ops else per_token_quant_int8(x2)
+            return gemm(q, self.weight.t(), scale, self.weight_scale, bias, x2.dtype)
+        if not ops and self._summed != (self.weight.data_ptr(), self.weight._version):
+            self.refresh_zero_point_sums()
+        q, scale, azp = ops.per_token_quant_int8_azp(x2) if ops else per_token_quant_int8(x2, symmetric=False)
+        return gemm(q, self.weight.t(), scale, self.weight_scale, bias, x2.dtype, azp_adj=self.azp_adj, azp=azp)
 
 
 class Fp8Linear(_ActivationQuantizedLinear):
@@ -272,10 +314,9 @@ class Fp8Linear(_ActivationQuantizedLinear):
                                                             dtype=torch.float32, device=device))
 
     def _matmul(self, x2, ops):
+        bias = self._bias_for(x2.dtype)  # added in the kernel's epilogue
         if ops:
             a, a_scale = ops.per_token_group_quant_fp8(x2, 128)
-            out = ops.fp8_blockwise_scaled_mm(a, self.weight, a_scale, self.weight_scale_inv, x2.dtype, None)
-        else:
-            a, a_scale = per_token_group_quant_fp8(x2, 128)
-            out = _fp8_blockwise_scaled_mm(a, self.weight, a_scale, self.weight_scale_inv, x2.dtype)
-        return out if self.bias is None else out + self._bias_for(x2.dtype)
+            return ops.fp8_blockwise_scaled_mm(a, self.weight, a_scale, self.weight_scale_inv, x2.dtype, None, bias)
+        a, a_scale = per_token_group_quant_fp8(x2, 128)
+        return _fp8_blockwise_scaled_mm(a, self.weight, a_scale, self.weight_scale_inv, x2.dtype, bias=bias)

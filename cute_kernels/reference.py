@@ -14,13 +14,19 @@ from .formats.bitpack import group_size_of, unpack_weights
 from .formats.scale_layouts import normalize_granularity
 
 
-def int8_scaled_mm_ref(a, b, a_scale, b_scale, bias=None):
+def int8_scaled_mm_ref(a, b, a_scale, b_scale, bias=None, azp_adj=None, azp=None):
     """out[..., i, j] = (sum_k a[..., i, k] * b[..., k, j]) * a_scale[i] * b_scale[j] + bias[j], in float64; an
     int32 bias is added to the accumulator before the scales instead: (acc + bias[j]) * a_scale[i] * b_scale[j].
+    Zero points of asymmetric activations come off the accumulator first: acc - azp[i] * azp_adj[j] with a per-token
+    ``azp``, acc - azp_adj[j] without one.
 
-    a: int8 [M, K] or [L, M, K]; b: int8 [K, N] or [L, K, N]; a_scale: [M] or [1]; b_scale: [N] or [1]; bias: [N] or None.
+    a: int8 [M, K] or [L, M, K]; b: int8 [K, N] or [L, K, N]; a_scale: [M] or [1]; b_scale: [N] or [1]; bias: [N] or
+    None; azp_adj: int32 [N] or None; azp: int32 [M] or None.
     """
     acc = torch.matmul(a.double(), b.double())  # exact: |sum| < 2^53 for any K this library accepts
+    if azp_adj is not None:
+        zp = azp.double().reshape(-1, 1) if azp is not None else 1.0
+        acc = acc - zp * azp_adj.double().reshape(1, -1)
     if bias is not None and bias.dtype == torch.int32:
         acc = acc + bias.double().reshape(1, -1)
     out = acc * a_scale.double().reshape(-1, 1) * b_scale.double().reshape(1, -1)
@@ -38,9 +44,10 @@ def _expand_rows(scale: torch.Tensor, g: int, rows: int) -> torch.Tensor:
     return scale.repeat_interleave(g, dim=-2)[..., :rows, :]
 
 
-def fp8_blockwise_scaled_mm_ref(a, b, a_scale, b_scale, scale_granularity=(1, 128, 128)):
+def fp8_blockwise_scaled_mm_ref(a, b, a_scale, b_scale, scale_granularity=(1, 128, 128), bias=None):
     """FP8 GEMM with blockwise/groupwise scales, in float64:
-    out[..., i, j] = sum_kb a_scale[..., i//gM, kb] * b_scale[..., j//gN, kb] * sum_{k in kb} a[..., i, k] * b[..., j, k].
+    out[..., i, j] = sum_kb a_scale[..., i//gM, kb] * b_scale[..., j//gN, kb] * sum_{k in kb} a[..., i, k] * b[..., j, k]
+                     (+ bias[j]).
 
     a: [M, K] or [L, M, K] (fp8, or any float dtype); b: [N, K] or [L, N, K] (the seed's B, K contiguous);
     a_scale: [(L,) ceil(M/gM), ceil(K/gK)]; b_scale: [(L,) ceil(N/gN), ceil(K/gK)], any strides (K- or MN-major).
@@ -69,7 +76,7 @@ def fp8_blockwise_scaled_mm_ref(a, b, a_scale, b_scale, scale_granularity=(1, 12
         ks = slice(kb * gK, min((kb + 1) * gK, K))
         partial = torch.matmul(a64[..., ks], b64[..., ks].transpose(-1, -2))
         out += partial * sa[..., kb].unsqueeze(-1) * sb[..., kb].unsqueeze(-2)
-    return out
+    return out if bias is None else out + bias.double()
 
 
 def quantized_mm_ref(x, w_packed, scale, bits, group_scales=None):

@@ -8,19 +8,22 @@ inputs' metadata alone, so tracing works on FakeTensors (torch.compile, torch.ex
 Registered (the plain functions' arguments, without their tuning knobs ``out=``, ``config=``, ``path=``, ``tile=``):
 
 ====================================  ===========================================================================
-``int8_scaled_mm``                    (a, b, a_scale, b_scale, bias=None, out_dtype=bfloat16) -> [.., M, N]
-``fp8_blockwise_scaled_mm``           (a, b, a_scale, b_scale, out_dtype=bfloat16, scale_granularity=None: 1x128x128)
+``int8_scaled_mm``                    (a, b, a_scale, b_scale, bias=None, out_dtype=bfloat16, azp_adj=None, azp=None)
+``fp8_blockwise_scaled_mm``           (a, b, a_scale, b_scale, out_dtype=bfloat16, scale_granularity=None: 1x128x128,
+                                      bias=None)
 ``quantized_mm``                      (x, w_packed, scale: float, bits, group_scales=None, out_dtype=None, bias=None)
 ``awq_gemm`` / ``awq_linear``         (x, qweight, scales, qzeros[, bias]) -> [M, OC] / [..., OC]
 ``awq_dequantize``                    (qweight, scales, qzeros) -> [IC, OC]
 ``dequantize_weights``                (w_packed, bits, k, group_scales=None, dtype=bfloat16) -> [N, K]
 ``per_token_quant_int8``              (x) -> (q int8 [..., K], scale [...])
+``per_token_quant_int8_azp``          (x) -> (q int8 [..., K], scale [...], azp int32 [...]): x ~= (q - azp) * scale
 ``per_token_group_quant_fp8``         (x, group=128) -> (q e4m3 [..., K], scale [..., K/128], TMA-aligned MN-major)
 ====================================  ===========================================================================
 
 Each has an autograd registration with the plain functions' rules (``autograd.py``): quantized_mm / awq_gemm /
 awq_linear differentiate x (and their bias) through the dequantized weight, so a compiled training step of
-adapters on a frozen quantized layer works; a gradient asked of any other input raises when backward reaches the op.
+adapters on a frozen quantized layer works; the int8 / FP8 GEMMs differentiate their bias only; a gradient asked of
+any other input raises when backward reaches the op.
 
 In eager code call the plain functions: the dispatcher's custom-op path adds host time per call (measured in
 docs/torch_compile.md). Inside a compiled graph that cost is paid once per node, like any other custom op.
@@ -64,27 +67,28 @@ def _inner_dims(a_name: str, a: Tensor, b_name: str, b: Tensor, b_k_axis: int) -
 
 
 # ----------------------------------------------------------------------------------------------------- int8 / FP8
-def _int8_scaled_mm(a, b, a_scale, b_scale, bias=None, out_dtype=torch.bfloat16):
+def _int8_scaled_mm(a, b, a_scale, b_scale, bias=None, out_dtype=torch.bfloat16, azp_adj=None, azp=None):
     from .ops.int8_scaled_mm import int8_scaled_mm
 
-    return int8_scaled_mm(a, b, a_scale, b_scale, bias, out_dtype)
+    return int8_scaled_mm(a, b, a_scale, b_scale, bias, out_dtype, azp_adj=azp_adj, azp=azp)
 
 
-def _int8_scaled_mm_fake(a, b, a_scale, b_scale, bias=None, out_dtype=torch.bfloat16):
+def _int8_scaled_mm_fake(a, b, a_scale, b_scale, bias=None, out_dtype=torch.bfloat16, azp_adj=None, azp=None):
     checks.check_dtype("a", a, (torch.int8,))
     checks.check_dtype("b", b, (torch.int8,))
     n = _inner_dims("a", a, "b", b, -2)
     return a.new_empty((*a.shape[:-1], n), dtype=out_dtype)
 
 
-def _fp8_blockwise_scaled_mm(a, b, a_scale, b_scale, out_dtype=torch.bfloat16, scale_granularity=None):
+def _fp8_blockwise_scaled_mm(a, b, a_scale, b_scale, out_dtype=torch.bfloat16, scale_granularity=None, bias=None):
     from .ops.fp8_blockwise_scaled_mm import fp8_blockwise_scaled_mm
 
     gran = (1, 128, 128) if scale_granularity is None else tuple(scale_granularity)
-    return fp8_blockwise_scaled_mm(a, b, a_scale, b_scale, out_dtype, gran)
+    return fp8_blockwise_scaled_mm(a, b, a_scale, b_scale, out_dtype, gran, bias=bias)
 
 
-def _fp8_blockwise_scaled_mm_fake(a, b, a_scale, b_scale, out_dtype=torch.bfloat16, scale_granularity=None):
+def _fp8_blockwise_scaled_mm_fake(a, b, a_scale, b_scale, out_dtype=torch.bfloat16, scale_granularity=None,
+                                  bias=None):
     fp8 = (torch.float8_e4m3fn, torch.float8_e5m2)
     checks.check_dtype("a", a, fp8)
     checks.check_dtype("b", b, fp8)
@@ -118,13 +122,13 @@ def _awq_fake_out(x: Tensor, qweight: Tensor, lead: tuple) -> Tensor:
     return x.new_empty((*lead, qweight.shape[1] * 8))
 
 
-def _awq_gemm(x, qweight, scales, qzeros):
+def _awq_gemm(x, qweight, scales, qzeros, bias=None):
     from .weight_only import awq_gemm
 
-    return awq_gemm(x, qweight, scales, qzeros)
+    return awq_gemm(x, qweight, scales, qzeros, bias=bias)
 
 
-def _awq_gemm_fake(x, qweight, scales, qzeros):
+def _awq_gemm_fake(x, qweight, scales, qzeros, bias=None):
     checks.check_ndim("x", x, (2,))
     return _awq_fake_out(x, qweight, (x.shape[0],))
 
@@ -173,6 +177,16 @@ def _per_token_quant_int8_fake(x):
     return x.new_empty(x.shape, dtype=torch.int8), x.new_empty(x.shape[:-1], dtype=torch.float32)
 
 
+def _per_token_quant_int8_azp(x):
+    from .quantize import per_token_quant_int8_azp
+
+    return per_token_quant_int8_azp(x)
+
+
+def _per_token_quant_int8_azp_fake(x):
+    return (*_per_token_quant_int8_fake(x), x.new_empty(x.shape[:-1], dtype=torch.int32))
+
+
 def _per_token_group_quant_fp8(x, group=128):
     from .quantize import per_token_group_quant_fp8
 
@@ -189,14 +203,15 @@ def _per_token_group_quant_fp8_fake(x, group=128):
 
 SCHEMAS = {
     "int8_scaled_mm": ("int8_scaled_mm(Tensor a, Tensor b, Tensor a_scale, Tensor b_scale, Tensor? bias=None, "
-                       "ScalarType out_dtype=bfloat16) -> Tensor", _int8_scaled_mm, _int8_scaled_mm_fake),
+                       "ScalarType out_dtype=bfloat16, Tensor? azp_adj=None, Tensor? azp=None) -> Tensor",
+                       _int8_scaled_mm, _int8_scaled_mm_fake),
     "fp8_blockwise_scaled_mm": ("fp8_blockwise_scaled_mm(Tensor a, Tensor b, Tensor a_scale, Tensor b_scale, "
-                                "ScalarType out_dtype=bfloat16, int[]? scale_granularity=None) -> Tensor",
-                                _fp8_blockwise_scaled_mm, _fp8_blockwise_scaled_mm_fake),
+                                "ScalarType out_dtype=bfloat16, int[]? scale_granularity=None, Tensor? bias=None) "
+                                "-> Tensor", _fp8_blockwise_scaled_mm, _fp8_blockwise_scaled_mm_fake),
     "quantized_mm": ("quantized_mm(Tensor x, Tensor w_packed, float scale, int bits, Tensor? group_scales=None, "
                      "ScalarType? out_dtype=None, Tensor? bias=None) -> Tensor", _quantized_mm, _quantized_mm_fake),
-    "awq_gemm": ("awq_gemm(Tensor x, Tensor qweight, Tensor scales, Tensor qzeros) -> Tensor", _awq_gemm,
-                 _awq_gemm_fake),
+    "awq_gemm": ("awq_gemm(Tensor x, Tensor qweight, Tensor scales, Tensor qzeros, Tensor? bias=None) -> Tensor",
+                 _awq_gemm, _awq_gemm_fake),
     "awq_linear": ("awq_linear(Tensor x, Tensor qweight, Tensor scales, Tensor qzeros, Tensor? bias=None) -> Tensor",
                    _awq_linear, _awq_linear_fake),
     "awq_dequantize": ("awq_dequantize(Tensor qweight, Tensor scales, Tensor qzeros) -> Tensor", _awq_dequantize,
@@ -205,6 +220,9 @@ SCHEMAS = {
                            "ScalarType dtype=bfloat16) -> Tensor", _dequantize_weights, _dequantize_weights_fake),
     "per_token_quant_int8": ("per_token_quant_int8(Tensor x) -> (Tensor, Tensor)", _per_token_quant_int8,
                              _per_token_quant_int8_fake),
+    # a separate op, not a flag: its output count differs (vLLM: scaled_int8_quant(x, symmetric=False))
+    "per_token_quant_int8_azp": ("per_token_quant_int8_azp(Tensor x) -> (Tensor, Tensor, Tensor)",
+                                 _per_token_quant_int8_azp, _per_token_quant_int8_azp_fake),
     "per_token_group_quant_fp8": ("per_token_group_quant_fp8(Tensor x, int group=128) -> (Tensor, Tensor)",
                                   _per_token_group_quant_fp8, _per_token_group_quant_fp8_fake),
 }
@@ -216,7 +234,7 @@ REGISTERED = tuple(SCHEMAS)
 # -------------------------------------------------------------------------------------------------------- autograd
 # The same rules as the plain functions (``autograd.py``): d x (and d bias) through the dequantized
 # weight; a gradient asked of any other input raises when backward reaches the op.
-_ARG_NAMES = {name: [a.split("=")[0].split()[-1] for a in schema.split("(", 1)[1].rsplit(")", 1)[0].split(", ")]
+_ARG_NAMES = {name: [a.split("=")[0].split()[-1] for a in schema.split("(", 1)[1].split(") -> ", 1)[0].split(", ")]
               for name, (schema, _, _) in SCHEMAS.items()}
 
 
@@ -257,10 +275,24 @@ def _quantized_mm_backward(ctx, grad):
 
 
 def _awq_gemm_backward(ctx, grad):
-    _refuse_others(ctx, "awq_gemm", ("x",))
-    qweight, scales, qzeros = _inputs(ctx, "awq_gemm")
-    return _grads(ctx, awq_grad_x(grad, qweight, scales, qzeros, ctx.x_dtype) if _needs(ctx, 0) else None,
-                  None, None, None)
+    _refuse_others(ctx, "awq_gemm", ("x", "bias"))
+    qweight, scales, qzeros, bias = _inputs(ctx, "awq_gemm")
+    grad_x = awq_grad_x(grad, qweight, scales, qzeros, ctx.x_dtype) if _needs(ctx, 0) else None
+    grad_bias = bias_grad(grad).to(bias.dtype) if _needs(ctx, 4) else None
+    return _grads(ctx, grad_x, None, None, None, grad_bias)
+
+
+def _bias_only_backward(op: str):
+    """int8 / FP8 GEMMs: their quantized operands have no gradient; an output-dtype bias has d bias = sum of d out."""
+    def backward(ctx, grad):
+        _refuse_others(ctx, op, ("bias",))
+        index = _ARG_NAMES[op].index("bias")
+        grads = [None] * len(ctx.needs_input_grad)
+        if _needs(ctx, index):
+            grads[index] = bias_grad(grad).to(_inputs(ctx, op)[index - 1].dtype)
+        return tuple(grads)
+
+    return backward
 
 
 def _awq_linear_backward(ctx, grad):
@@ -280,7 +312,8 @@ def _no_backward(op: str):
 
 
 _BACKWARDS = {"quantized_mm": _quantized_mm_backward, "awq_gemm": _awq_gemm_backward,
-              "awq_linear": _awq_linear_backward}
+              "awq_linear": _awq_linear_backward, "int8_scaled_mm": _bias_only_backward("int8_scaled_mm"),
+              "fp8_blockwise_scaled_mm": _bias_only_backward("fp8_blockwise_scaled_mm")}
 for _name in SCHEMAS:
     torch.library.register_autograd(f"{_NS}::{_name}", _BACKWARDS.get(_name, _no_backward(_name)),
                                     setup_context=_keep_weights, lib=_LIB)

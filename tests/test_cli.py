@@ -131,3 +131,17 @@ def test_export_dequantize_weights(tmp_path):
     manifest = json.loads(manifest_path.read_text())
     assert manifest["kernel"] == "dequantize_weights" and manifest["bits"] == 4
     assert manifest["sass"]["local_memory_ops"] == 0 and not manifest["sass"]["tensor_core_ops"]
+
+
+@pytest.mark.parametrize("args,mma,key,value", [
+    (("int8_scaled_mm", "--m", "1", "--azp", "token"), "IGMMA", "zero_point", "token"),
+    (("int8_scaled_mm", "--arch", "sm_80", "--azp", "tensor"), "IMMA", "zero_point", "tensor"),
+    (("fp8_blockwise_scaled_mm", "--m", "128", "--bias"), "QGMMA", "bias", True),
+])
+def test_export_zero_point_and_fp8_bias_variants(tmp_path, args, mma, key, value):
+    _cli("export", *args, "--out", str(tmp_path))
+    (manifest_path,) = tmp_path.glob("*.json")
+    manifest = json.loads(manifest_path.read_text())
+    assert manifest[key] == value, manifest
+    assert any(op.startswith(mma) for op in manifest["sass"]["tensor_core_ops"]), manifest["sass"]
+    assert manifest["sass"]["local_memory_ops"] == 0

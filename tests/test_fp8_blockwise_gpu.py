@@ -235,7 +235,7 @@ def test_swizzled_schedule(m, n):
                        raster=(4, False))
     a, b, a_s, b_s = _operands(m, n, 256, gran, seed=m)
     out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
-    fn(a, b, out, a_s, b_s)
+    fn(a, b, out, a_s, b_s, None)
     _check(out, a, b, a_s, b_s, gran, torch.bfloat16)
 
 
@@ -288,3 +288,36 @@ def test_weight_preload_bitwise_equal(m, n, k, monkeypatch):
     op._validated.clear()
     _check(outs[None], a, b, a_s, b_s, GROUPWISE, torch.bfloat16)
     assert torch.equal(outs[None], outs[0]) and torch.equal(outs[16], outs[0])
+
+
+@pytest.mark.parametrize("m,n,k,batch", [(1, 576, 256, None), (1, 2112, 7168, None), (100, 4096, 1024, None),
+                                         (128, 7168, 2048, None), (300, 2112, 1536, None), (1024, 7168, 2048, None),
+                                         (7, 264, 384, 3)])
+@pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_bias_in_the_epilogue(m, n, k, batch, out_dtype):
+    """bias [N] added in fp32 before the one rounding: swapped split-K decode tiles, the 2x1 cluster at 65-128
+    tokens, split-tail and multi-wave tiles, a batch sharing the bias; the warm path too."""
+    gran = GROUPWISE
+    a, b, a_s, b_s = _operands(m, n, k, gran, batch=batch, seed=m + n)
+    bias = (torch.randn(n, device="cuda") * 8).to(out_dtype)
+    shape = ((batch,) if batch else ()) + (m, n)
+    out = torch.full(shape, float("nan"), dtype=out_dtype, device="cuda")
+    fp8_blockwise_scaled_mm(a, b, a_s, b_s, out_dtype=out_dtype, out=out, bias=bias)
+    ref = fp8_blockwise_scaled_mm_ref(a, b, a_s, b_s, gran, bias=bias)
+    assert not torch.isnan(out).any()
+    err = (out.double() - ref).abs()
+    assert (err <= 2e-2 * ref.abs() + 1e-2 * ref.pow(2).mean().sqrt()).all(), f"max err {err.max().item():.4g}"
+    plain = fp8_blockwise_scaled_mm(a, b, a_s, b_s, out_dtype=out_dtype).double()
+    # the bias is really in, once: out - plain is the bias up to the two outputs' roundings
+    assert ((out.double() - plain - bias.double()).abs() <= 2 ** -7 * (out.double().abs() + plain.abs()) + 0.05).all()
+    assert torch.equal(fp8_blockwise_scaled_mm(a, b, a_s, b_s, out_dtype=out_dtype, bias=bias), out)  # warm path
+
+
+def test_bias_errors():
+    a, b, a_s, b_s = _operands(16, 256, 256, GROUPWISE)
+    with pytest.raises(TypeError, match="bias must have dtype bfloat16"):
+        fp8_blockwise_scaled_mm(a, b, a_s, b_s, bias=torch.zeros(256, device="cuda"))
+    with pytest.raises(ValueError, match=r"bias must have shape \[N\] = \[256\]"):
+        fp8_blockwise_scaled_mm(a, b, a_s, b_s, bias=torch.zeros(255, device="cuda", dtype=torch.bfloat16))
+    with pytest.raises(ValueError, match="bias is on cpu"):
+        fp8_blockwise_scaled_mm(a, b, a_s, b_s, bias=torch.zeros(256, dtype=torch.bfloat16))

@@ -541,3 +541,72 @@ def test_split_cluster_rule(monkeypatch):
     assert split_k.cluster_split(got, split_k.resolve_split(got, 16, 4096, 4096, 1, 132)[1], 132) == 1
     cfg2, options, split = wgmma.launch_variant(4, wgmma.select_config(16, 8192, 8192), 132, 16, 8192, 8192)
     assert split is not None and "split_cluster" not in dict(options) and cfg2.split_k == 2
+
+
+# ------------------------------------------------------------------ asymmetric activations (azp_adj / azp)
+def test_zero_point_tree_and_reference():
+    from cute_kernels.epilogues import ZeroPointAccumulator
+
+    tree = scaled_mm_tree("vector", "vector", True, zero_point="token")
+    assert tree.operand_names == ("a_scale", "b_scale", "bias", "azp_adj", "azp")
+    assert isinstance(tree.root.children[0].children[0].children[0], ZeroPointAccumulator)
+    assert scaled_mm_tree("vector", "scalar", "acc", zero_point="tensor").operand_names == (
+        "a_scale", "b_scale", "bias", "azp_adj")
+    assert scaled_mm_tree("vector", "vector", None, zero_point="token", swap_ab=True).key != tree.key
+    with pytest.raises(ValueError, match="zero_point must be one of"):
+        scaled_mm_tree("vector", "vector", None, zero_point="row")
+    # the reference is the GEMM of the dequantized activations (q - azp) * a_scale
+    g = torch.Generator().manual_seed(0)
+    q = torch.randint(-128, 128, (6, 64), dtype=torch.int8, generator=g)
+    w = torch.randint(-128, 128, (16, 64), dtype=torch.int8, generator=g)
+    azp = torch.randint(-128, 128, (6,), dtype=torch.int32, generator=g)
+    sa, sb, bias = torch.rand(6, generator=g), torch.rand(16, generator=g), torch.randn(16, generator=g)
+    x = (q.double() - azp.double()[:, None]) * sa.double()[:, None]
+    expected = x @ (w.double() * sb.double()[:, None]).t() + bias.double()
+    got = int8_scaled_mm_ref(q, w.t(), sa, sb, bias, azp_adj=w.to(torch.int32).sum(1), azp=azp)
+    assert torch.allclose(got, expected, rtol=1e-12, atol=1e-9)
+    # per tensor: one zero point folded into azp_adj
+    got = int8_scaled_mm_ref(q, w.t(), sa, sb, None, azp_adj=7 * w.to(torch.int32).sum(1))
+    expected = ((q.double() - 7) * sa.double()[:, None]) @ (w.double() * sb.double()[:, None]).t()
+    assert torch.allclose(got, expected, rtol=1e-12, atol=1e-9)
+
+
+@pytest.mark.parametrize("kwargs,exc,match", [
+    (dict(azp=torch.zeros(32, dtype=torch.int32)), ValueError, "azp .per-token zero points. needs azp_adj"),
+    (dict(azp_adj=torch.zeros(64)), TypeError, "azp_adj must have dtype int32; got float32"),
+    (dict(azp_adj=torch.zeros(63, dtype=torch.int32)), ValueError, r"azp_adj must have shape \(64,\)"),
+    (dict(azp_adj=torch.zeros(64, dtype=torch.int32), azp=torch.zeros(32, dtype=torch.int64)), TypeError,
+     "azp must have dtype int32"),
+    (dict(azp_adj=torch.zeros(64, dtype=torch.int32), azp=torch.zeros(31, dtype=torch.int32)), ValueError,
+     r"azp must have shape \(32,\) \(one zero point per token M\)"),
+    (dict(azp_adj=torch.zeros(128, dtype=torch.int32)[::2]), ValueError, "azp_adj must be contiguous"),
+])
+def test_zero_point_validation_messages(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        int8_scaled_mm(*_args(), **kwargs)
+
+
+def test_zero_point_k_bound():
+    from cute_kernels.ops.int8_scaled_mm import MAX_K_ZERO_POINT
+
+    assert MAX_K_ZERO_POINT * 255 * 128 < 2**31 <= (MAX_K_ZERO_POINT + 1) * 255 * 128
+    k = (MAX_K_ZERO_POINT // 16 + 1) * 16
+    a = torch.empty(2, k, dtype=torch.int8)
+    b = torch.empty(8, k, dtype=torch.int8).t()
+    with pytest.raises(ValueError, match=f"K = {k} exceeds {MAX_K_ZERO_POINT} with a zero point"):
+        int8_scaled_mm(a, b, torch.ones(2), torch.ones(8), azp_adj=torch.zeros(8, dtype=torch.int32))
+
+
+@pytest.mark.parametrize("m,zero_point", [(1, "token"), (4096, "token"), (16, "tensor")])
+def test_zero_point_variant_sass(m, zero_point):
+    """Zero-point epilogues on the swapped split-K decode tile and the plain multi-wave tile: integer WGMMA, no
+    spills."""
+    from cute_kernels.ops.int8_scaled_mm import build_sm90
+    from cute_kernels.sass import compile_with_artifacts, summarize_cubin
+
+    cfg = select_sm90_int8(m, 4096, 4096)
+    fn = compile_with_artifacts(lambda opts: build_sm90(2, "vector", "vector", True, torch.bfloat16, cfg,
+                                                        extra_options=opts, zero_point=zero_point))
+    s = summarize_cubin(fn.artifacts.CUBIN)
+    assert any(op.startswith("IGMMA") and ".S8.S8" in op for op in s.mma), dict(s.mma)
+    assert s.local_memory_ops == 0

@@ -201,7 +201,7 @@ def test_swizzled_schedule(raster, m, n, batch):
     fn = _compile_sm90(3 if batch else 2, "vector", "vector", True, torch.bfloat16, cfg, 132, raster=raster)
     a, b, a_s, b_s, bias = int8_gemm_inputs(m, n, 256, batch=batch, seed=m + n)
     out = torch.full((batch, m, n) if batch else (m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
-    fn(a, b, out, a_s, b_s, bias)
+    fn(a, b, out, a_s, b_s, bias, None, None)
     _check(out, a, b, a_s, b_s, bias, torch.bfloat16)
 
 
@@ -258,3 +258,87 @@ def test_weight_preload_bitwise_equal(m, n, k, batch, monkeypatch):
     op._validated.clear()
     _check(outs[None], a, b, a_s, b_s, bias, torch.bfloat16)
     assert torch.equal(outs[None], outs[0]) and torch.equal(outs[16], outs[0])
+
+
+# ------------------------------------------------------------------ asymmetric activations (azp_adj / azp, vLLM's azp)
+def _zero_points(a, b, per_token: bool, seed: int):
+    """(azp_adj, azp) for codes ``a`` read as a - azp: per token, azp random in [-128, 127] and azp_adj = b's column
+    sums; per tensor, one zero point folded into azp_adj."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    col_sums = b.to(torch.int32).sum(-2, dtype=torch.int32)  # [.., N]; the batch shares one b in these tests' use
+    col_sums = col_sums if col_sums.dim() == 1 else col_sums[0]
+    if per_token:
+        return col_sums.contiguous(), torch.randint(-128, 128, (a.shape[-2],), dtype=torch.int32, device="cuda",
+                                                    generator=g)
+    zp = int(torch.randint(-128, 128, (1,), generator=g, device="cuda").item())
+    return (col_sums * zp).contiguous(), None
+
+
+def _check_azp(out, a, b, a_s, b_s, bias, azp_adj, azp, out_dtype=torch.bfloat16):
+    ref = int8_scaled_mm_ref(a, b, a_s, b_s, bias, azp_adj=azp_adj, azp=azp)
+    assert out.dtype == out_dtype and out.shape == ref.shape
+    assert not torch.isnan(out).any(), "kernel left elements unwritten (NaN poison survived)"
+    tol = (2 ** -7 if out_dtype == torch.bfloat16 else 2 ** -10) * ref.abs() + 1e-2
+    err = (out.double() - ref).abs()
+    assert (err <= tol).all(), f"max abs err {err.max().item():.4g}, max |ref| {ref.abs().max().item():.4g}"
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 4096, 4096), (5, 520, 384), (16, 1032, 1040), (77, 2048, 1024),
+                                   (300, 776, 2000), (1024, 2048, 1024), (4097, 264, 272)])
+@pytest.mark.parametrize("per_token", [True, False], ids=["token", "tensor"])
+@pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float16])
+def test_zero_points(m, n, k, per_token, out_dtype):
+    """acc - azp[i] * azp_adj[j] (or - azp_adj[j]) before the scales and the bias, on the swapped split decode
+    tiles, plain and multi-wave tiles, ragged M / N / K."""
+    a, b, a_s, b_s, bias = int8_gemm_inputs(m, n, k, out_dtype=out_dtype, seed=m + n + k)
+    azp_adj, azp = _zero_points(a, b, per_token, seed=m)
+    out = torch.full((m, n), float("nan"), dtype=out_dtype, device="cuda")
+    int8_scaled_mm(a, b, a_s, b_s, bias, out_dtype=out_dtype, out=out, azp_adj=azp_adj, azp=azp)
+    _check_azp(out, a, b, a_s, b_s, bias, azp_adj, azp, out_dtype)
+    again = int8_scaled_mm(a, b, a_s, b_s, bias, out_dtype=out_dtype, azp_adj=azp_adj, azp=azp)  # the warm path
+    assert torch.equal(again, out)
+
+
+def test_zero_points_cancel_exactly():
+    """Codes within +-2 of their token's zero point: acc and azp * azp_adj (each ~2^26.6 here, where fp32's spacing
+    is 8) nearly cancel. The correction is taken in int32, so with unit scales and fp32 output the result is exact;
+    an fp32 subtraction would be off by up to ~8."""
+    m, n, k = 64, 1024, 8192
+    g = torch.Generator(device="cuda").manual_seed(5)
+    azp = torch.randint(100, 126, (m,), dtype=torch.int32, device="cuda", generator=g)
+    a = (azp[:, None] + torch.randint(-2, 3, (m, k), device="cuda", generator=g)).to(torch.int8)
+    w = torch.randint(100, 128, (n, k), dtype=torch.int8, device="cuda", generator=g)
+    b = w.t()
+    ones = torch.ones(m, device="cuda"), torch.ones(n, device="cuda")
+    for arch in ("sm90", "sm80"):
+        out = int8_scaled_mm(a, b, *ones, out_dtype=torch.float32 if arch == "sm90" else torch.bfloat16,
+                             azp_adj=w.sum(1, dtype=torch.int32), azp=azp, arch=arch)
+        ref = int8_scaled_mm_ref(a, b, *ones, azp_adj=w.sum(1, dtype=torch.int32), azp=azp)
+        if arch == "sm90":
+            assert torch.equal(out.double(), ref), (out.double() - ref).abs().max()  # fp32 holds these exactly
+        else:
+            assert ((out.double() - ref).abs() <= 2 ** -8 * ref.abs()).all()
+
+
+@pytest.mark.parametrize("per_token", [True, False], ids=["token", "tensor"])
+def test_zero_points_sm80_split_batched_and_int32_bias(per_token):
+    """The SM80-class kernel (split-K and not), a batch sharing the zero points, and an int32 bias beside them."""
+    for m, n, k, batch in ((3, 1032, 4096, None), (200, 264, 512, None), (9, 520, 640, 3)):
+        a, b, a_s, b_s, _ = int8_gemm_inputs(m, n, k, batch=batch, seed=k)
+        b = b[0].expand(*b.shape) if batch else b  # the zero-point sums are of the one shared weight
+        azp_adj, azp = _zero_points(a, b, per_token, seed=n)
+        bias = torch.randint(-1000, 1000, (n,), dtype=torch.int32, device="cuda")
+        for arch in ("sm80", "sm90"):
+            out = int8_scaled_mm(a, b, a_s, b_s, bias, azp_adj=azp_adj, azp=azp, arch=arch)
+            _check_azp(out, a, b, a_s, b_s, bias, azp_adj, azp)
+
+
+def test_zero_point_errors_on_gpu():
+    a, b, a_s, b_s, bias = int8_gemm_inputs(8, 256, 256)
+    adj = b.sum(0, dtype=torch.int32)
+    with pytest.raises(ValueError, match="azp_adj must be a CUDA tensor"):
+        int8_scaled_mm(a, b, a_s, b_s, bias, azp_adj=adj.cpu())
+    with pytest.raises(ValueError, match="azp needs azp_adj|needs azp_adj"):
+        int8_scaled_mm(a, b, a_s, b_s, bias, azp=torch.zeros(8, dtype=torch.int32, device="cuda"))
+    with pytest.raises(ValueError, match="azp must have shape"):
+        int8_scaled_mm(a, b, a_s, b_s, bias, azp_adj=adj, azp=torch.zeros(9, dtype=torch.int32, device="cuda"))

@@ -139,3 +139,18 @@ def test_layers_on_cpu_reach_the_ops_device_check(make):
     for fn in (layer, torch.compile(layer, fullgraph=True, backend="aot_eager")):
         with pytest.raises(ValueError, match="CUDA"):
             fn(x)
+
+
+def test_int8_linear_asymmetric_activations_state():
+    """The zero-point sums derive from the weight: not in the state dict, rebuilt by from_linear, by
+    load_state_dict and (eager) when the weight's version moves."""
+    lin = _linear(256, 72, dtype=torch.bfloat16)
+    layer = Int8Linear.from_linear(lin, activations="asymmetric")
+    assert "activations=asymmetric" in repr(layer)
+    assert list(layer.state_dict()) == ["bias", "weight", "weight_scale"]  # the symmetric layer's keys
+    assert torch.equal(layer.azp_adj, layer.weight.sum(1, dtype=torch.int32))
+    fresh = Int8Linear(256, 72, activations="asymmetric")
+    fresh.load_state_dict(layer.state_dict())
+    assert torch.equal(fresh.azp_adj, layer.azp_adj)
+    with pytest.raises(ValueError, match="activations must be one of"):
+        Int8Linear(256, 72, activations="zero_point")

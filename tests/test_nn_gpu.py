@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from cute_kernels.formats.fp8 import quantize_fp8_per_token_group
-from cute_kernels.formats.int8 import quantize_int8_rowwise
+from cute_kernels.formats.int8 import quantize_int8_rowwise, quantize_int8_rowwise_asymmetric
 from cute_kernels.nn import AwqLinear, Fp8Linear, Int8Linear, QuantizedLinear
 from cute_kernels.reference import (awq_gemm_ref, fp8_blockwise_scaled_mm_ref, int8_scaled_mm_ref,
                                     quantized_mm_ref)
@@ -31,6 +31,9 @@ def _reference(layer, x2):
         ref = awq_gemm_ref(x2, layer.qweight, layer.scales, layer.qzeros)
     elif isinstance(layer, QuantizedLinear):
         ref = quantized_mm_ref(x2, layer.w_packed, layer.scale, layer.bits, layer.group_scales)
+    elif isinstance(layer, Int8Linear) and layer.activations == "asymmetric":
+        q, s, azp = quantize_int8_rowwise_asymmetric(x2)
+        ref = int8_scaled_mm_ref(q, layer.weight.t(), s, layer.weight_scale, azp_adj=layer.azp_adj, azp=azp)
     elif isinstance(layer, Int8Linear):
         q, s = quantize_int8_rowwise(x2)
         ref = int8_scaled_mm_ref(q, layer.weight.t(), s, layer.weight_scale)
@@ -48,6 +51,8 @@ LAYERS = {  # name: (make from a float linear, x dtype, tolerance vs the referen
     "int8 fp32 x": (lambda lin: QuantizedLinear.from_linear(lin, 8, dtype=torch.float32), torch.float32, 1e-4, 0.02),
     "w8a8 bf16": (lambda lin: Int8Linear.from_linear(lin), torch.bfloat16, 1e-2, 0.03),
     "w8a8 fp16": (lambda lin: Int8Linear.from_linear(lin), torch.float16, 2e-3, 0.03),
+    "w8a8 asym bf16": (lambda lin: Int8Linear.from_linear(lin, activations="asymmetric"), torch.bfloat16, 1e-2, 0.03),
+    "w8a8 asym fp16": (lambda lin: Int8Linear.from_linear(lin, activations="asymmetric"), torch.float16, 2e-3, 0.03),
     "fp8 bf16": (lambda lin: Fp8Linear.from_linear(lin), torch.bfloat16, 1e-2, 0.1),
 }
 
@@ -70,7 +75,7 @@ def test_layer_against_references(name, lead):
         assert err < float_bound, f"{name}: {err:.3f} from the float layer"
 
 
-@pytest.mark.parametrize("name", ["awq g128 fp16", "int4 g128 bf16", "w8a8 bf16", "fp8 bf16"])
+@pytest.mark.parametrize("name", ["awq g128 fp16", "int4 g128 bf16", "w8a8 bf16", "w8a8 asym bf16", "fp8 bf16"])
 def test_compiled_layer_equals_eager(name):
     make, dtype, _, _ = LAYERS[name]
     layer = make(_float_linear(512, 264, dtype))
@@ -90,3 +95,19 @@ def test_awq_layer_under_inductor_and_its_input_gradient():
     x64 = x.double().requires_grad_()
     awq_gemm_ref(x64, layer.qweight, layer.scales, layer.qzeros).backward(grad.double())
     assert _rel_err(xg.grad, x64.grad) < 2e-3
+
+
+def test_asymmetric_int8_linear_on_offset_activations():
+    """Activations centred away from zero (a GELU's output): the zero point spends all 256 codes on each row's
+    range, so the asymmetric layer's error against the float layer is below the symmetric one's; its sums follow an
+    in-place weight update."""
+    lin = _float_linear(1024, 1032, torch.bfloat16, seed=3)
+    x = torch.nn.functional.gelu(torch.randn(64, 1024, device="cuda") * 2).to(torch.bfloat16)
+    ref = lin(x).float()
+    sym, asym = Int8Linear.from_linear(lin), Int8Linear.from_linear(lin, activations="asymmetric")
+    err_sym, err_asym = (((layer(x).float() - ref).norm() / ref.norm()).item() for layer in (sym, asym))
+    assert err_asym < err_sym, (err_asym, err_sym)
+    with torch.no_grad():
+        asym.weight.neg_()  # the version counter moves: the next eager call re-sums
+    assert _rel_err(asym(x).reshape(-1, 1032), _reference(asym, x)) < 1e-2
+    assert torch.equal(asym.azp_adj, asym.weight.sum(1, dtype=torch.int32))

@@ -197,3 +197,16 @@ def test_int32_bias_variant_compiles_to_imma_without_spills(tmp_path):
     ops = _sass_opcodes(fn.artifacts.CUBIN, tmp_path)
     assert any(k.startswith("IMMA.16832.S8.S8") for k in ops), ops
     assert not any(k.startswith(("STL", "LDL")) for k in ops)
+
+
+@pytest.mark.skipif(not os.path.exists(NVDISASM), reason="needs nvdisasm >= 13.4 (nvidia-cuda-nvdisasm wheel)")
+@pytest.mark.parametrize("zero_point", ["token", "tensor"])
+def test_zero_point_variant_compiles_to_imma_without_spills(zero_point, tmp_path):
+    """Asymmetric activations (acc - azp[m] * azp_adj[n] in int32) on the SM80 kernel, split-K build: same MMA, no
+    spills."""
+    config = select_config("sm_80", 16, 4096)
+    fn = build_kernel("sm_80", config, torch.bfloat16, "vector", "vector", True, True,
+                      options=f"--keep-cubin --dump-dir {tmp_path}", zero_point=zero_point)
+    ops = _sass_opcodes(fn.artifacts.CUBIN, tmp_path)
+    assert any(k.startswith("IMMA.16832.S8.S8") for k in ops), ops
+    assert not any(k.startswith(("STL", "LDL")) for k in ops)

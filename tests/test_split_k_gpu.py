@@ -150,7 +150,7 @@ def test_int8_split_walk_any_head(m, n, k, cfg, raster):
     csize = cfg.cluster_m * cfg.cluster_n
     for slices, head in ((2, 0), (3, positions // 2), (4, positions - 1), (2, positions - 3)):
         out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
-        _run_walk(lambda ws, sem, s, h: fn(a, b, out, a_s, b_s, bias, ws, sem, s, h), positions, csize,
+        _run_walk(lambda ws, sem, s, h: fn(a, b, out, a_s, b_s, bias, None, None, ws, sem, s, h), positions, csize,
                   (cfg.tile_m, cfg.tile_n), slices, head, a.device)
         int8_check(out, a, b, a_s, b_s, bias, torch.bfloat16)
 
@@ -172,7 +172,7 @@ def test_fp8_split_walk_any_head_is_deterministic(m, n, k, cfg, raster, staged):
         outs = []
         for _ in range(2):
             out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
-            _run_walk(lambda ws, sem, s, h: fn(a, b, out, a_s, b_s, ws, sem, s, h), positions, csize,
+            _run_walk(lambda ws, sem, s, h: fn(a, b, out, a_s, b_s, None, ws, sem, s, h), positions, csize,
                       (cfg.tile_m, cfg.tile_n), slices, head, a.device, torch.float32)
             outs.append(out)
         fp8_check(outs[0], a, b, a_s, b_s, GROUPWISE, torch.bfloat16)
@@ -333,7 +333,7 @@ def test_int8_split_cluster_uneven_slices(k, share):
                     rank1_share=share)
     a, b, a_s, b_s, bias = int8_gemm_inputs(m, n, k, seed=k + share)
     out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
-    fn(a, b, out, a_s, b_s, bias)
+    fn(a, b, out, a_s, b_s, bias, None, None)
     int8_check(out, a, b, a_s, b_s, bias, torch.bfloat16)
 
 
@@ -353,5 +353,5 @@ def test_int8_split_cluster_more_tiles_than_slots(m, n, k, cfg):
     fn = build_sm90(2, "vector", "vector", True, torch.bfloat16, cfg, sm_count=8, weight_preload=4, split_cluster=2)
     a, b, a_s, b_s, bias = int8_gemm_inputs(m, n, k, seed=m + n + k)
     out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
-    fn(a, b, out, a_s, b_s, bias)
+    fn(a, b, out, a_s, b_s, bias, None, None)
     int8_check(out, a, b, a_s, b_s, bias, torch.bfloat16)

@@ -29,7 +29,8 @@ def test_every_public_op_is_registered():
     for name in torch_ops.REGISTERED:
         assert not isinstance(getattr(cute_kernels, name), torch._ops.OpOverloadPacket)  # plain function: fast path
         schema = str(getattr(ops, name).default._schema)
-        assert schema.startswith(f"cute_kernels::{name}(") and schema.endswith(("-> Tensor", "-> (Tensor, Tensor)"))
+        assert schema.startswith(f"cute_kernels::{name}(") and schema.endswith(
+            ("-> Tensor", "-> (Tensor, Tensor)", "-> (Tensor, Tensor, Tensor)"))
 
 
 def test_fake_shapes_and_dtypes():
@@ -37,12 +38,16 @@ def test_fake_shapes_and_dtypes():
     assert ops.int8_scaled_mm(a, b, sa, sb).shape == (5, 32)
     assert ops.int8_scaled_mm(a, b, sa, sb, None, torch.float16).dtype == torch.float16
     assert ops.int8_scaled_mm(*_int8(batch=3)).shape == (3, 5, 32)
+    zp = torch.empty(32, dtype=torch.int32, device=META), torch.empty(5, dtype=torch.int32, device=META)
+    assert ops.int8_scaled_mm(a, b, sa, sb, None, torch.bfloat16, *zp).shape == (5, 32)
 
     fa = torch.empty(2, 4, 256, dtype=torch.float8_e4m3fn, device=META)
     fb = torch.empty(2, 384, 256, dtype=torch.float8_e4m3fn, device=META)
     sfa, sfb = torch.empty(2, 4, 2, device=META), torch.empty(2, 3, 2, device=META)
     out = ops.fp8_blockwise_scaled_mm(fa, fb, sfa, sfb, torch.float16, [128, 128, 128])
     assert out.shape == (2, 4, 384) and out.dtype == torch.float16
+    fbias = torch.empty(384, dtype=torch.float16, device=META)
+    assert ops.fp8_blockwise_scaled_mm(fa, fb, sfa, sfb, torch.float16, [128, 128, 128], fbias).shape == (2, 4, 384)
 
     x = torch.empty(3, 512, dtype=torch.bfloat16, device=META)
     w = torch.empty(96, 512 * 2 // 8, dtype=torch.uint8, device=META)
@@ -52,6 +57,7 @@ def test_fake_shapes_and_dtypes():
     qw, sc, qz = _awq()
     xa = torch.empty(7, 256, dtype=torch.float16, device=META)
     assert ops.awq_gemm(xa, qw, sc, qz).shape == (7, 64)
+    assert ops.awq_gemm(xa, qw, sc, qz, torch.empty(64, dtype=torch.float16, device=META)).shape == (7, 64)
     assert ops.awq_linear(torch.empty(2, 3, 256, dtype=torch.float16, device=META), qw, sc, qz).shape == (2, 3, 64)
     deq = ops.awq_dequantize(qw, sc, qz)
     assert deq.shape == (256, 64) and deq.dtype == torch.float16

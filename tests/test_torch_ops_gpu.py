@@ -142,3 +142,39 @@ def test_opcheck():
     torch.library.opcheck(ops.awq_linear.default, (x.view(3, 3, 256).clone().requires_grad_(), qweight, scales, qzeros,
                                                    torch.randn(64, device="cuda", dtype=torch.float16,
                                                                requires_grad=True)))
+
+
+def test_new_arguments_compiled_equal_plain():
+    """int8's zero points (azp_adj / azp), FP8's and awq_gemm's bias through torch.compile; opcheck with them; the
+    int8 / FP8 bias gradient (the only one those ops have) under compile equals eager."""
+    a, b, sa, sb, bias = int8_gemm_inputs(37, 256, 512, seed=9)
+    azp_adj, azp = b.sum(0, dtype=torch.int32), torch.randint(-128, 128, (37,), dtype=torch.int32, device="cuda")
+    ref = cute_kernels.int8_scaled_mm(a, b, sa, sb, bias, azp_adj=azp_adj, azp=azp)
+    assert torch.equal(_compiled(ops.int8_scaled_mm)(a, b, sa, sb, bias, torch.bfloat16, azp_adj, azp), ref)
+    torch.library.opcheck(ops.int8_scaled_mm.default, (a, b, sa, sb, bias, torch.bfloat16, azp_adj, azp))
+
+    fa, fb, fsa, fsb = _fp8(70, 384, 512, (1, 128, 128))
+    fbias = torch.randn(384, device="cuda", dtype=torch.bfloat16)
+    ref = cute_kernels.fp8_blockwise_scaled_mm(fa, fb, fsa, fsb, torch.bfloat16, bias=fbias)
+    assert torch.equal(_compiled(ops.fp8_blockwise_scaled_mm)(fa, fb, fsa, fsb, torch.bfloat16, None, fbias), ref)
+    torch.library.opcheck(ops.fp8_blockwise_scaled_mm.default, (fa, fb, fsa, fsb, torch.bfloat16, None, fbias),
+                          test_utils=("test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic"))
+
+    qweight, scales, qzeros = _awq(512, 200, 128, torch.float16)
+    x = torch.randn(7, 512, device="cuda", dtype=torch.float16)
+    abias = torch.randn(200, device="cuda", dtype=torch.float16)
+    ref = cute_kernels.awq_gemm(x, qweight, scales, qzeros, bias=abias)
+    assert torch.equal(_compiled(ops.awq_gemm)(x, qweight, scales, qzeros, abias), ref)
+    torch.library.opcheck(ops.awq_gemm.default, (x, qweight, scales, qzeros, abias))
+
+    for op, args in ((ops.int8_scaled_mm, (a, b, sa, sb)), (ops.fp8_blockwise_scaled_mm, (fa, fb, fsa, fsb))):
+        n = args[1].shape[-1] if op is ops.int8_scaled_mm else args[1].shape[0]
+        p = torch.randn(n, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        tail = (p, torch.bfloat16) if op is ops.int8_scaled_mm else (torch.bfloat16, None, p)
+        eager = op(*args, *tail)
+        (g_eager,) = torch.autograd.grad(eager.float().square().sum(), p)
+        compiled = _compiled(op)(*args, *tail)
+        (g_comp,) = torch.autograd.grad(compiled.float().square().sum(), p)
+        assert torch.allclose(g_eager.float(), g_comp.float(), rtol=1e-2, atol=1e-2)
+        ref = (2 * eager.float()).sum(0)  # d/d bias of sum(out^2) = 2 out summed over the tokens
+        assert torch.allclose(g_eager.float(), ref.float(), rtol=2e-2, atol=1e-1)

@@ -16,8 +16,9 @@ from .nodes import (
     RowVector,
     Scalar,
     ScalarArgument,
+    ZeroPointAccumulator,
 )
-from .tree import BIAS_KINDS, EpilogueTree, bias_kind, scaled_mm_tree
+from .tree import BIAS_KINDS, ZERO_POINT_KINDS, EpilogueTree, bias_kind, scaled_mm_tree
 
 __all__ = [
     "Accumulator",
@@ -33,4 +34,6 @@ __all__ = [
     "Scalar",
     "ScalarArgument",
     "scaled_mm_tree",
+    "ZERO_POINT_KINDS",
+    "ZeroPointAccumulator",
 ]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .nodes import Accumulator, ColVector, Compute, EpilogueNode, Matrix, RowVector, Scalar
+from .nodes import (Accumulator, ColVector, Compute, EpilogueNode, Matrix, Prefetched, RowVector, Scalar,
+                    ZeroPointAccumulator)
 
 
 class EpilogueTree:
@@ -30,15 +31,18 @@ class EpilogueTree:
         return self.root.visit(ctx)
 
     def fetch(self, ctx) -> dict:
-        """The full-matrix operands' fragments for ``ctx``, loaded now: {operand name: values}. A kernel passes
-        them back as ``ctx.fetched`` when it visits that fragment (software pipelining of the epilogue's loads)."""
-        return {node.name: node.fetch(ctx) for node in self.root.walk() if isinstance(node, Matrix)}
+        """Every global operand's values for the fragment ``ctx``, their loads issued now: {node.fetch_key: values}.
+        A kernel passes them back as ``ctx.fetched`` when it visits that fragment (software pipelining of the
+        epilogue's loads: issue sub-tile e + 1's before finishing sub-tile e)."""
+        return {node.fetch_key: node.load(ctx) for node in self.root.walk() if isinstance(node, Prefetched)}
 
     def __repr__(self):
         return f"EpilogueTree({self.key})"
 
 
 BIAS_KINDS = (None, "out", "acc")
+# Activation zero points (``ZeroPointAccumulator``): None, one folded into azp_adj ("tensor"), one per token ("token").
+ZERO_POINT_KINDS = (None, "tensor", "token")
 
 
 def bias_kind(bias) -> str | None:
@@ -54,7 +58,7 @@ def bias_kind(bias) -> str | None:
 
 
 def scaled_mm_tree(row_scale: str | None, col_scale: str | None, bias, swap_ab: bool = False,
-                   source: bool = False) -> EpilogueTree:
+                   source: bool = False, zero_point: str | None = None) -> EpilogueTree:
     """The dequantizing epilogue of a scaled GEMM: ``acc * a_scale * b_scale (+ bias) (+ c)``, or with an
     accumulator-domain bias ``(acc + bias) * a_scale * b_scale (+ c)``.
 
@@ -65,10 +69,16 @@ def scaled_mm_tree(row_scale: str | None, col_scale: str | None, bias, swap_ab: 
     swap_ab: the kernel computes the transposed problem (its m is the output's n), so the roles of the
     row and column broadcasts swap; the operand names stay the user's.
     source: a full [M, N] operand ``c`` is added last (the kernel passes it in its own coordinates).
+    zero_point (``ZERO_POINT_KINDS``): asymmetric activations - the accumulator loses ``azp_adj[n]`` ("tensor") or
+    ``azp[m] * azp_adj[n]`` ("token") in int32 before anything else (``ZeroPointAccumulator``).
     """
+    if zero_point not in ZERO_POINT_KINDS:
+        raise ValueError(f"zero_point must be one of {ZERO_POINT_KINDS}; got {zero_point!r}")
     row_node, col_node = (RowVector, ColVector) if swap_ab else (ColVector, RowVector)
     where = bias_kind(bias)
     node: EpilogueNode = Accumulator()
+    if zero_point is not None:
+        node = ZeroPointAccumulator("azp_adj", "azp" if zero_point == "token" else None, swap_ab=swap_ab)
     if where == "acc":
         node = Compute("add", node, col_node("bias"))
     for name, kind, vec_node in (("a_scale", row_scale, row_node), ("b_scale", col_scale, col_node)):
@@ -79,7 +89,8 @@ def scaled_mm_tree(row_scale: str | None, col_scale: str | None, bias, swap_ab: 
         node = Compute("add", node, col_node("bias"))
     if source:
         node = Compute("add", node, Matrix("c"))
-    # The launch passes (a_scale, b_scale, bias, c) in this order whatever the nesting.
+    # The launch passes (a_scale, b_scale, bias, azp_adj, azp, c) in this order whatever the nesting.
     order = tuple(name for name, present in (("a_scale", row_scale), ("b_scale", col_scale), ("bias", where),
+                                             ("azp_adj", zero_point), ("azp", zero_point == "token"),
                                              ("c", source)) if present)
     return EpilogueTree(node, operand_order=order)

@@ -1,7 +1,7 @@
 """``fp8_blockwise_scaled_mm``: FP8 GEMM with blockwise / groupwise scale factors (seed 001, DeepSeek-V3 style).
 
     out[..., i, j] = cast( sum_kb a_scale[..., i // gM, kb] * b_scale[..., j // gN, kb]
-                                  * sum_{k in [kb*gK, (kb+1)*gK)} a[..., i, k] * b[..., j, k] )
+                                  * sum_{k in [kb*gK, (kb+1)*gK)} a[..., i, k] * b[..., j, k]  (+ bias[j]) )
 
 Layouts (L = optional batch, shared by every tensor of a call):
   a        float8_e4m3fn or float8_e5m2 [(L,) M, K], K contiguous (row stride a multiple of 16 elements).
@@ -15,6 +15,8 @@ Layouts (L = optional batch, shared by every tensor of a call):
            per-token scales: MN-major with the column stride a multiple of 4 rows (``formats.to_tma_aligned_mn_major``),
            which the producer stages with TMA at any M (``sfa_tma_eligible``) and the dispatch prices accordingly.
   out      [(L,) M, N] row-major float16 / bfloat16.
+  bias     optional [N] in out's dtype, shared by the batch: added in fp32 before the one rounding (an epilogue
+           tree node), so a linear layer needs no second kernel for it.
 Granularity (gM, gN, gK): gK = gN = 128, gM in {1, 128}: (1, 128, 128) "groupwise" (per-token x 128 activations,
 128 x 128 weight blocks) and (128, 128, 128) "blockwise". K must be a multiple of gK; N a multiple of 8 (16-byte
 output rows for the TMA store); M and N may be ragged (tiles clip).
@@ -31,7 +33,7 @@ import torch
 
 from .. import arch as _arch
 from .. import checks
-from ..autograd import needs_grad, record, refuse_out
+from ..autograd import bias_grad, needs_grad, record, refuse_out
 from ..configs import (SWAP_TILE_M, TileConfig, best_split, raster_for, size_swapped_tile, split_cost,
                        wave_cost, weight_preload_ktiles)
 from ..formats.scale_layouts import normalize_granularity
@@ -287,15 +289,17 @@ def sfa_tma_eligible(a_scale: torch.Tensor, gran: tuple[int, int, int]) -> bool:
 def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], config: TileConfig, sm_count: int,
                extra_options: str = "", sfa_tma: bool = False, a_dtype: torch.dtype = torch.float8_e4m3fn,
                b_dtype: torch.dtype = torch.float8_e4m3fn, raster: tuple[int, bool] = (1, True),
-               weight_preload: int = 0, split_cluster: int = 1):
+               weight_preload: int = 0, split_cluster: int = 1, has_bias: bool = False):
     """Compile (uncached) the kernel for one variant from fake tensors; ``extra_options`` e.g. keeps the cubin.
+    Call signature: ``fn(a, b, out, a_scale, b_scale, bias)`` (bias None unless ``has_bias``), then the split
+    variants' workspace, semaphores, slice count and head.
     ``sfa_tma``: a_scale staged by TMA (the compiled function then accepts only tensors ``sfa_tma_eligible``).
     ``split_cluster``: K slices reduced within a cluster (``Sm90GemmKernel.split_cluster``; an unsplit config)."""
     import cutlass
     import cutlass.cute as cute
 
     from ..compile_utils import fake_stream, fake_tensor, fake_vector, kernel_view
-    from ..epilogues import Accumulator, EpilogueTree
+    from ..epilogues import Accumulator, ColVector, Compute, EpilogueTree, RowVector
     from ..sm90.fp8_blockwise import Fp8BlockwiseGemmSm90
 
     d_cute = cutlass.BFloat16 if out_dtype == torch.bfloat16 else cutlass.Float16
@@ -313,48 +317,54 @@ def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], co
     else:
         f_sa = fake_tensor(cutlass.Float32, (*batch, m_blocks, k_blocks), contiguous_dim=None, align=4)
     f_sb = fake_tensor(cutlass.Float32, (*batch, n_blocks, k_blocks), contiguous_dim=None, align=4)
+    f_bias = fake_vector(d_cute, n, align=2) if has_bias else None
     swap = config.swap_ab
     if swap and sfa_tma:
         raise ValueError("sfa_tma stages the activations' per-token scales of an unswapped tile only")
-    # The mainloop already applied the scales; the epilogue only converts the fp32 accumulator. Swapped, the kernel
-    # computes D^T = B A^T: its rows are the weight's N (gN-row scale blocks), its columns the tokens (gM).
+    # The mainloop already applied the scales; the epilogue converts the fp32 accumulator and adds the bias (a
+    # vector along the output's columns: the kernel's rows when swapped). Swapped, the kernel computes D^T = B A^T:
+    # its rows are the weight's N (gN-row scale blocks), its columns the tokens (gM).
     g_m, g_n, g_k = gran
-    kernel = Fp8BlockwiseGemmSm90(config, EpilogueTree(Accumulator()), (g_n, g_m, g_k) if swap else gran,
+    root = Compute("add", Accumulator(), (ColVector if swap else RowVector)("bias")) if has_bias else Accumulator()
+    kernel = Fp8BlockwiseGemmSm90(config, EpilogueTree(root), (g_n, g_m, g_k) if swap else gran,
                                   sm_count=sm_count, sfa_tma=sfa_tma, l2_warmup=L2_WARMUP_KTILES, raster=raster,
                                   weight_preload=weight_preload, weight_operand=0 if swap else 1,
                                   split_cluster=split_cluster)
 
     options = f"--enable-tvm-ffi --gpu-arch sm_90a {extra_options}".strip()
 
-    def views(a, b, d, a_scale, b_scale):
+    def views(a, b, d, a_scale, b_scale, bias):
+        """The kernel's operands: A, B, D and (epilogue operands, then the mainloop's scales)."""
         mA, mB, sA, sB = (kernel_view(t, 0, 1) for t in (a, b, a_scale, b_scale))
+        epi = () if bias is None else (bias,)
         if swap:
-            return mB, mA, kernel_view(d, 1, 0), (sB, sA)
-        return mA, mB, kernel_view(d, 0, 1), (sA, sB)
+            return mB, mA, kernel_view(d, 1, 0), (*epi, sB, sA)
+        return mA, mB, kernel_view(d, 0, 1), (*epi, sA, sB)
 
     if not config.splits:
         @cute.jit
         def launch(a: cute.Tensor, b: cute.Tensor, d: cute.Tensor, a_scale: cute.Tensor, b_scale: cute.Tensor,
-                   stream):
-            kernel(*views(a, b, d, a_scale, b_scale), stream)
+                   bias, stream):
+            kernel(*views(a, b, d, a_scale, b_scale, bias), stream)
 
-        return cute.compile(launch, fa, fb, fd, f_sa, f_sb, fake_stream(), options=options)
+        return cute.compile(launch, fa, fb, fd, f_sa, f_sb, f_bias, fake_stream(), options=options)
 
     @cute.jit
     def launch_split(a: cute.Tensor, b: cute.Tensor, d: cute.Tensor, a_scale: cute.Tensor, b_scale: cute.Tensor,
-                     workspace: cute.Tensor, semaphore: cute.Tensor, num_splits: cutlass.Int32, head: cutlass.Int32,
-                     stream):
-        kernel(*views(a, b, d, a_scale, b_scale), stream, (workspace, semaphore, num_splits, head))
+                     bias, workspace: cute.Tensor, semaphore: cute.Tensor, num_splits: cutlass.Int32,
+                     head: cutlass.Int32, stream):
+        kernel(*views(a, b, d, a_scale, b_scale, bias), stream, (workspace, semaphore, num_splits, head))
 
     f_ws = fake_vector(cutlass.Float32, cute.sym_int32(), align=16)
     f_sem = fake_vector(cutlass.Int32, cute.sym_int32())
-    return cute.compile(launch_split, fa, fb, fd, f_sa, f_sb, f_ws, f_sem, cutlass.Int32(1), cutlass.Int32(0),
-                        fake_stream(), options=options)
+    return cute.compile(launch_split, fa, fb, fd, f_sa, f_sb, f_bias, f_ws, f_sem, cutlass.Int32(1),
+                        cutlass.Int32(0), fake_stream(), options=options)
 
 
 def _compile_sm90(rank, out_dtype, gran, config: TileConfig, sm_count, sfa_tma: bool, a_dtype, b_dtype,
-                  raster=(1, True), weight_preload=0, split_cluster=1):
+                  raster=(1, True), weight_preload=0, split_cluster=1, has_bias=False):
     key = ("sm_90a", rank, str(a_dtype), str(b_dtype), str(out_dtype), gran, config.key, sm_count)
+    key += ("bias",) if has_bias else ()
     key += ("sfa_tma",) if sfa_tma else ()
     key += ("l2_warmup", L2_WARMUP_KTILES) if L2_WARMUP_KTILES else ()
     key += ("weight_preload", weight_preload) if weight_preload else ()
@@ -363,33 +373,38 @@ def _compile_sm90(rank, out_dtype, gran, config: TileConfig, sm_count, sfa_tma: 
     return cached_compile("fp8_blockwise_scaled_mm", key,
                           lambda: build_sm90(rank, out_dtype, gran, config, sm_count, sfa_tma=sfa_tma,
                                              a_dtype=a_dtype, b_dtype=b_dtype, raster=raster,
-                                             weight_preload=weight_preload, split_cluster=split_cluster))
+                                             weight_preload=weight_preload, split_cluster=split_cluster,
+                                             has_bias=has_bias))
 
 
 def fp8_blockwise_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,
                             out_dtype: torch.dtype = torch.bfloat16, scale_granularity=(1, 128, 128),
-                            out: Optional[torch.Tensor] = None, config: Optional[TileConfig] = None) -> torch.Tensor:
+                            out: Optional[torch.Tensor] = None, config: Optional[TileConfig] = None,
+                            bias: Optional[torch.Tensor] = None) -> torch.Tensor:
     """FP8 GEMM with per-block scales; see the module docstring for layouts and semantics.
 
+    bias: optional [N] in ``out_dtype``, added in the epilogue (fp32, before the rounding); differentiable.
     scale_granularity: (gM, gN, gK), "groupwise" = (1, 128, 128) or "blockwise" = (128, 128, 128).
     config: a :class:`~cute_kernels.configs.TileConfig` to override the table (tile_n <= 192; with ``swap_ab`` the
       tile's rows are the weight's N and its columns the tokens, as in ``int8_scaled_mm``).
-    No backward: arguments that require grad give an output whose backward raises (``autograd.py``).
+    Backward: d bias only; any other argument that requires grad gives an output whose backward raises
+    (``autograd.py``).
     """
-    if needs_grad(a, b, a_scale, b_scale):
+    if needs_grad(a, b, a_scale, b_scale, bias):
         refuse_out("fp8_blockwise_scaled_mm", out)
         return record("fp8_blockwise_scaled_mm",
                       lambda: fp8_blockwise_scaled_mm(a, b, a_scale, b_scale, out_dtype, scale_granularity,
-                                                      config=config),
-                      ("a", "b", "a_scale", "b_scale"), (a, b, a_scale, b_scale), {})
-    sig = (a.shape, b.shape, a.dtype, b.dtype, a_scale.shape, b_scale.shape, out_dtype, scale_granularity, config)
+                                                      config=config, bias=bias),
+                      ("a", "b", "a_scale", "b_scale", "bias"), (a, b, a_scale, b_scale, bias), {"bias": bias_grad})
+    sig = (a.shape, b.shape, a.dtype, b.dtype, a_scale.shape, b_scale.shape, out_dtype, scale_granularity, config,
+           bias is not None)
     plan = _validated.get(sig)
     if plan is not None:
         fn, out_shape, split = plan
         if out is None:
             out = torch.empty(out_shape, dtype=out_dtype, device=a.device)
         try:
-            launch_planned(fn, (a, b, out, a_scale, b_scale), split, a.device, torch.float32)
+            launch_planned(fn, (a, b, out, a_scale, b_scale, bias), split, a.device, torch.float32)
             return out
         except Exception:  # noqa: BLE001 - fall through to the checks, which name the argument at fault
             pass
@@ -397,6 +412,8 @@ def fp8_blockwise_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Ten
     a, b = checks.check_tensor("a", a), checks.check_tensor("b", b)
     a_scale, b_scale = checks.check_tensor("a_scale", a_scale), checks.check_tensor("b_scale", b_scale)
     device, m, n, k, out_shape = _validate(a, b, a_scale, b_scale, out_dtype, gran, out)
+    if bias is not None:
+        bias = checks.check_bias(bias, n, out_dtype, device)
     if m == 0 or n == 0 or (a.dim() == 3 and a.shape[0] == 0):  # e.g. an MoE expert that got no tokens
         return out if out is not None else torch.empty(out_shape, dtype=out_dtype, device=device)
     dev_arch = _arch.current_arch(device)
@@ -410,9 +427,9 @@ def fp8_blockwise_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Ten
     cfg, split, split_cluster = resolve_launch(cfg, m, n, k, batch, sms)
     preload = weight_preload_ktiles("fp8", m) if WEIGHT_PRELOAD_KTILES is None else WEIGHT_PRELOAD_KTILES
     fn = _compile_sm90(a.dim(), out_dtype, gran, cfg, sms, sfa_tma, a.dtype, b.dtype,
-                       raster_for(cfg, m, n, k, batch, sms), preload, split_cluster)
+                       raster_for(cfg, m, n, k, batch, sms), preload, split_cluster, bias is not None)
     if out is None:
         out = torch.empty(out_shape, dtype=out_dtype, device=device)
-    launch_planned(fn, (a, b, out, a_scale, b_scale), split, device, torch.float32)
+    launch_planned(fn, (a, b, out, a_scale, b_scale, bias), split, device, torch.float32)
     _validated[sig] = (fn, out_shape, split)
     return out

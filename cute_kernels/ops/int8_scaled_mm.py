@@ -9,6 +9,9 @@ or, with an int32 bias (added to the accumulator, e.g. a quantized linear's bias
 Layouts: a int8 [M, K] or [L, M, K], K contiguous; b int8 [K, N] or [L, K, N] stored column-major (``w.t()`` of a
 row-major [N, K] weight, so K is contiguous too); a_scale float32 [M] or [1]; b_scale float32 [N] or [1]; bias [N]
 in the output dtype, or int32 (before the scales), or None; out [M, N] / [L, M, N] row-major fp16 or bf16. Scales and bias are shared by the batch.
+Asymmetric activations (a = q - azp): int32 ``azp_adj`` [N] (and ``azp`` [M], per token) make the accumulator
+``sum_k a[i, k] * b[k, j] - azp[i] * azp_adj[j]`` (or ``- azp_adj[j]``), in int32, before the rest (vLLM's
+``cutlass_scaled_mm_azp``; epilogues.ZeroPointAccumulator).
 c: optional, out's shape, fp32 / fp16 / bf16, N contiguous - a full operand added in fp32 before the one rounding
 (e.g. another GPU's partial sum, see distributed/p2p_transport.py). SM90 only; runs the unsplit kernel.
 
@@ -26,7 +29,7 @@ import torch
 
 from .. import arch as _arch
 from .. import checks
-from ..autograd import needs_grad, record, refuse_out
+from ..autograd import bias_grad, needs_grad, record, refuse_out
 from ..configs import TileConfig, raster_for, select_sm90_int8, weight_preload_ktiles
 from ..jit_cache import cached_compile
 from ..plan_cache import PlanCache
@@ -44,7 +47,7 @@ def _scale_kind(t: torch.Tensor) -> str:
     return "scalar" if t.numel() == 1 else "vector"
 
 
-def _validate(a, b, a_scale, b_scale, bias, out_dtype, out):
+def _validate(a, b, a_scale, b_scale, bias, out_dtype, out, azp_adj=None, azp=None):
     checks.check_dtype("a", a, (torch.int8,))
     checks.check_dtype("b", b, (torch.int8,))
     checks.check_gemm_pair(a, b)
@@ -74,10 +77,12 @@ def _validate(a, b, a_scale, b_scale, bias, out_dtype, out):
         checks.check_dtype("bias", bias, (out_dtype, torch.int32))
         checks.check_shape("bias", bias, (n,), "one value per output column N")
         checks.check_inner_contiguous("bias", bias)
-    device = checks.check_cuda({"a": a, "b": b, "a_scale": a_scale, "b_scale": b_scale, "bias": bias, "out": out})
+    _check_zero_point(azp_adj, azp, m, n, k)
+    device = checks.check_cuda({"a": a, "b": b, "a_scale": a_scale, "b_scale": b_scale, "bias": bias, "out": out,
+                                "azp_adj": azp_adj, "azp": azp})
     checks.check_aligned("a", a)
     checks.check_aligned("b", b)
-    for name, t in (("a_scale", a_scale), ("b_scale", b_scale), ("bias", bias)):
+    for name, t in (("a_scale", a_scale), ("b_scale", b_scale), ("bias", bias), ("azp_adj", azp_adj), ("azp", azp)):
         if t is not None and t.data_ptr() % t.element_size():
             raise ValueError(f"{name} must be aligned to its element size")
     out_shape = (*a.shape[:-1], n)
@@ -98,14 +103,15 @@ WEIGHT_PRELOAD_KTILES = None
 
 
 def build_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm_count=132, extra_options="",
-               c_dtype=None, raster=(1, True), weight_preload=0, split_cluster=1, rank1_share=8):
+               c_dtype=None, raster=(1, True), weight_preload=0, split_cluster=1, rank1_share=8, zero_point=None):
     """Compile the SM90 kernel for one variant from fake tensors (no GPU needed); returns the TVM-FFI function.
     has_bias: ``epilogues.bias_kind`` - False / True (a bias in the output dtype) / "acc" (an int32 bias added to the
     accumulator before the scales).
 
-    Call signature of the result: ``fn(a, b, out, a_scale, b_scale, bias_or_None)`` on CUDA torch tensors, with a
-    trailing ``c`` when ``c_dtype`` is given (unsplit configs only). ``weight_preload``: K-tiles of b loaded before
-    the PDL wait (``configs.weight_preload_ktiles``). ``split_cluster``: K slices reduced within a cluster
+    Call signature of the result: ``fn(a, b, out, a_scale, b_scale, bias, azp_adj, azp)`` on CUDA torch tensors
+    (None for the operands the variant does not read), with a trailing ``c`` when ``c_dtype`` is given (unsplit
+    configs only). ``zero_point``: ``epilogues.ZERO_POINT_KINDS`` (asymmetric activations: ``azp_adj`` / ``azp``).
+    ``weight_preload``: K-tiles of b loaded before the PDL wait (``configs.weight_preload_ktiles``). ``split_cluster``: K slices reduced within a cluster
     (``Sm90GemmKernel.split_cluster``; an unsplit config, launched with the unsplit signature), rank 1 streaming
     ``rank1_share`` sixteenths of K (``split_k.cluster_rank1_share``).
     """
@@ -127,7 +133,10 @@ def build_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm
     kind = bias_kind(has_bias)
     bias_cute = cutlass.Int32 if kind == "acc" else d_cute
     f_bias = fake_vector(bias_cute, n, align=bias_cute.width // 8) if kind else None
-    tree = scaled_mm_tree(a_kind, b_kind, kind, swap_ab=config.swap_ab, source=c_dtype is not None)
+    f_adj = fake_vector(cutlass.Int32, n, align=4) if zero_point else None
+    f_azp = fake_vector(cutlass.Int32, m, align=4) if zero_point == "token" else None
+    tree = scaled_mm_tree(a_kind, b_kind, kind, swap_ab=config.swap_ab, source=c_dtype is not None,
+                          zero_point=zero_point)
     # The tokens' last tile ends at their edge (M, or N after a swap; ``Sm90GemmKernel.tile_shifts``), except with
     # an added c, which may be the output itself: a moved tile re-reads rows its neighbour has already written.
     clamp = (False, False) if c_dtype is not None else (not config.swap_ab, config.swap_ab)
@@ -153,41 +162,48 @@ def build_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm
 
         @cute.jit
         def launch_c(a: cute.Tensor, b: cute.Tensor, d: cute.Tensor, a_scale: cute.Tensor, b_scale: cute.Tensor,
-                     bias, c: cute.Tensor, stream):
+                     bias, azp_adj, azp, c: cute.Tensor, stream):
             mA, mB, mD = views(a, b, d)
             mC = kernel_view(c, 1, 0) if swap else kernel_view(c, 0, 1)
-            epi = (a_scale, b_scale, bias, mC) if cutlass.const_expr(bias is not None) else (a_scale, b_scale, mC)
-            kernel(mA, mB, mD, epi, stream)
+            kernel(mA, mB, mD, _present(a_scale, b_scale, bias, azp_adj, azp, mC), stream)
 
-        return cute.compile(launch_c, fa, fb, fd, f_as, f_bs, f_bias, fc, fake_stream(), options=options)
+        return cute.compile(launch_c, fa, fb, fd, f_as, f_bs, f_bias, f_adj, f_azp, fc, fake_stream(),
+                            options=options)
 
     if not config.splits:
         @cute.jit
         def launch(a: cute.Tensor, b: cute.Tensor, d: cute.Tensor, a_scale: cute.Tensor, b_scale: cute.Tensor,
-                   bias, stream):
+                   bias, azp_adj, azp, stream):
             mA, mB, mD = views(a, b, d)
-            epi = (a_scale, b_scale, bias) if cutlass.const_expr(bias is not None) else (a_scale, b_scale)
-            kernel(mA, mB, mD, epi, stream)
+            kernel(mA, mB, mD, _present(a_scale, b_scale, bias, azp_adj, azp), stream)
 
-        return cute.compile(launch, fa, fb, fd, f_as, f_bs, f_bias, fake_stream(), options=options)
+        return cute.compile(launch, fa, fb, fd, f_as, f_bs, f_bias, f_adj, f_azp, fake_stream(), options=options)
 
     @cute.jit
     def launch_split(a: cute.Tensor, b: cute.Tensor, d: cute.Tensor, a_scale: cute.Tensor, b_scale: cute.Tensor,
-                     bias, workspace: cute.Tensor, semaphore: cute.Tensor, num_splits: cutlass.Int32,
+                     bias, azp_adj, azp, workspace: cute.Tensor, semaphore: cute.Tensor, num_splits: cutlass.Int32,
                      head: cutlass.Int32, stream):
         mA, mB, mD = views(a, b, d)
-        epi = (a_scale, b_scale, bias) if cutlass.const_expr(bias is not None) else (a_scale, b_scale)
-        kernel(mA, mB, mD, epi, stream, (workspace, semaphore, num_splits, head))
+        kernel(mA, mB, mD, _present(a_scale, b_scale, bias, azp_adj, azp), stream,
+               (workspace, semaphore, num_splits, head))
 
     f_ws = fake_vector(cutlass.Int32, cute.sym_int32(), align=16)
     f_sem = fake_vector(cutlass.Int32, cute.sym_int32())
-    return cute.compile(launch_split, fa, fb, fd, f_as, f_bs, f_bias, f_ws, f_sem, cutlass.Int32(1), cutlass.Int32(0),
-                        fake_stream(), options=options)
+    return cute.compile(launch_split, fa, fb, fd, f_as, f_bs, f_bias, f_adj, f_azp, f_ws, f_sem, cutlass.Int32(1),
+                        cutlass.Int32(0), fake_stream(), options=options)
+
+
+def _present(*operands) -> tuple:
+    """The epilogue operands a variant reads, in the tree's launch order: the absent ones arrive as None (plain
+    Python, so the launch functions' tracing sees a fixed tuple)."""
+    return tuple(t for t in operands if t is not None)
 
 
 def _compile_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig, sm_count, c_dtype=None,
-                  raster=(1, True), weight_preload=0, split_cluster=1, rank1_share=8):
+                  raster=(1, True), weight_preload=0, split_cluster=1, rank1_share=8, zero_point=None):
     key = ("sm_90a", rank, a_kind, b_kind, has_bias, str(out_dtype), config.key, sm_count)
+    if zero_point is not None:
+        key += ("zero_point", zero_point)
     if L2_WARMUP_KTILES:
         key += ("l2_warmup", L2_WARMUP_KTILES)
     if weight_preload:
@@ -203,14 +219,16 @@ def _compile_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config: TileConfig,
     return cached_compile("int8_scaled_mm", key,
                           lambda: build_sm90(rank, a_kind, b_kind, has_bias, out_dtype, config, sm_count,
                                              c_dtype=c_dtype, raster=raster, weight_preload=weight_preload,
-                                             split_cluster=split_cluster, rank1_share=rank1_share))
+                                             split_cluster=split_cluster, rank1_share=rank1_share,
+                                             zero_point=zero_point))
 
 
 def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,
                    bias: Optional[torch.Tensor] = None, out_dtype: torch.dtype = torch.bfloat16,
                    out: Optional[torch.Tensor] = None, config: Optional[TileConfig] = None,
                    arch: Optional[str] = None, sm_count: Optional[int] = None,
-                   c: Optional[torch.Tensor] = None) -> torch.Tensor:
+                   c: Optional[torch.Tensor] = None, azp_adj: Optional[torch.Tensor] = None,
+                   azp: Optional[torch.Tensor] = None) -> torch.Tensor:
     """int8 GEMM with a dequantizing epilogue; see the module docstring for layouts and semantics.
 
     bias: [N] in ``out_dtype`` (added after the scales), or int32 (added to the accumulator before them: the bias of
@@ -222,17 +240,23 @@ def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_sc
     sm_count: run the persistent kernel on at most this many SMs (default all), e.g. to leave SMs to a
       concurrent communication kernel.
     c: optional tensor of out's shape (fp32 / fp16 / bf16, N contiguous) added before the final rounding.
-    No backward: float arguments that require grad give an output whose backward raises (``autograd.py``).
+    azp_adj, azp: asymmetric activations (vLLM's ``cutlass_scaled_mm_azp``), a = q - azp per token. azp_adj int32
+      [N] is subtracted from the accumulator in int32 before everything else: alone, it is ``azp * b.sum(K)`` of a
+      per-tensor zero point; with ``azp`` int32 [M] (per token; ``per_token_quant_int8(x, symmetric=False)`` makes
+      it) it is ``b.sum(K)`` and the accumulator loses ``azp[i] * azp_adj[j]``. K <= ``MAX_K_ZERO_POINT``.
+    Backward: d bias only (the sum of d out over the tokens); any other float argument that requires grad gives an
+    output whose backward raises (``autograd.py``).
     """
     if needs_grad(a_scale, b_scale, bias, c):
         refuse_out("int8_scaled_mm", out)
         return record("int8_scaled_mm", lambda: int8_scaled_mm(a, b, a_scale, b_scale, bias, out_dtype,
-                                                               config=config, arch=arch, sm_count=sm_count, c=c),
-                      ("a_scale", "b_scale", "bias", "c"), (a_scale, b_scale, bias, c), {})
+                                                               config=config, arch=arch, sm_count=sm_count, c=c,
+                                                               azp_adj=azp_adj, azp=azp),
+                      ("a_scale", "b_scale", "bias", "c"), (a_scale, b_scale, bias, c), {"bias": bias_grad})
     # Only what picks the compiled variant and what the Python checks depend on beyond TVM-FFI's own per-call
     # checks (dtypes, unit strides, stride divisibility, base alignment, equal extents, device type).
     sig = (a.shape, b.shape, a_scale.shape, b_scale.shape, None if bias is None else bias.dtype, out_dtype, config,
-           arch, sm_count, None if c is None else c.dtype)
+           arch, sm_count, None if c is None else c.dtype, _zero_point_kind(azp_adj, azp))
     plan = _validated.get(sig)
     if plan is not None:
         fn, out_shape, split = plan
@@ -240,10 +264,10 @@ def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_sc
             out = torch.empty(out_shape, dtype=out_dtype, device=a.device)
         try:
             if split == "sm80":  # the SM80 entry point keeps its own per-shape plan
-                fn(a, b, a_scale, b_scale, bias, out)
+                fn(a, b, a_scale, b_scale, bias, out, azp_adj, azp)
             else:
-                launch_planned(fn, (a, b, out, a_scale, b_scale, bias) + ((c,) if c is not None else ()), split,
-                               a.device)
+                launch_planned(fn, (a, b, out, a_scale, b_scale, bias, azp_adj, azp) + ((c,) if c is not None else ()),
+                               split, a.device)
             return out
         except Exception:  # noqa: BLE001 - fall through to the checks, which name the argument at fault
             pass
@@ -254,7 +278,10 @@ def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_sc
         checks.check_dtype("c", c, (torch.float32, torch.float16, torch.bfloat16))
         checks.check_shape("c", c, (*a.shape[:-1], b.shape[-1]), "out's shape [.., M, N]")
         checks.check_inner_contiguous("c", c)
-    device, m, n, k, out_shape = _validate(a, b, a_scale, b_scale, bias, out_dtype, out)
+    azp_adj = None if azp_adj is None else checks.check_tensor("azp_adj", azp_adj)
+    azp = None if azp is None else checks.check_tensor("azp", azp)
+    device, m, n, k, out_shape = _validate(a, b, a_scale, b_scale, bias, out_dtype, out, azp_adj, azp)
+    zero_point = _zero_point_kind(azp_adj, azp)
     if c is not None:
         checks.check_aligned("c", c)
         checks.check_cuda({"a": a, "c": c})
@@ -271,10 +298,11 @@ def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_sc
             out = torch.empty(out_shape, dtype=out_dtype, device=device)
         dev_arch = _arch.current_arch(device)
 
-        def run_sm80(a, b, a_scale, b_scale, bias, out):
-            run_int8_scaled_mm_sm80(a, b, a_scale, b_scale, bias, out, arch=dev_arch, config=config)
+        def run_sm80(a, b, a_scale, b_scale, bias, out, azp_adj, azp):
+            run_int8_scaled_mm_sm80(a, b, a_scale, b_scale, bias, out, arch=dev_arch, config=config,
+                                    azp_adj=azp_adj, azp=azp)
 
-        run_sm80(a, b, a_scale, b_scale, bias, out)
+        run_sm80(a, b, a_scale, b_scale, bias, out, azp_adj, azp)
         _validated[sig] = (run_sm80, out_shape, "sm80")
         return out
     sms = _arch.sm_count(device.index)
@@ -290,12 +318,43 @@ def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_sc
     preload = weight_preload_ktiles("int8", m) if WEIGHT_PRELOAD_KTILES is None else WEIGHT_PRELOAD_KTILES
     fn = _compile_sm90(a.dim(), _scale_kind(a_scale), _scale_kind(b_scale), _bias_kind(bias), out_dtype, cfg, sms,
                        None if c is None else c.dtype, raster_for(cfg, m, n, k, batch, sms), preload, split_cluster,
-                       cluster_rank1_share("int8", k, split_cluster))
+                       cluster_rank1_share("int8", k, split_cluster), zero_point)
     if out is None:
         out = torch.empty(out_shape, dtype=out_dtype, device=device)
-    launch_planned(fn, (a, b, out, a_scale, b_scale, bias) + ((c,) if c is not None else ()), split, device)
+    launch_planned(fn, (a, b, out, a_scale, b_scale, bias, azp_adj, azp) + ((c,) if c is not None else ()), split,
+                   device)
     _validated[sig] = (fn, out_shape, split)
     return out
+
+
+# Largest K with a zero point: the corrected sum, sum_k (q - azp) * b with |q - azp| <= 255 and |b| <= 128, must fit
+# int32 (ZeroPointAccumulator subtracts in wrapping int32 arithmetic, exact only if the true difference fits).
+MAX_K_ZERO_POINT = (2**31 - 1) // (255 * 128)
+
+
+def _zero_point_kind(azp_adj: Optional[torch.Tensor], azp: Optional[torch.Tensor]) -> Optional[str]:
+    """``epilogues.ZERO_POINT_KINDS`` of a call: None, "tensor" (azp_adj alone) or "token" (azp_adj and azp)."""
+    if azp_adj is None:
+        return None if azp is None else "azp without azp_adj"  # refused by _check_zero_point, never validated
+    return "tensor" if azp is None else "token"
+
+
+def _check_zero_point(azp_adj, azp, m: int, n: int, k: int) -> None:
+    if azp is not None and azp_adj is None:
+        raise ValueError("azp (per-token zero points) needs azp_adj, the weight's column sums b.sum(K) as int32 [N]: "
+                         "the accumulator loses azp[i] * azp_adj[j]")
+    if azp_adj is None:
+        return
+    for name, t, length, what in (("azp_adj", azp_adj, n, "one value per output column N"),
+                                  ("azp", azp, m, "one zero point per token M")):
+        if t is None:
+            continue
+        checks.check_dtype(name, t, (torch.int32,))
+        checks.check_shape(name, t, (length,), what)
+        checks.check_inner_contiguous(name, t)
+    if k > MAX_K_ZERO_POINT:
+        raise ValueError(f"K = {k} exceeds {MAX_K_ZERO_POINT} with a zero point: sum_k (a - azp) * b could overflow "
+                         f"int32 (|a - azp| <= 255, |b| <= 128); split K and add the partial results")
 
 
 def _bias_kind(bias: Optional[torch.Tensor]) -> Optional[str]:

@@ -47,17 +47,18 @@ def table_arch(arch: str) -> str:
 
 
 def build_kernel(target: str, config: Sm80TileConfig, out_dtype: torch.dtype, a_kind: str, b_kind: str,
-                 has_bias: bool, split_k: bool, rank: int = 3, options: str = ""):
+                 has_bias: bool, split_k: bool, rank: int = 3, options: str = "", zero_point: Optional[str] = None):
     """cute.compile one variant for ``target`` (e.g. 'sm_80', 'sm_90a'); no GPU needed.
 
     a_kind / b_kind: "vector" ([M] / [N] scales) or "scalar" ([1]); has_bias: ``epilogues.bias_kind`` (False, True
-    for a bias in the output dtype, "acc" for an int32 bias added before the scales). The compiled function takes
-    (a, b, out, a_scale, b_scale, bias, workspace, tile_counters, split_k, k_tiles_per_split) as torch tensors / ints,
-    with None for an absent bias and, in non-split builds, for the workspace and counters.
+    for a bias in the output dtype, "acc" for an int32 bias added before the scales); zero_point:
+    ``epilogues.ZERO_POINT_KINDS`` (asymmetric activations). The compiled function takes (a, b, out, a_scale, b_scale,
+    bias, azp_adj, azp, workspace, tile_counters, split_k, k_tiles_per_split) as torch tensors / ints, with None for
+    the epilogue operands the variant does not read and, in non-split builds, for the workspace and counters.
     """
     out_cute = _OUT_DTYPES[out_dtype]
     kind = bias_kind(has_bias)
-    tree = scaled_mm_tree(a_kind, b_kind, kind)
+    tree = scaled_mm_tree(a_kind, b_kind, kind, zero_point=zero_point)
     kernel = Int8ScaledMmSm80(config, out_cute, tree, split_k=split_k)
     m, n, k = cute.sym_int32(), cute.sym_int32(divisibility=8), cute.sym_int32(divisibility=16)
     batch = (cute.sym_int32(),) if rank == 3 else ()
@@ -68,26 +69,37 @@ def build_kernel(target: str, config: Sm80TileConfig, out_dtype: torch.dtype, a_
     f_bs = fake_vector(cutlass.Float32, n if b_kind == "vector" else 1)
     f_bias = (fake_vector(cutlass.Int32 if kind == "acc" else out_cute, n, align=4 if kind == "acc" else 2)
               if kind else None)
+    f_adj = fake_vector(cutlass.Int32, n, align=4) if zero_point else None
+    f_azp = fake_vector(cutlass.Int32, m, align=4) if zero_point == "token" else None
     f_ws = fake_vector(cutlass.Int32, cute.sym_int32(), align=16) if split_k else None
     f_cnt = fake_vector(cutlass.Int32, cute.sym_int32()) if split_k else None
 
     @cute.jit
     def launch(a: cute.Tensor, b: cute.Tensor, out: cute.Tensor, a_scale: cute.Tensor, b_scale: cute.Tensor, bias,
-               workspace, tile_counters, split_k: cutlass.Int32, k_tiles_per_split: cutlass.Int32, stream):
-        epi = (a_scale, b_scale, bias) if cutlass.const_expr(bias is not None) else (a_scale, b_scale)
+               azp_adj, azp, workspace, tile_counters, split_k: cutlass.Int32, k_tiles_per_split: cutlass.Int32,
+               stream):
+        epi = _present(a_scale, b_scale, bias, azp_adj, azp)
         kernel(kernel_view(a, 0, 1), kernel_view(b, 1, 0), kernel_view(out, 0, 1), epi, workspace, tile_counters,
                split_k, k_tiles_per_split, stream)
 
     opts = f"--enable-tvm-ffi --gpu-arch {target} {options}".strip()
-    return cute.compile(launch, fa, fb, fc, f_as, f_bs, f_bias, f_ws, f_cnt, cutlass.Int32(1), cutlass.Int32(1),
-                        fake_stream(), options=opts)
+    return cute.compile(launch, fa, fb, fc, f_as, f_bs, f_bias, f_adj, f_azp, f_ws, f_cnt, cutlass.Int32(1),
+                        cutlass.Int32(1), fake_stream(), options=opts)
+
+
+def _present(*operands) -> tuple:
+    """The epilogue operands a variant reads, in the tree's launch order (absent ones arrive as None)."""
+    return tuple(t for t in operands if t is not None)
 
 
 def get_compiled(target: str, config: Sm80TileConfig, out_dtype: torch.dtype, a_kind: str, b_kind: str,
-                 has_bias: bool, split_k: bool, rank: int):
+                 has_bias: bool, split_k: bool, rank: int, zero_point: Optional[str] = None):
     key = (target, dataclasses.astuple(config), str(out_dtype), a_kind, b_kind, has_bias, split_k, rank)
+    if zero_point is not None:
+        key += ("zero_point", zero_point)
     return cached_compile("int8_scaled_mm_sm80", key,
-                          lambda: build_kernel(target, config, out_dtype, a_kind, b_kind, has_bias, split_k, rank))
+                          lambda: build_kernel(target, config, out_dtype, a_kind, b_kind, has_bias, split_k, rank,
+                                               zero_point=zero_point))
 
 
 # ------------------------------------------------------------------------------------------------ per-call plan
@@ -115,7 +127,7 @@ def _device_facts(device: torch.device) -> tuple[str, str, int]:
     return facts
 
 
-def _plan(a, b, a_scale, b_scale, bias, out, arch, config, split_k) -> _Plan:
+def _plan(a, b, a_scale, b_scale, bias, out, arch, config, split_k, zero_point) -> _Plan:
     L = a.shape[0] if a.dim() == 3 else 1
     M, K = a.shape[-2:]
     N = b.shape[-1]
@@ -141,14 +153,15 @@ def _plan(a, b, a_scale, b_scale, bias, out, arch, config, split_k) -> _Plan:
         raise ValueError(f"split_k={split_k} on a {L}x{M}x{N} output needs a {tiles}-tile int32 workspace past the "
                          f"kernel's 32-bit offsets; use split_k=1 (the tile grid fills the GPU anyway)")
     kind = None if bias is None else ("acc" if bias.dtype == torch.int32 else "out")
-    fn = get_compiled(target, cfg, out.dtype, a_kind, b_kind, kind, slices > 1, a.dim())
+    fn = get_compiled(target, cfg, out.dtype, a_kind, b_kind, kind, slices > 1, a.dim(), zero_point)
     return _Plan(fn, slices, per, tiles, cfg.tile_m * cfg.tile_n)
 
 
 # ------------------------------------------------------------------------------------------------ entry point
 def run_int8_scaled_mm_sm80(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,
                             bias: Optional[torch.Tensor], out: torch.Tensor, arch: str = "sm_80",
-                            config: Optional[Sm80TileConfig] = None, split_k: Optional[int] = None) -> torch.Tensor:
+                            config: Optional[Sm80TileConfig] = None, split_k: Optional[int] = None,
+                            azp_adj: Optional[torch.Tensor] = None, azp: Optional[torch.Tensor] = None) -> torch.Tensor:
     """out[..., m, n] = (a @ b)[..., m, n] * a_scale[m] * b_scale[n] + bias[n], written into ``out``.
 
     Arguments are assumed checked by the caller (int8_scaled_mm): a int8 [M, K] / [L, M, K] K-contiguous, b int8
@@ -157,15 +170,17 @@ def run_int8_scaled_mm_sm80(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Ten
     dtypes, ranks, equal extents, divisibility and alignment in C++ on every call.)
     ``arch`` picks the config table ('sm_80', 'sm_86', 'sm_89'; 'sm_90a' and newer: the sm_80 table);
     ``config`` (an Sm80TileConfig) overrides it; ``split_k`` forces a slice count (1 = off; None = split_k.py's rule).
+    ``azp_adj`` / ``azp``: int32 zero-point terms of asymmetric activations (``int8_scaled_mm``), checked by it too.
     """
+    zero_point = None if azp_adj is None else ("tensor" if azp is None else "token")
     key = (a.shape, b.shape, a_scale.shape, b_scale.shape, None if bias is None else bias.dtype, out.dtype, out.device,
-           arch, config, split_k)
+           arch, config, split_k, zero_point)
     plan = _PLANS.get(key)
     if plan is None:
-        plan = _PLANS[key] = _plan(a, b, a_scale, b_scale, bias, out, arch, config, split_k)
+        plan = _PLANS[key] = _plan(a, b, a_scale, b_scale, bias, out, arch, config, split_k, zero_point)
     if plan.slices > 1:
         ws, counters = WORKSPACE.get(out.device, plan.tiles, plan.tile_elems)
-        plan.fn(a, b, out, a_scale, b_scale, bias, ws, counters, plan.slices, plan.k_tiles_per_split)
+        plan.fn(a, b, out, a_scale, b_scale, bias, azp_adj, azp, ws, counters, plan.slices, plan.k_tiles_per_split)
     else:
-        plan.fn(a, b, out, a_scale, b_scale, bias, None, None, 1, plan.k_tiles_per_split)
+        plan.fn(a, b, out, a_scale, b_scale, bias, azp_adj, azp, None, None, 1, plan.k_tiles_per_split)
     return out

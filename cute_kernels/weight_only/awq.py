@@ -102,7 +102,7 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzero
                                       or split_k_iters < 1):
         raise ValueError(f"split_k_iters must be None or a positive int; got {split_k_iters!r}")
     _check_group(group, ic)
-    bias = check_bias(bias, x.dtype, oc)
+    bias = check_bias(bias, oc, x.dtype)
     device = checks.check_cuda({"x": x, "qweight": qweight, "scales": scales, "qzeros": qzeros, "out": out,
                                 "bias": bias})
     m = x.shape[0]
@@ -210,7 +210,7 @@ def awq_linear(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qze
         if scales.dtype != x.dtype:
             raise TypeError(f"scales must have x's dtype {str(x.dtype).replace('torch.', '')}; got "
                             f"{str(scales.dtype).replace('torch.', '')}")
-        bias = check_bias(bias, x.dtype, oc)
+        bias = check_bias(bias, oc, x.dtype)
         checks.check_cuda({"x": x, "qweight": qweight, "scales": scales, "qzeros": qzeros, "bias": bias})
         w = awq_dequantize(qweight, scales, qzeros)
         out = torch.matmul(x2, w) if bias is None else torch.addmm(bias, x2, w)

@@ -41,6 +41,7 @@ import torch
 
 from .. import arch as _arch
 from .. import checks
+from ..checks import check_bias  # noqa: F401 - awq.py takes it from here
 from ..autograd import bias_grad, needs_grad, quantized_grad_x, record, refuse_out
 from ..formats import bitpack
 from ..formats.bitpack import check_bits
@@ -89,18 +90,6 @@ def check_group_scales(group_scales: torch.Tensor, n: int, k: int) -> int:
                          f"32 that divides K = {k}; got {tuple(group_scales.shape)}")
     checks.check_inner_contiguous("group_scales", group_scales)
     return k // groups
-
-
-def check_bias(bias: Optional[torch.Tensor], dtype: torch.dtype, n: int) -> Optional[torch.Tensor]:
-    """None, or ``bias`` [N] in the output's ``dtype`` (a contiguous copy if its stride is not 1)."""
-    if bias is None:
-        return None
-    bias = checks.check_tensor("bias", bias)
-    checks.check_dtype("bias", bias, (dtype,))
-    checks.check_ndim("bias", bias, (1,))
-    if bias.shape[0] != n:
-        raise ValueError(f"bias must have shape [N] = [{n}]; got {tuple(bias.shape)}")
-    return bias if bias.stride(0) == 1 else bias.contiguous()
 
 
 def warm_bias_ok(bias: torch.Tensor, dtype: torch.dtype, n: int) -> bool:
@@ -356,7 +345,7 @@ def quantized_mm(x: torch.Tensor, w_packed: torch.Tensor, scale, bits: int,
     if group_scales is not None:
         group = check_group_scales(group_scales, n, k)
     checks.check_inner_contiguous("w_packed", w_packed)
-    bias = check_bias(bias, out_dtype, n)
+    bias = check_bias(bias, n, out_dtype)
     device = checks.check_cuda({"x": x, "w_packed": w_packed, "group_scales": group_scales, "out": out,
                                 "bias": bias})
     out = check_out(out, (m, n), out_dtype, device)
