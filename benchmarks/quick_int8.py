@@ -41,7 +41,7 @@ from cute_kernels.ops import int8_scaled_mm as _op
 fn = [v[0] for key, v in _op._validated.items() if key[4] and v[2] is None][-1]
 bt = w.t()
 t = time.perf_counter()
-for _ in range(N): fn(a, bt, out, sa, sb, None)
+for _ in range(N): fn(a, bt, out, sa, sb, None, None, None)
 t2 = time.perf_counter(); torch.cuda.synchronize()
 print(f"bare TVM-FFI call of the compiled kernel: {(t2-t)/N*1e6:.1f} us")
 t = time.perf_counter()

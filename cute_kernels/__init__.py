@@ -8,7 +8,7 @@ wrapped as ``nn.Module`` layers holding quantized weights (``cute_kernels.nn``).
 
 from .configs import TileConfig
 from .ops.fp8_blockwise_scaled_mm import fp8_blockwise_scaled_mm
-from .ops.int8_scaled_mm import int8_scaled_mm
+from .ops.int8_scaled_mm import fp8_scaled_mm, int8_scaled_mm
 from .quantize import per_token_group_quant_fp8, per_token_quant_int8, per_token_quant_int8_azp
 from .weight_only import (awq_dequantize, awq_gemm, awq_linear, clear_weight_caches, dequantize_weights,
                           quantized_mm)
@@ -25,6 +25,7 @@ __all__ = [
     "clear_weight_caches",
     "dequantize_weights",
     "fp8_blockwise_scaled_mm",
+    "fp8_scaled_mm",
     "int8_scaled_mm",
     "per_token_group_quant_fp8",
     "per_token_quant_int8",

@@ -110,7 +110,8 @@ def cmd_export(args) -> int:
 
     spec = ExportSpec(arch=args.arch, config=_parse_config(args.config), m=args.m, n=args.n, k=args.k,
                       out_dtype=args.out_dtype, a_scale=args.a_scale, b_scale=args.b_scale, bias=not args.no_bias,
-                      batched=args.batched, bits=args.bits, x_dtype=args.x_dtype, epilogue_bias=args.bias, zero_point=args.azp,
+                      batched=args.batched, bits=args.bits, x_dtype=args.x_dtype, epilogue_bias=args.bias,
+                      zero_point=args.azp,
                       granularity=tuple(int(g) for g in args.granularity.split(",")))
     manifest = export(args.kernel, spec, args.out)
     print(json.dumps(manifest, indent=2))
@@ -240,7 +241,8 @@ def main(argv=None) -> int:
     s.set_defaults(fn=cmd_demo)
 
     s = sub.add_parser("export", help="compile a kernel config for an arch; write .cubin, .ptx, SASS summary, manifest")
-    s.add_argument("kernel", help="kernel family: int8_scaled_mm, fp8_blockwise_scaled_mm, quantized_mm, awq_gemm")
+    s.add_argument("kernel", help="kernel family: int8_scaled_mm, fp8_scaled_mm, fp8_blockwise_scaled_mm, "
+                                  "quantized_mm, awq_gemm")
     s.add_argument("--arch", default="sm_90a")
     s.add_argument("--out", required=True, help="output directory")
     s.add_argument("--config", help="tile config, e.g. 128x256x2x1 or 128x16:swap (default: the table's pick)")
@@ -253,7 +255,8 @@ def main(argv=None) -> int:
     s.add_argument("--bits", type=int, default=4, help="quantized_mm: weight bits (1, 2, 4, 8)")
     s.add_argument("--x-dtype", default="bf16", choices=["bf16", "fp16"], help="quantized_mm / awq_gemm activations")
     s.add_argument("--bias", action="store_true", help="quantized_mm / awq_gemm / fp8_blockwise_scaled_mm: the "
-                   "variant that adds a bias in its epilogue (bias= of the ops)")
+                   "variant that adds a bias in its epilogue (bias= of the ops; int8_scaled_mm / fp8_scaled_mm have "
+                   "one unless --no-bias)")
     s.add_argument("--azp", choices=["tensor", "token"],
                    help="int8_scaled_mm: asymmetric activations, the zero point folded into azp_adj (tensor) or "
                         "per token (azp_adj and azp)")

@@ -23,6 +23,14 @@ def fake_vector(dtype, length, align: int = 4):
     return cute.runtime.make_fake_tensor(dtype, (length,), stride=(1,), assumed_align=align)
 
 
+def fake_zero_points(zero_point, m, n) -> tuple:
+    """(azp_adj [N], azp [M]) int32 fake tensors of a ``ZERO_POINT_KINDS`` variant, None where it reads neither."""
+    import cutlass
+
+    adj = fake_vector(cutlass.Int32, n, align=4) if zero_point else None
+    return adj, fake_vector(cutlass.Int32, m, align=4) if zero_point == "token" else None
+
+
 def fake_stream():
     """The kernel launches on the caller's current stream (TVM-FFI's environment stream)."""
     return cute.runtime.make_fake_stream(use_tvm_ffi_env_stream=True)

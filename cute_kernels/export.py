@@ -38,11 +38,16 @@ class ExportSpec:
     batched: bool = False
     bits: int = 4  # quantized_mm: weight width
     x_dtype: str = "bf16"  # quantized_mm / awq_gemm activations
-    # quantized_mm / awq_gemm / fp8_blockwise_scaled_mm: the variant that adds a bias in its epilogue (int8 has ``bias``)
+    # quantized_mm / awq_gemm / fp8_blockwise_scaled_mm: the variant that adds a bias in its epilogue (int8 / FP8
+    # scaled_mm: ``bias``)
     epilogue_bias: bool = False
+    weight_only_bias: bool = False  # session 36's name of ``epilogue_bias`` (either turns it on)
     zero_point: str | None = None  # int8_scaled_mm: asymmetric activations, "tensor" or "token" (azp_adj / azp)
     granularity: tuple = (1, 128, 128)  # fp8_blockwise_scaled_mm scale granularity (gM, gN, gK)
     extra: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.epilogue_bias = self.epilogue_bias or self.weight_only_bias
 
 
 def _dtype(name: str, what: str) -> torch.dtype:
@@ -51,7 +56,16 @@ def _dtype(name: str, what: str) -> torch.dtype:
     return _DTYPES[name]
 
 
-def _build_int8(spec: ExportSpec, extra_options: str):
+def _build_fp8_rowwise(spec: ExportSpec, extra_options: str):
+    """fp8_scaled_mm: int8_scaled_mm's SM90 kernel on e4m3 operands (an fp32 accumulator)."""
+    if spec.arch != "sm_90a":
+        raise ValueError(f"fp8_scaled_mm: only sm_90a has a kernel; got {spec.arch}")
+    if spec.zero_point is not None:
+        raise ValueError("fp8_scaled_mm has no zero points (--azp is int8_scaled_mm's)")
+    return _build_int8(spec, extra_options, (torch.float8_e4m3fn, torch.float8_e4m3fn))
+
+
+def _build_int8(spec: ExportSpec, extra_options: str, operand_dtypes=(torch.int8, torch.int8)):
     for name in ("a_scale", "b_scale"):
         if getattr(spec, name) not in ("vector", "scalar"):
             raise ValueError(f"{name} must be 'vector' or 'scalar'; got {getattr(spec, name)!r}")
@@ -85,7 +99,7 @@ def _build_int8(spec: ExportSpec, extra_options: str):
     share = cluster_rank1_share("int8", spec.k, split_cluster)  # rank 1's sixteenths of K (8: halves)
     fn = build_sm90(3 if spec.batched else 2, spec.a_scale, spec.b_scale, spec.bias, out_dtype, cfg,
                     extra_options=extra_options, raster=raster, weight_preload=preload, split_cluster=split_cluster,
-                    rank1_share=share, zero_point=spec.zero_point)
+                    rank1_share=share, zero_point=spec.zero_point, operand_dtypes=operand_dtypes)
     return fn, {"config": cfg.describe(), "config_fields": dict(cfg.key), "raster": list(raster),
                 "weight_preload": preload, "split_cluster": split_cluster, "rank1_share": share, **fields}
 
@@ -175,6 +189,8 @@ def _build_dequantize(spec: ExportSpec, extra_options: str):
 _REGISTRY: dict[str, tuple[Callable, str]] = {
     "int8_scaled_mm": (_build_int8, "int8 GEMM with per-token/per-channel scales and bias (sm_90a: TMA+WGMMA; "
                                     "sm_80/86/89: cp.async+mma.sync)"),
+    "fp8_scaled_mm": (_build_fp8_rowwise, "FP8 (e4m3) GEMM with per-token/per-channel scales and bias, int8's "
+                                          "SM90 kernel with an fp32 accumulator (sm_90a)"),
     "fp8_blockwise_scaled_mm": (_build_fp8, "FP8 GEMM with 1x128 / 128x128 block scales (sm_90a)"),
     "quantized_mm": (_build_quantized_mm, "1/2/4/8-bit weight-only GEMM (--bits; decode, tensor-core or, on sm_90a "
                                           "for 1/2/4-bit, WGMMA kernel by --m)"),

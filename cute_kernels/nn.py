@@ -245,7 +245,8 @@ class Int8Linear(_ActivationQuantizedLinear):
     GELU), and the epilogue subtracts ``azp[i] * azp_adj[j]``, ``azp_adj`` being the weight's row sums. Those sums
     are a buffer derived from ``weight`` (not in the state dict): rebuilt after ``load_state_dict`` and whenever
     the weight's version counter moves (eager calls); after a write the counter does not see (``weight.data``
-    copies, see ``clear_weight_caches``), call ``refresh_zero_point_sums()``."""
+    copies, see ``clear_weight_caches``), and before compiled calls after any in-place write to ``weight`` (a
+    compiled graph reads the buffer as it is), call ``refresh_zero_point_sums()``."""
 
     _weight_buffers = ("weight", "weight_scale")
     _quantize_weight = staticmethod(quantize_int8_rowwise)
@@ -265,8 +266,8 @@ class Int8Linear(_ActivationQuantizedLinear):
         if activations == "asymmetric":
             self.register_buffer("azp_adj", torch.zeros(out_features, dtype=torch.int32, device=device),
                                  persistent=False)
-            self._summed = None  # (data_ptr, version) of the weight azp_adj was summed from
-            self.register_load_state_dict_post_hook(lambda module, keys: module._weights_loaded())
+            self._summed = None  # _weight_key() of the weight azp_adj was summed from
+            self.register_load_state_dict_post_hook(_weights_loaded_hook)
 
     def extra_repr(self) -> str:
         return super().extra_repr() + (", activations=asymmetric" if self.activations == "asymmetric" else "")
@@ -274,12 +275,20 @@ class Int8Linear(_ActivationQuantizedLinear):
     def _weights_loaded(self) -> None:
         self.refresh_zero_point_sums()
 
+    def _weight_key(self) -> tuple:
+        """What identifies the weight's contents: its storage and version counter (inference tensors have none; an
+        inference-mode weight cannot be written in place outside inference mode either)."""
+        w = self.weight
+        return w.data_ptr(), w.device, None if w.is_inference() else w._version
+
     @torch.no_grad()
     def refresh_zero_point_sums(self) -> None:
-        """azp_adj = the weight's rows summed over K, in int32 (asymmetric activations only)."""
+        """azp_adj = the weight's rows summed over K, in int32 (asymmetric activations only). A new tensor, not a
+        copy into the old one: after ``load_state_dict(..., assign=True)`` of a layer built on the meta device the
+        buffer must follow the weight's device."""
         if self.activations == "asymmetric":
-            self.azp_adj.copy_(self.weight.sum(1, dtype=torch.int32))
-            self._summed = (self.weight.data_ptr(), self.weight._version)
+            self.azp_adj = self.weight.sum(1, dtype=torch.int32)
+            self._summed = self._weight_key()
 
     def _matmul(self, x2, ops):
         gemm = ops.int8_scaled_mm if ops else _int8_scaled_mm
@@ -287,10 +296,15 @@ class Int8Linear(_ActivationQuantizedLinear):
         if self.activations == "symmetric":
             q, scale = ops.per_token_quant_int8(x2) if ops else per_token_quant_int8(x2)
             return gemm(q, self.weight.t(), scale, self.weight_scale, bias, x2.dtype)
-        if not ops and self._summed != (self.weight.data_ptr(), self.weight._version):
+        if not ops and self._summed != self._weight_key():
             self.refresh_zero_point_sums()
         q, scale, azp = ops.per_token_quant_int8_azp(x2) if ops else per_token_quant_int8(x2, symmetric=False)
         return gemm(q, self.weight.t(), scale, self.weight_scale, bias, x2.dtype, azp_adj=self.azp_adj, azp=azp)
+
+
+def _weights_loaded_hook(module: "_ActivationQuantizedLinear", incompatible_keys) -> None:
+    """``load_state_dict`` post-hook (module level, so that the layer pickles)."""
+    module._weights_loaded()
 
 
 class Fp8Linear(_ActivationQuantizedLinear):

@@ -46,8 +46,8 @@ def _expand_rows(scale: torch.Tensor, g: int, rows: int) -> torch.Tensor:
 
 def fp8_blockwise_scaled_mm_ref(a, b, a_scale, b_scale, scale_granularity=(1, 128, 128), bias=None):
     """FP8 GEMM with blockwise/groupwise scales, in float64:
-    out[..., i, j] = sum_kb a_scale[..., i//gM, kb] * b_scale[..., j//gN, kb] * sum_{k in kb} a[..., i, k] * b[..., j, k]
-                     (+ bias[j]).
+    out[..., i, j] = sum_kb a_scale[..., i//gM, kb] * b_scale[..., j//gN, kb]
+                            * sum_{k in kb} a[..., i, k] * b[..., j, k]  (+ bias[j]).
 
     a: [M, K] or [L, M, K] (fp8, or any float dtype); b: [N, K] or [L, N, K] (the seed's B, K contiguous);
     a_scale: [(L,) ceil(M/gM), ceil(K/gK)]; b_scale: [(L,) ceil(N/gN), ceil(K/gK)], any strides (K- or MN-major).

@@ -9,6 +9,7 @@ Registered (the plain functions' arguments, without their tuning knobs ``out=``,
 
 ====================================  ===========================================================================
 ``int8_scaled_mm``                    (a, b, a_scale, b_scale, bias=None, out_dtype=bfloat16, azp_adj=None, azp=None)
+``fp8_scaled_mm``                     (a, b, a_scale, b_scale, bias=None, out_dtype=bfloat16) -> [.., M, N]
 ``fp8_blockwise_scaled_mm``           (a, b, a_scale, b_scale, out_dtype=bfloat16, scale_granularity=None: 1x128x128,
                                       bias=None)
 ``quantized_mm``                      (x, w_packed, scale: float, bits, group_scales=None, out_dtype=None, bias=None)
@@ -76,6 +77,20 @@ def _int8_scaled_mm(a, b, a_scale, b_scale, bias=None, out_dtype=torch.bfloat16,
 def _int8_scaled_mm_fake(a, b, a_scale, b_scale, bias=None, out_dtype=torch.bfloat16, azp_adj=None, azp=None):
     checks.check_dtype("a", a, (torch.int8,))
     checks.check_dtype("b", b, (torch.int8,))
+    n = _inner_dims("a", a, "b", b, -2)
+    return a.new_empty((*a.shape[:-1], n), dtype=out_dtype)
+
+
+def _fp8_scaled_mm(a, b, a_scale, b_scale, bias=None, out_dtype=torch.bfloat16):
+    from .ops.int8_scaled_mm import fp8_scaled_mm
+
+    return fp8_scaled_mm(a, b, a_scale, b_scale, bias, out_dtype)
+
+
+def _fp8_scaled_mm_fake(a, b, a_scale, b_scale, bias=None, out_dtype=torch.bfloat16):
+    fp8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+    checks.check_dtype("a", a, fp8)
+    checks.check_dtype("b", b, fp8)
     n = _inner_dims("a", a, "b", b, -2)
     return a.new_empty((*a.shape[:-1], n), dtype=out_dtype)
 
@@ -205,6 +220,8 @@ SCHEMAS = {
     "int8_scaled_mm": ("int8_scaled_mm(Tensor a, Tensor b, Tensor a_scale, Tensor b_scale, Tensor? bias=None, "
                        "ScalarType out_dtype=bfloat16, Tensor? azp_adj=None, Tensor? azp=None) -> Tensor",
                        _int8_scaled_mm, _int8_scaled_mm_fake),
+    "fp8_scaled_mm": ("fp8_scaled_mm(Tensor a, Tensor b, Tensor a_scale, Tensor b_scale, Tensor? bias=None, "
+                      "ScalarType out_dtype=bfloat16) -> Tensor", _fp8_scaled_mm, _fp8_scaled_mm_fake),
     "fp8_blockwise_scaled_mm": ("fp8_blockwise_scaled_mm(Tensor a, Tensor b, Tensor a_scale, Tensor b_scale, "
                                 "ScalarType out_dtype=bfloat16, int[]? scale_granularity=None, Tensor? bias=None) "
                                 "-> Tensor", _fp8_blockwise_scaled_mm, _fp8_blockwise_scaled_mm_fake),
@@ -274,12 +291,16 @@ def _quantized_mm_backward(ctx, grad):
     return _grads(ctx, grad_x, None, None, None, None, None, grad_bias)
 
 
-def _awq_gemm_backward(ctx, grad):
-    _refuse_others(ctx, "awq_gemm", ("x", "bias"))
-    qweight, scales, qzeros, bias = _inputs(ctx, "awq_gemm")
-    grad_x = awq_grad_x(grad, qweight, scales, qzeros, ctx.x_dtype) if _needs(ctx, 0) else None
-    grad_bias = bias_grad(grad).to(bias.dtype) if _needs(ctx, 4) else None
-    return _grads(ctx, grad_x, None, None, None, grad_bias)
+def _awq_backward(op: str):
+    """awq_gemm / awq_linear (the same arguments): d x through the dequantized weight, d bias."""
+    def backward(ctx, grad):
+        _refuse_others(ctx, op, ("x", "bias"))
+        qweight, scales, qzeros, bias = _inputs(ctx, op)
+        grad_x = awq_grad_x(grad, qweight, scales, qzeros, ctx.x_dtype) if _needs(ctx, 0) else None
+        grad_bias = bias_grad(grad).to(bias.dtype) if _needs(ctx, 4) else None
+        return _grads(ctx, grad_x, None, None, None, grad_bias)
+
+    return backward
 
 
 def _bias_only_backward(op: str):
@@ -295,14 +316,6 @@ def _bias_only_backward(op: str):
     return backward
 
 
-def _awq_linear_backward(ctx, grad):
-    _refuse_others(ctx, "awq_linear", ("x", "bias"))
-    qweight, scales, qzeros, bias = _inputs(ctx, "awq_linear")
-    grad_x = awq_grad_x(grad, qweight, scales, qzeros, ctx.x_dtype) if _needs(ctx, 0) else None
-    grad_bias = bias_grad(grad).to(bias.dtype) if _needs(ctx, 4) else None
-    return _grads(ctx, grad_x, None, None, None, grad_bias)
-
-
 def _no_backward(op: str):
     def backward(ctx, *grads):
         _refuse_others(ctx, op)
@@ -311,9 +324,10 @@ def _no_backward(op: str):
     return backward
 
 
-_BACKWARDS = {"quantized_mm": _quantized_mm_backward, "awq_gemm": _awq_gemm_backward,
-              "awq_linear": _awq_linear_backward, "int8_scaled_mm": _bias_only_backward("int8_scaled_mm"),
-              "fp8_blockwise_scaled_mm": _bias_only_backward("fp8_blockwise_scaled_mm")}
+_BACKWARDS = {"quantized_mm": _quantized_mm_backward, "awq_gemm": _awq_backward("awq_gemm"),
+              "awq_linear": _awq_backward("awq_linear"), "int8_scaled_mm": _bias_only_backward("int8_scaled_mm"),
+              "fp8_blockwise_scaled_mm": _bias_only_backward("fp8_blockwise_scaled_mm"),
+              "fp8_scaled_mm": _bias_only_backward("fp8_scaled_mm")}
 for _name in SCHEMAS:
     torch.library.register_autograd(f"{_NS}::{_name}", _BACKWARDS.get(_name, _no_backward(_name)),
                                     setup_context=_keep_weights, lib=_LIB)

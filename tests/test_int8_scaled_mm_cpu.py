@@ -552,7 +552,9 @@ def test_zero_point_tree_and_reference():
     assert isinstance(tree.root.children[0].children[0].children[0], ZeroPointAccumulator)
     assert scaled_mm_tree("vector", "scalar", "acc", zero_point="tensor").operand_names == (
         "a_scale", "b_scale", "bias", "azp_adj")
-    assert scaled_mm_tree("vector", "vector", None, zero_point="token", swap_ab=True).key != tree.key
+    swapped = scaled_mm_tree("vector", "vector", True, zero_point="token", swap_ab=True)
+    assert swapped.key != tree.key and swapped.operand_names == tree.operand_names
+    assert ZeroPointAccumulator(swap_ab=True).key != ZeroPointAccumulator().key
     with pytest.raises(ValueError, match="zero_point must be one of"):
         scaled_mm_tree("vector", "vector", None, zero_point="row")
     # the reference is the GEMM of the dequantized activations (q - azp) * a_scale

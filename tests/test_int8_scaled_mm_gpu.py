@@ -300,24 +300,25 @@ def test_zero_points(m, n, k, per_token, out_dtype):
 
 
 def test_zero_points_cancel_exactly():
-    """Codes within +-2 of their token's zero point: acc and azp * azp_adj (each ~2^26.6 here, where fp32's spacing
-    is 8) nearly cancel. The correction is taken in int32, so with unit scales and fp32 output the result is exact;
-    an fp32 subtraction would be off by up to ~8."""
+    """Codes equal to their token's zero point except at two positions per row: acc and azp * azp_adj (each ~2^26.6
+    here, where fp32's spacing is 8) cancel to a result of at most 254 in magnitude, an integer that fp32 and bf16
+    hold exactly. The correction is taken in int32, so with unit scales the output equals the reference on both
+    kernels; an fp32 subtraction would be off by up to ~8."""
     m, n, k = 64, 1024, 8192
     g = torch.Generator(device="cuda").manual_seed(5)
     azp = torch.randint(100, 126, (m,), dtype=torch.int32, device="cuda", generator=g)
-    a = (azp[:, None] + torch.randint(-2, 3, (m, k), device="cuda", generator=g)).to(torch.int8)
+    noise = torch.zeros(m, k, dtype=torch.int32, device="cuda")
+    cols = torch.randint(0, k, (m, 2), device="cuda", generator=g)
+    noise.scatter_(1, cols, torch.randint(0, 2, (m, 2), dtype=torch.int32, device="cuda", generator=g) * 2 - 1)
+    a = (azp[:, None] + noise).to(torch.int8)
     w = torch.randint(100, 128, (n, k), dtype=torch.int8, device="cuda", generator=g)
-    b = w.t()
+    b, adj = w.t(), w.sum(1, dtype=torch.int32)
     ones = torch.ones(m, device="cuda"), torch.ones(n, device="cuda")
-    for arch in ("sm90", "sm80"):
-        out = int8_scaled_mm(a, b, *ones, out_dtype=torch.float32 if arch == "sm90" else torch.bfloat16,
-                             azp_adj=w.sum(1, dtype=torch.int32), azp=azp, arch=arch)
-        ref = int8_scaled_mm_ref(a, b, *ones, azp_adj=w.sum(1, dtype=torch.int32), azp=azp)
-        if arch == "sm90":
-            assert torch.equal(out.double(), ref), (out.double() - ref).abs().max()  # fp32 holds these exactly
-        else:
-            assert ((out.double() - ref).abs() <= 2 ** -8 * ref.abs()).all()
+    ref = int8_scaled_mm_ref(a, b, *ones, azp_adj=adj, azp=azp)
+    assert ref.abs().max() <= 254 and ref.abs().max() > 0
+    for arch, out_dtype in (("sm90", torch.float32), ("sm90", torch.bfloat16), ("sm80", torch.bfloat16)):
+        out = int8_scaled_mm(a, b, *ones, out_dtype=out_dtype, azp_adj=adj, azp=azp, arch=arch)
+        assert torch.equal(out.double(), ref), (arch, out_dtype, (out.double() - ref).abs().max())
 
 
 @pytest.mark.parametrize("per_token", [True, False], ids=["token", "tensor"])

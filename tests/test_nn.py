@@ -154,3 +154,25 @@ def test_int8_linear_asymmetric_activations_state():
     assert torch.equal(fresh.azp_adj, layer.azp_adj)
     with pytest.raises(ValueError, match="activations must be one of"):
         Int8Linear(256, 72, activations="zero_point")
+
+
+def test_int8_linear_asymmetric_inference_mode_meta_assign_and_pickle():
+    """The derived zero-point sums under inference mode (inference tensors have no version counter), after a meta
+    layer's load_state_dict(assign=True) (the buffer follows the weight's device), and through pickling."""
+    import io
+
+    lin = _linear(256, 72, dtype=torch.bfloat16)
+    with torch.inference_mode():
+        layer = Int8Linear.from_linear(lin, activations="asymmetric")
+        assert torch.equal(layer.azp_adj, layer.weight.sum(1, dtype=torch.int32))
+        assert layer._summed == layer._weight_key()
+    sd = Int8Linear.from_linear(lin, activations="asymmetric").state_dict()
+    with torch.device("meta"):
+        meta = Int8Linear(256, 72, activations="asymmetric")
+    meta.load_state_dict(sd, assign=True)
+    assert meta.azp_adj.device.type == "cpu" and torch.equal(meta.azp_adj, sd["weight"].sum(1, dtype=torch.int32))
+    buf = io.BytesIO()
+    torch.save(meta, buf)
+    buf.seek(0)
+    again = torch.load(buf, weights_only=False)
+    assert torch.equal(again.azp_adj, meta.azp_adj) and again.activations == "asymmetric"

@@ -75,11 +75,13 @@ def fp8_bias():
             sa = to_tma_aligned_mn_major(sa)
             b, sb = sets[0]
             out = fp8_blockwise_scaled_mm(a, b, sa, sb, bias=bias)
-            ref = fp8_blockwise_scaled_mm_ref(a[:8].cpu(), b[:256].cpu(), sa[:8].cpu(), sb[:2].cpu(), bias=bias[:256].cpu())
+            ref = fp8_blockwise_scaled_mm_ref(a[:8].cpu(), b[:256].cpu(), sa[:8].cpu(), sb[:2].cpu(),
+                                              bias=bias[:256].cpu())
             err = (out[:8, :256].double().cpu() - ref).abs()
             assert (err <= 2e-2 * ref.abs() + 1e-2 * ref.pow(2).mean().sqrt()).all(), err.max()
             timed({"plain": [lambda b=b, sb=sb: fp8_blockwise_scaled_mm(a, b, sa, sb) for b, sb in sets],
-                   "bias fused": [lambda b=b, sb=sb: fp8_blockwise_scaled_mm(a, b, sa, sb, bias=bias) for b, sb in sets],
+                   "bias fused": [lambda b=b, sb=sb: fp8_blockwise_scaled_mm(a, b, sa, sb, bias=bias)
+                                  for b, sb in sets],
                    "plain + add": [lambda b=b, sb=sb: fp8_blockwise_scaled_mm(a, b, sa, sb).add_(bias)
                                    for b, sb in sets]},
                   f"fp8 {n}x{k} M={m}")

@@ -18,7 +18,8 @@ from .nodes import (
     ScalarArgument,
     ZeroPointAccumulator,
 )
-from .tree import BIAS_KINDS, ZERO_POINT_KINDS, EpilogueTree, bias_kind, scaled_mm_tree
+from .tree import (BIAS_KINDS, ZERO_POINT_KINDS, EpilogueTree, bias_kind, present_operands, scaled_mm_tree,
+                   zero_point_kind)
 
 __all__ = [
     "Accumulator",
@@ -33,7 +34,9 @@ __all__ = [
     "RowVector",
     "Scalar",
     "ScalarArgument",
+    "present_operands",
     "scaled_mm_tree",
+    "zero_point_kind",
     "ZERO_POINT_KINDS",
     "ZeroPointAccumulator",
 ]

@@ -9,7 +9,8 @@ clamped to the operand's length instead of predicated: elements past the problem
 that the kernel's store then drops (TMA clips; SM80 stores are predicated), and the loop stays branch-free. The
 vectors are tiny (M or N floats) and sit in L1/L2 after the first tile, so this costs a few L1 hits per element.
 
-Every node that reads global memory is a ``Prefetched`` node: its loads (``load``) are separate from its arithmetic,
+Every node that reads a vector or a matrix from global memory is a ``Prefetched`` node (a ``Scalar``, one value,
+is not): its loads (``load``) are separate from its arithmetic,
 so a kernel can issue the next epilogue sub-tile's loads before it finishes the current one (``EpilogueTree.fetch``,
 handed back as ``ctx.fetched``) and their latency is not paid once per sub-tile. Session 37 (H100): a bias alone in
 FP8's epilogue, loaded in place, cost 1.25x the plain GEMM's time at M = 4096 on 7168 x 2048.
@@ -38,7 +39,7 @@ class EpilogueContext:
     acc: cute.Tensor
     coord: Callable
     tensors: dict
-    fetched: Optional[dict] = None  # operand fragments a kernel loaded ahead (``EpilogueTree.fetch``), by operand name
+    fetched: Optional[dict] = None  # node loads a kernel issued ahead (``EpilogueTree.fetch``), by ``fetch_key``
 
 
 class EpilogueNode:

@@ -57,6 +57,20 @@ def bias_kind(bias) -> str | None:
     return bias
 
 
+def zero_point_kind(azp_adj, azp) -> str | None:
+    """The ``ZERO_POINT_KINDS`` entry a call's zero-point tensors select: None, "tensor" (azp_adj alone) or "token"
+    (both); azp without azp_adj is a kind no variant has (the op refuses it, and its plan caches never match it)."""
+    if azp_adj is None:
+        return None if azp is None else "azp without azp_adj"
+    return "tensor" if azp is None else "token"
+
+
+def present_operands(*operands) -> tuple:
+    """The epilogue operands a variant reads, in the tree's launch order: the absent ones arrive as None at the launch
+    functions (plain Python, so their tracing sees a fixed tuple)."""
+    return tuple(t for t in operands if t is not None)
+
+
 def scaled_mm_tree(row_scale: str | None, col_scale: str | None, bias, swap_ab: bool = False,
                    source: bool = False, zero_point: str | None = None) -> EpilogueTree:
     """The dequantizing epilogue of a scaled GEMM: ``acc * a_scale * b_scale (+ bias) (+ c)``, or with an

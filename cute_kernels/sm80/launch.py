@@ -21,8 +21,8 @@ import torch
 import cutlass
 import cutlass.cute as cute
 
-from cute_kernels.compile_utils import fake_stream, fake_tensor, fake_vector, kernel_view
-from cute_kernels.epilogues import bias_kind, scaled_mm_tree
+from cute_kernels.compile_utils import fake_stream, fake_tensor, fake_vector, fake_zero_points, kernel_view
+from cute_kernels.epilogues import bias_kind, present_operands, scaled_mm_tree, zero_point_kind
 from cute_kernels.jit_cache import cached_compile
 from cute_kernels.plan_cache import PlanCache
 from cute_kernels.sm80.configs import Sm80TileConfig, normalize_arch, select_config
@@ -69,8 +69,7 @@ def build_kernel(target: str, config: Sm80TileConfig, out_dtype: torch.dtype, a_
     f_bs = fake_vector(cutlass.Float32, n if b_kind == "vector" else 1)
     f_bias = (fake_vector(cutlass.Int32 if kind == "acc" else out_cute, n, align=4 if kind == "acc" else 2)
               if kind else None)
-    f_adj = fake_vector(cutlass.Int32, n, align=4) if zero_point else None
-    f_azp = fake_vector(cutlass.Int32, m, align=4) if zero_point == "token" else None
+    f_adj, f_azp = fake_zero_points(zero_point, m, n)
     f_ws = fake_vector(cutlass.Int32, cute.sym_int32(), align=16) if split_k else None
     f_cnt = fake_vector(cutlass.Int32, cute.sym_int32()) if split_k else None
 
@@ -78,18 +77,13 @@ def build_kernel(target: str, config: Sm80TileConfig, out_dtype: torch.dtype, a_
     def launch(a: cute.Tensor, b: cute.Tensor, out: cute.Tensor, a_scale: cute.Tensor, b_scale: cute.Tensor, bias,
                azp_adj, azp, workspace, tile_counters, split_k: cutlass.Int32, k_tiles_per_split: cutlass.Int32,
                stream):
-        epi = _present(a_scale, b_scale, bias, azp_adj, azp)
+        epi = present_operands(a_scale, b_scale, bias, azp_adj, azp)
         kernel(kernel_view(a, 0, 1), kernel_view(b, 1, 0), kernel_view(out, 0, 1), epi, workspace, tile_counters,
                split_k, k_tiles_per_split, stream)
 
     opts = f"--enable-tvm-ffi --gpu-arch {target} {options}".strip()
     return cute.compile(launch, fa, fb, fc, f_as, f_bs, f_bias, f_adj, f_azp, f_ws, f_cnt, cutlass.Int32(1),
                         cutlass.Int32(1), fake_stream(), options=opts)
-
-
-def _present(*operands) -> tuple:
-    """The epilogue operands a variant reads, in the tree's launch order (absent ones arrive as None)."""
-    return tuple(t for t in operands if t is not None)
 
 
 def get_compiled(target: str, config: Sm80TileConfig, out_dtype: torch.dtype, a_kind: str, b_kind: str,
@@ -172,7 +166,7 @@ def run_int8_scaled_mm_sm80(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Ten
     ``config`` (an Sm80TileConfig) overrides it; ``split_k`` forces a slice count (1 = off; None = split_k.py's rule).
     ``azp_adj`` / ``azp``: int32 zero-point terms of asymmetric activations (``int8_scaled_mm``), checked by it too.
     """
-    zero_point = None if azp_adj is None else ("tensor" if azp is None else "token")
+    zero_point = zero_point_kind(azp_adj, azp)
     key = (a.shape, b.shape, a_scale.shape, b_scale.shape, None if bias is None else bias.dtype, out.dtype, out.device,
            arch, config, split_k, zero_point)
     plan = _PLANS.get(key)

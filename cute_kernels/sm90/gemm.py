@@ -819,9 +819,10 @@ class Sm90GemmKernel:
         epi_count = cute.size(gD_epi, mode=[1])
         epi_grid = cute.make_layout(gD_epi.shape[1], stride=(gD_epi.shape[1][1], 1))
         done_before = tiles_done * epi_count
-        # Full-matrix operands (an added c) come from global memory: each sub-tile's loads are issued one sub-tile
-        # ahead, before the current one's barriers, so their latency is not paid once per sub-tile (session 10:
-        # M = 1024, N = K = 8192 with fp32 c 113.4 -> 109.4 µs, bf16 c 112.0 -> 104.8, plain GEMM ~95-98).
+        # The epilogue's global operands (vectors, an added c) are loaded one sub-tile ahead, before the current
+        # one's barriers, so their latency is not paid once per sub-tile (session 10, for c: M = 1024, N = K = 8192
+        # with fp32 c 113.4 -> 109.4 µs, bf16 c 112.0 -> 104.8; session 37, for the vectors: int8 4096^2 at 4096
+        # tokens 96.5 -> 91.9 µs, docs/int8_scaled_mm.md).
         pending = self.epilogue.fetch(_sub_tile_context(0, frag_size, tRS_rFrag, tRS_rAcc, tCcD, tensors))
         for e in cutlass.range_constexpr(epi_count):
             for v in cutlass.range_constexpr(frag_size):

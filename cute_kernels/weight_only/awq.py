@@ -29,13 +29,14 @@ import torch
 
 from .. import arch as _arch
 from .. import checks
+from ..checks import check_bias
 from ..autograd import awq_grad_x, bias_grad, needs_grad, record, refuse_out
 from ..formats.awq import awq_dequantize_reference, check_awq_tensors
 from ..plan_cache import PlanCache
 from . import awq_repack, config, wgmma
 from .compile import compile_awq_dequantize
 from .kernel import TileShape
-from .quantized_mm import (aligned_copy, check_bias, check_out, launch, out_needs_copy, pad_x, use_promoted_scales,
+from .quantized_mm import (aligned_copy, check_out, launch, out_needs_copy, pad_x, use_promoted_scales,
                            warm_bias_ok, warm_out, x_needs_copy)
 
 X_DTYPES = (torch.float16, torch.bfloat16)

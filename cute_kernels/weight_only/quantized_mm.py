@@ -41,7 +41,7 @@ import torch
 
 from .. import arch as _arch
 from .. import checks
-from ..checks import check_bias  # noqa: F401 - awq.py takes it from here
+from ..checks import check_bias
 from ..autograd import bias_grad, needs_grad, quantized_grad_x, record, refuse_out
 from ..formats import bitpack
 from ..formats.bitpack import check_bits
