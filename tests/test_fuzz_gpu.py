@@ -18,7 +18,7 @@ import random
 import pytest
 import torch
 
-from cute_kernels import fp8_blockwise_scaled_mm, int8_scaled_mm
+from cute_kernels import fp8_blockwise_scaled_mm, fp8_scaled_mm, int8_scaled_mm
 from cute_kernels.formats.awq import awq_quantize
 from cute_kernels.formats.bitpack import quantize_weights
 from cute_kernels.formats.fp8 import quantize_fp8_blockwise, quantize_fp8_per_token_group
@@ -168,6 +168,65 @@ def test_int8_scaled_mm_fuzz(case):
         # as test_int8_scaled_mm_gpu: fp32 epilogue arithmetic and one rounding to the output type, per element
         tol = {torch.bfloat16: 2 ** -7, torch.float16: 2 ** -10, torch.float32: 1e-6}[out_dtype]
         _close(out.out, ref, 1e-6, f"{what} call {call}", rel_each=tol)
+
+
+@pytest.mark.parametrize("case", range(CASES))
+def test_scaled_mm_zero_points_and_fp8_fuzz(case):
+    """Session 37's variants of the same kernel: int8 with zero points (per token / per tensor, with any bias kind,
+    either arch) and FP8 operands (fp8_scaled_mm, e4m3 / e5m2 pairings), random shapes, batch, padded rows, guarded
+    outputs, warm second calls."""
+    rng = _rng("scaled_mm_37", case)
+    fp8 = rng.random() < 0.5
+    m, n, k = _tokens(rng), 8 * rng.randint(1, 520), 16 * rng.randint(1, 260)
+    batch = rng.choice([None, None, None, 2, 3])
+    out_dtype = rng.choice([torch.bfloat16, torch.float16, torch.float32])
+    a_kind, b_kind = rng.choice(["vector", "scalar"]), rng.choice(["vector", "scalar"])
+    bias_kind = rng.choice([None, "out"] if fp8 else [None, "out", "int32"])
+    zero_point = None if fp8 else rng.choice(["token", "tensor"])
+    arch = "sm90" if fp8 or out_dtype == torch.float32 else rng.choice(["sm90", "sm80"])
+    dtypes = (rng.choice(F8), rng.choice(F8)) if fp8 else (torch.int8, torch.int8)
+    pad_a, pad_b, strided = rng.random() < 0.5, rng.random() < 0.5, rng.random() < 0.7
+    what = (f"scaled_mm case {case}: {'fp8 ' + str(dtypes) if fp8 else 'int8 zero point ' + zero_point} M={m} N={n} "
+            f"K={k} batch={batch} out={out_dtype} scales={a_kind}/{b_kind} bias={bias_kind} arch={arch} "
+            f"padded a/b={pad_a}/{pad_b} strided out={strided}")
+    lead = () if batch is None else (batch,)
+    out = GuardedOut((*lead, m, n), out_dtype, rng, strided)
+
+    def codes(shape, dtype):
+        if dtype == torch.int8:
+            return torch.randint(-128, 128, shape, dtype=torch.int8, device="cuda")
+        return (torch.randn(shape, device="cuda") * 2).to(dtype)
+
+    w = codes((n, k), dtypes[1])  # one weight broadcast over the batch: the zero-point sums are per column of it
+    if pad_b:
+        w = _row_padded(w, rng)
+    b = w.expand(*lead, n, k).transpose(-1, -2)
+    b_scale = torch.rand(n if b_kind == "vector" else 1, device="cuda") * 0.02 + 0.001
+    bias = {None: None, "int32": torch.randint(-4000, 4000, (n,), dtype=torch.int32, device="cuda"),
+            "out": (torch.randn(n, device="cuda") * 4).to(out_dtype)}[bias_kind]
+    for call in range(2):
+        a = codes((*lead, m, k), dtypes[0])
+        if pad_a:
+            a = _row_padded(a, rng)
+        a_scale = torch.rand(m if a_kind == "vector" else 1, device="cuda") * 0.02 + 0.001
+        out.poison()
+        if fp8:
+            fp8_scaled_mm(a, b, a_scale, b_scale, bias, out_dtype=out_dtype, out=out.out)
+            azp_adj = azp = None
+        else:
+            sums = w.to(torch.int32).sum(1, dtype=torch.int32)
+            azp = torch.randint(-128, 128, (m,), dtype=torch.int32, device="cuda")
+            azp_adj, azp = (sums, azp) if zero_point == "token" else (sums * int(azp[0]), None)
+            int8_scaled_mm(a, b, a_scale, b_scale, bias, out_dtype=out_dtype, out=out.out, arch=arch,
+                           azp_adj=azp_adj, azp=azp)
+        torch.cuda.synchronize()
+        out.check_guards(f"{what} call {call}")
+        ref = int8_scaled_mm_ref(a, b, a_scale, b_scale, bias, azp_adj=azp_adj, azp=azp)
+        tol = {torch.bfloat16: 2 ** -7, torch.float16: 2 ** -10, torch.float32: 1e-6}[out_dtype]
+        if fp8:  # the unpromoted FP8 accumulation (docs/int8_scaled_mm.md, fp8_scaled_mm): grows with K
+            _close(out.out, ref, 2e-2 * max(1.0, k / 4096), f"{what} call {call}", rel_each=3e-2)
+        else:
+            _close(out.out, ref, 1e-6, f"{what} call {call}", rel_each=tol)
 
 
 # --- fp8_blockwise_scaled_mm --------------------------------------------------------------------------------------
