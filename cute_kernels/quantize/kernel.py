@@ -224,21 +224,30 @@ class ActivationQuantize:
             v = self.load16(x, m, col, Boolean(True))
             for e in range_constexpr(VALUES):
                 amax = abs_max(amax, v[e])
-        for offset in (1, 2, 4, 8, 16):
-            amax = max_nan(amax, cute.arch.shuffle_sync_bfly(amax, offset))
-        smem = cutlass.memory.SmemAllocator()
-        partial = smem.allocate_tensor(Float32, cute.make_layout(THREADS // 32))
-        if tidx % 32 == 0:
-            partial[tidx // 32] = amax
-        cute.arch.sync_threads()
-        amax = partial[0]
-        for w in range_constexpr(1, THREADS // 32):
-            amax = max_nan(amax, partial[w])
+        (amax,) = self.block_reduce(tidx, [amax], [max_nan])
         s = mul_rn(max_nan(amax, Float32(EPS)), Float32(self.rcp_qmax))
         for col in cutlass.range(tidx * VALUES, k, THREADS * VALUES, unroll=1):
             self.store16(q, m, col, self.load16(x, m, col, Boolean(True)), s, Boolean(True))
         if tidx == 0:
             scale[m] = s
+
+    @cute.jit
+    def block_reduce(self, tidx: Int32, values: list, ops: list) -> list:
+        """Each of this thread's partial ``values`` reduced over the CTA with its op (``max_nan`` / ``min_nan``, which
+        propagate NaN): butterfly shuffles in the warp, then the warps' results through shared memory."""
+        n = len(values)
+        for offset in (1, 2, 4, 8, 16):
+            values = [op(v, cute.arch.shuffle_sync_bfly(v, offset)) for v, op in zip(values, ops)]
+        smem = cutlass.memory.SmemAllocator()
+        partial = smem.allocate_tensor(Float32, cute.make_layout(WARPS * n))  # [value * WARPS + warp]
+        if tidx % 32 == 0:
+            for i in range_constexpr(n):
+                partial[i * WARPS + tidx // 32] = values[i]
+        cute.arch.sync_threads()
+        values = [partial[i * WARPS] for i in range(n)]
+        for w in range_constexpr(1, WARPS):
+            values = [op(v, partial[i * WARPS + w]) for i, (v, op) in enumerate(zip(values, ops))]
+        return values
 
     @cute.jit
     def whole_row_with_zero_point(self, x: cute.Tensor, q: cute.Tensor, scale: cute.Tensor, azp: cute.Tensor,
@@ -252,19 +261,7 @@ class ActivationQuantize:
             for e in range_constexpr(VALUES):
                 lo = min_nan(lo, v[e])
                 hi = max_nan(hi, v[e])
-        for offset in (1, 2, 4, 8, 16):
-            lo = min_nan(lo, cute.arch.shuffle_sync_bfly(lo, offset))
-            hi = max_nan(hi, cute.arch.shuffle_sync_bfly(hi, offset))
-        smem = cutlass.memory.SmemAllocator()
-        partial = smem.allocate_tensor(Float32, cute.make_layout((WARPS, 2)))  # (warp, min / max)
-        if tidx % 32 == 0:
-            partial[tidx // 32, 0] = lo
-            partial[tidx // 32, 1] = hi
-        cute.arch.sync_threads()
-        lo, hi = partial[0, 0], partial[0, 1]
-        for w in range_constexpr(1, WARPS):
-            lo = min_nan(lo, partial[w, 0])
-            hi = max_nan(hi, partial[w, 1])
+        lo, hi = self.block_reduce(tidx, [lo, hi], [min_nan, max_nan])
         s, zp = scale_and_zero_point(lo, hi)
         for col in cutlass.range(tidx * VALUES, k, THREADS * VALUES, unroll=1):
             self.store16(q, m, col, self.load16(x, m, col, Boolean(True)), s, Boolean(True), zp)
