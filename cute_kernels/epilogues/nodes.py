@@ -10,9 +10,9 @@ that the kernel's store then drops (TMA clips; SM80 stores are predicated), and 
 vectors are tiny (M or N floats) and sit in L1/L2 after the first tile, so this costs a few L1 hits per element.
 
 Every node that reads a vector or a matrix from global memory is a ``Prefetched`` node (a ``Scalar``, one value,
-is not): its loads (``load``) are separate from its arithmetic,
-so a kernel can issue the next epilogue sub-tile's loads before it finishes the current one (``EpilogueTree.fetch``,
-handed back as ``ctx.fetched``) and their latency is not paid once per sub-tile. Session 37 (H100): a bias alone in
+is not): its loads (``load``) are separate from its arithmetic, so a kernel can issue the next epilogue sub-tile's
+loads before it finishes the current one (``EpilogueTree.fetch``, handed back as ``ctx.fetched``) and their latency
+is not paid once per sub-tile. Session 37 (H100): a bias alone in
 FP8's epilogue, loaded in place, cost 1.25x the plain GEMM's time at M = 4096 on 7168 x 2048.
 """
 
