@@ -9,11 +9,12 @@ wrapped as ``nn.Module`` layers holding quantized weights (``cute_kernels.nn``).
 from .configs import TileConfig
 from .ops.fp8_blockwise_scaled_mm import fp8_blockwise_scaled_mm
 from .ops.int8_scaled_mm import fp8_scaled_mm, int8_scaled_mm
-from .quantize import per_token_group_quant_fp8, per_token_quant_int8, per_token_quant_int8_azp
+from .quantize import per_token_group_quant_fp8, per_token_quant_fp8, per_token_quant_int8, per_token_quant_int8_azp
 from .weight_only import (awq_dequantize, awq_gemm, awq_linear, clear_weight_caches, dequantize_weights,
                           quantized_mm)
 from . import torch_ops  # noqa: F401 - registers torch.ops.cute_kernels.* (torch.compile / torch.export)
-from . import nn  # noqa: F401 - linear layers over the ops (AwqLinear, QuantizedLinear, Int8Linear, Fp8Linear)
+from . import nn  # noqa: F401 - linear layers over the ops (AwqLinear, QuantizedLinear, Int8Linear, Fp8Linear,
+#                                            Fp8RowwiseLinear)
 
 __version__ = "0.1.0"
 
@@ -28,6 +29,7 @@ __all__ = [
     "fp8_scaled_mm",
     "int8_scaled_mm",
     "per_token_group_quant_fp8",
+    "per_token_quant_fp8",
     "per_token_quant_int8",
     "per_token_quant_int8_azp",
     "quantized_mm",

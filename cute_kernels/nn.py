@@ -13,12 +13,16 @@
                    per 128 x 128 block (the keys of DeepSeek-V3's checkpoints; the value multiplies, as there);
                    activations quantized per token in 1 x 128 groups at each call (``per_token_group_quant_fp8``),
                    the bias in the epilogue.
+``Fp8RowwiseLinear`` per-channel FP8 (``fp8_scaled_mm``): e4m3 ``weight`` [N, K] with a float32 ``weight_scale`` per
+                   output channel (the "FP8-dynamic" checkpoints of vLLM / llm-compressor: their ``[N, 1]`` scale
+                   loads as it is); activations quantized per token at each call (``per_token_quant_fp8``), the bias
+                   in the epilogue.
 =================  ==============================================================================================
 
 ``from_linear(linear, ...)`` quantizes a float ``nn.Linear`` with the formats' plain rules (round to nearest with
 max-abs or min/max scales; no calibration, no activation-aware search: for calibrated weights load the checkpoint's
 tensors instead). The weights are frozen buffers; x is differentiable through AwqLinear and QuantizedLinear
-(``autograd.py``), so adapters can train on top of them; Int8Linear and Fp8Linear quantize x, and a gradient asked
+(``autograd.py``), so adapters can train on top of them; Int8Linear and the FP8 layers quantize x, and a gradient asked
 through them raises at backward. Under ``torch.compile`` the layers call the
 ``torch.ops.cute_kernels`` ops (one graph node each, no graph break); in eager code the plain functions.
 """
@@ -33,11 +37,12 @@ from torch import nn
 from .formats.awq import awq_quantize
 from .formats.bitpack import check_bits, quantize_weights
 from .autograd import needs_grad, record
-from .formats.fp8 import quantize_fp8_blockwise
+from .formats.fp8 import quantize_fp8_blockwise, quantize_fp8_rowwise
 from .formats.int8 import quantize_int8_rowwise
 from .ops.fp8_blockwise_scaled_mm import fp8_blockwise_scaled_mm as _fp8_blockwise_scaled_mm
+from .ops.int8_scaled_mm import fp8_scaled_mm as _fp8_scaled_mm
 from .ops.int8_scaled_mm import int8_scaled_mm as _int8_scaled_mm
-from .quantize import per_token_group_quant_fp8, per_token_quant_int8
+from .quantize import per_token_group_quant_fp8, per_token_quant_fp8, per_token_quant_int8
 from .weight_only import awq_linear as _awq_linear
 from .weight_only import quantized_mm as _quantized_mm
 
@@ -220,6 +225,15 @@ class _ActivationQuantizedLinear(_QuantizedLinear):
     def _weights_loaded(self) -> None:
         """Rebuild what derives from the weight buffers (nothing here; Int8Linear's zero-point sums)."""
 
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # a per-channel scale stored as a column, [N, 1] (compressed-tensors / vLLM checkpoints), loads as [N]
+        key, own = prefix + "weight_scale", getattr(self, "weight_scale", None)
+        given = state_dict.get(key)
+        if (own is not None and isinstance(given, torch.Tensor) and own.dim() == 1
+                and tuple(given.shape) == (own.shape[0], 1)):
+            state_dict[key] = given.reshape(-1)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         _check_input(self, x)
         if x.dtype not in _HALF:
@@ -334,3 +348,32 @@ class Fp8Linear(_ActivationQuantizedLinear):
             return ops.fp8_blockwise_scaled_mm(a, self.weight, a_scale, self.weight_scale_inv, x2.dtype, None, bias)
         a, a_scale = per_token_group_quant_fp8(x2, 128)
         return _fp8_blockwise_scaled_mm(a, self.weight, a_scale, self.weight_scale_inv, x2.dtype, bias=bias)
+
+
+class Fp8RowwiseLinear(_ActivationQuantizedLinear):
+    """Per-channel FP8 linear layer (``fp8_scaled_mm``): ``weight`` float8_e4m3fn [N, K] and ``weight_scale`` float32
+    [N] (w = q * scale, one max-abs scale per output channel; a checkpoint's ``[N, 1]`` column loads too), ``bias``
+    [N]; each call quantizes x per token (``per_token_quant_fp8``) and the kernel's epilogue applies both scales and
+    the bias. The layout of vLLM's / llm-compressor's "FP8-dynamic" checkpoints. The K sum is not promoted (as in
+    vLLM's FP8 kernels: ``fp8_scaled_mm``'s docstring). K a multiple of 16, N of 8."""
+
+    _weight_buffers = ("weight", "weight_scale")
+    _quantize_weight = staticmethod(quantize_fp8_rowwise)
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, dtype: torch.dtype = torch.bfloat16,
+                 device=None):
+        super().__init__(in_features, out_features, bias, dtype, device)
+        if in_features % 16 or out_features % 8:
+            raise ValueError(f"in_features must be a multiple of 16 and out_features of 8 (16-byte rows); got "
+                             f"{in_features}, {out_features}")
+        self.register_buffer("weight", torch.zeros(out_features, in_features, dtype=torch.float8_e4m3fn,
+                                                   device=device))
+        self.register_buffer("weight_scale", torch.ones(out_features, dtype=torch.float32, device=device))
+
+    def _matmul(self, x2, ops):
+        bias = self._bias_for(x2.dtype)  # added in the kernel's epilogue
+        if ops:
+            a, a_scale = ops.per_token_quant_fp8(x2)
+            return ops.fp8_scaled_mm(a, self.weight.t(), a_scale, self.weight_scale, bias, x2.dtype)
+        a, a_scale = per_token_quant_fp8(x2)
+        return _fp8_scaled_mm(a, self.weight.t(), a_scale, self.weight_scale, bias, x2.dtype)

@@ -19,6 +19,7 @@ Registered (the plain functions' arguments, without their tuning knobs ``out=``,
 ``per_token_quant_int8``              (x) -> (q int8 [..., K], scale [...])
 ``per_token_quant_int8_azp``          (x) -> (q int8 [..., K], scale [...], azp int32 [...]): x ~= (q - azp) * scale
 ``per_token_group_quant_fp8``         (x, group=128) -> (q e4m3 [..., K], scale [..., K/128], TMA-aligned MN-major)
+``per_token_quant_fp8``               (x) -> (q e4m3 [..., K], scale [...])
 ====================================  ===========================================================================
 
 Each has an autograd registration with the plain functions' rules (``autograd.py``): quantized_mm / awq_gemm /
@@ -202,6 +203,16 @@ def _per_token_quant_int8_azp_fake(x):
     return (*_per_token_quant_int8_fake(x), x.new_empty(x.shape[:-1], dtype=torch.int32))
 
 
+def _per_token_quant_fp8(x):
+    from .quantize import per_token_quant_fp8
+
+    return per_token_quant_fp8(x)
+
+
+def _per_token_quant_fp8_fake(x):
+    return x.new_empty(x.shape, dtype=torch.float8_e4m3fn), x.new_empty(x.shape[:-1], dtype=torch.float32)
+
+
 def _per_token_group_quant_fp8(x, group=128):
     from .quantize import per_token_group_quant_fp8
 
@@ -242,6 +253,8 @@ SCHEMAS = {
                                  _per_token_quant_int8_azp, _per_token_quant_int8_azp_fake),
     "per_token_group_quant_fp8": ("per_token_group_quant_fp8(Tensor x, int group=128) -> (Tensor, Tensor)",
                                   _per_token_group_quant_fp8, _per_token_group_quant_fp8_fake),
+    "per_token_quant_fp8": ("per_token_quant_fp8(Tensor x) -> (Tensor, Tensor)", _per_token_quant_fp8,
+                            _per_token_quant_fp8_fake),
 }
 for _schema, _impl, _fake in SCHEMAS.values():
     _register(_schema, _impl, _fake)

@@ -9,9 +9,10 @@ from torch import nn
 import cute_kernels
 from cute_kernels.formats.awq import awq_dequantize_float, awq_quantize
 from cute_kernels.formats.bitpack import quantize_weights, unpack_weights
-from cute_kernels.formats.fp8 import dequantize_fp8_blockwise, quantize_fp8_blockwise
+from cute_kernels.formats.fp8 import (dequantize_fp8_blockwise, dequantize_fp8_rowwise, quantize_fp8_blockwise,
+                                      quantize_fp8_rowwise)
 from cute_kernels.formats.int8 import quantize_int8_rowwise
-from cute_kernels.nn import AwqLinear, Fp8Linear, Int8Linear, QuantizedLinear
+from cute_kernels.nn import AwqLinear, Fp8Linear, Fp8RowwiseLinear, Int8Linear, QuantizedLinear
 
 
 def _linear(i=256, o=72, bias=True, dtype=torch.float16, seed=0):
@@ -108,6 +109,31 @@ def test_int8_and_fp8_linear_from_linear():
     assert (dequantize_fp8_blockwise(f8.weight, f8.weight_scale_inv) - lin.weight.float()).abs().max() < 0.02
 
 
+def test_fp8_rowwise_linear_from_linear_and_column_scales():
+    lin = _linear(256, 72, dtype=torch.bfloat16)
+    layer = Fp8RowwiseLinear.from_linear(lin)
+    assert list(layer.state_dict()) == ["bias", "weight", "weight_scale"]  # the FP8-dynamic checkpoints' names
+    q, s = quantize_fp8_rowwise(lin.weight.detach())
+    assert layer.weight.dtype == torch.float8_e4m3fn and layer.weight_scale.shape == (72,)
+    assert torch.equal(layer.weight.view(torch.uint8), q.view(torch.uint8)) and torch.equal(layer.weight_scale, s)
+    w = lin.weight.float()
+    assert ((dequantize_fp8_rowwise(layer.weight, layer.weight_scale) - w).abs()
+            <= w.abs().amax(1, keepdim=True) * 2.0 ** -4).all()
+    # a checkpoint's per-channel scale stored as an [N, 1] column (compressed-tensors) loads into the [N] buffer,
+    # for the int8 layer too; other shapes are still refused by name
+    for cls in (Fp8RowwiseLinear, Int8Linear):
+        src = cls.from_linear(lin)
+        sd = src.state_dict()
+        sd["weight_scale"] = sd["weight_scale"].reshape(72, 1).clone()
+        fresh = cls(256, 72)
+        fresh.load_state_dict(sd)
+        assert fresh.weight_scale.shape == (72,) and torch.equal(fresh.weight_scale, src.weight_scale)
+        assert sd["weight_scale"].shape == (72, 1)  # the caller's dict is left as it was
+        sd["weight_scale"] = sd["weight_scale"].reshape(1, 72)
+        with pytest.raises(RuntimeError, match="weight_scale"):
+            fresh.load_state_dict(sd)
+
+
 def test_layer_argument_errors():
     cases = [
         (lambda: AwqLinear(100, 64, 128), "group_size = 128 must divide in_features = 100"),
@@ -118,6 +144,8 @@ def test_layer_argument_errors():
         (lambda: Int8Linear(100, 16), "in_features must be a multiple of 16"),
         (lambda: Fp8Linear(192, 16), "in_features must be a multiple of 128"),
         (lambda: Int8Linear(0, 16), "in_features must be a positive int"),
+        (lambda: Fp8RowwiseLinear(40, 16), "in_features must be a multiple of 16"),
+        (lambda: Fp8RowwiseLinear(64, 12), "out_features of 8"),
     ]
     for make, message in cases:
         with pytest.raises((ValueError, TypeError), match=message):
@@ -130,7 +158,8 @@ def test_layer_argument_errors():
 
 
 @pytest.mark.parametrize("make", [lambda: AwqLinear(128, 16), lambda: QuantizedLinear(128, 16, 4, 64),
-                                  lambda: Int8Linear(128, 16), lambda: Fp8Linear(128, 16)])
+                                  lambda: Int8Linear(128, 16), lambda: Fp8Linear(128, 16),
+                                  lambda: Fp8RowwiseLinear(128, 16)])
 def test_layers_on_cpu_reach_the_ops_device_check(make):
     """Eager and compiled (fullgraph: no graph break before the op), the op refuses CPU tensors by name."""
     layer = make()

@@ -6,9 +6,9 @@ import pytest
 import torch
 from torch import nn
 
-from cute_kernels.formats.fp8 import quantize_fp8_per_token_group
+from cute_kernels.formats.fp8 import quantize_fp8_per_token_group, quantize_fp8_rowwise
 from cute_kernels.formats.int8 import quantize_int8_rowwise, quantize_int8_rowwise_asymmetric
-from cute_kernels.nn import AwqLinear, Fp8Linear, Int8Linear, QuantizedLinear
+from cute_kernels.nn import AwqLinear, Fp8Linear, Fp8RowwiseLinear, Int8Linear, QuantizedLinear
 from cute_kernels.reference import (awq_gemm_ref, fp8_blockwise_scaled_mm_ref, int8_scaled_mm_ref,
                                     quantized_mm_ref)
 
@@ -37,6 +37,9 @@ def _reference(layer, x2):
     elif isinstance(layer, Int8Linear):
         q, s = quantize_int8_rowwise(x2)
         ref = int8_scaled_mm_ref(q, layer.weight.t(), s, layer.weight_scale)
+    elif isinstance(layer, Fp8RowwiseLinear):
+        q, s = quantize_fp8_rowwise(x2)
+        ref = int8_scaled_mm_ref(q, layer.weight.t(), s, layer.weight_scale)  # the same formula on FP8 codes
     else:
         a, a_s = quantize_fp8_per_token_group(x2, 128)
         ref = fp8_blockwise_scaled_mm_ref(a, layer.weight, a_s, layer.weight_scale_inv, (1, 128, 128))
@@ -54,6 +57,8 @@ LAYERS = {  # name: (make from a float linear, x dtype, tolerance vs the referen
     "w8a8 asym bf16": (lambda lin: Int8Linear.from_linear(lin, activations="asymmetric"), torch.bfloat16, 1e-2, 0.03),
     "w8a8 asym fp16": (lambda lin: Int8Linear.from_linear(lin, activations="asymmetric"), torch.float16, 2e-3, 0.03),
     "fp8 bf16": (lambda lin: Fp8Linear.from_linear(lin), torch.bfloat16, 1e-2, 0.1),
+    "fp8 rowwise bf16": (lambda lin: Fp8RowwiseLinear.from_linear(lin), torch.bfloat16, 1e-2, 0.1),
+    "fp8 rowwise fp16": (lambda lin: Fp8RowwiseLinear.from_linear(lin), torch.float16, 1e-2, 0.1),
 }
 
 
@@ -75,7 +80,8 @@ def test_layer_against_references(name, lead):
         assert err < float_bound, f"{name}: {err:.3f} from the float layer"
 
 
-@pytest.mark.parametrize("name", ["awq g128 fp16", "int4 g128 bf16", "w8a8 bf16", "w8a8 asym bf16", "fp8 bf16"])
+@pytest.mark.parametrize("name", ["awq g128 fp16", "int4 g128 bf16", "w8a8 bf16", "w8a8 asym bf16", "fp8 bf16",
+                                  "fp8 rowwise bf16"])
 def test_compiled_layer_equals_eager(name):
     make, dtype, _, _ = LAYERS[name]
     layer = make(_float_linear(512, 264, dtype))

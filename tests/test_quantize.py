@@ -7,10 +7,10 @@ import pytest
 import torch
 
 import cute_kernels  # noqa: F401 - registers torch.ops.cute_kernels.*
-from cute_kernels import per_token_group_quant_fp8, per_token_quant_int8, per_token_quant_int8_azp
+from cute_kernels import per_token_group_quant_fp8, per_token_quant_fp8, per_token_quant_int8, per_token_quant_int8_azp
 from cute_kernels.formats import (dequantize_int8_rowwise_asymmetric, quantize_int8_rowwise,
                                   quantize_int8_rowwise_asymmetric)
-from cute_kernels.formats.fp8 import quantize_fp8_per_token_group
+from cute_kernels.formats.fp8 import dequantize_fp8_rowwise, quantize_fp8_per_token_group, quantize_fp8_rowwise
 
 RCP_255 = torch.tensor(1.0 / 255.0, dtype=torch.float32)  # the scale's factor, rounded to fp32 as torch rounds it
 
@@ -25,22 +25,59 @@ def test_cpu_tensors_take_the_references():
     assert torch.equal(q.view(torch.uint8).reshape(10, 256), rq.view(torch.uint8))
     assert s.shape == (2, 5, 2) and torch.equal(s.reshape(10, 2), rs)
     assert s.reshape(10, 2).stride() == (1, 12)  # MN-major, column stride rounded up to 4 rows
+    q, s = per_token_quant_fp8(x.half())
+    rq, rs = quantize_fp8_per_token_group(x.half().reshape(10, 256), 256)  # one group per row
+    assert q.shape == x.shape and s.shape == (2, 5)
+    assert torch.equal(q.view(torch.uint8).reshape(10, 256), rq.view(torch.uint8)) and torch.equal(s.reshape(10, 1), rs)
 
 
-@pytest.mark.parametrize("arch,fp8", [("sm_90a", False), ("sm_90a", True), ("sm_80", False)])
+@pytest.mark.parametrize("arch,fp8,per_token", [("sm_90a", False, False), ("sm_90a", True, False),
+                                               ("sm_90a", True, True), ("sm_80", False, False)])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_kernel_sass(arch, fp8, dtype):
+def test_kernel_sass(arch, fp8, per_token, dtype):
     from cute_kernels.quantize import build
     from cute_kernels.sass import compile_with_artifacts, summarize_cubin
 
-    s = summarize_cubin(compile_with_artifacts(lambda o: build(dtype, fp8, arch, o)).artifacts.CUBIN)
+    s = summarize_cubin(compile_with_artifacts(lambda o: build(dtype, fp8, arch, o, per_token=per_token))
+                        .artifacts.CUBIN)
     assert not s.spills and s.local_memory_ops == 0
+    # FP8 groups: 3 butterfly shuffles in the group's 8 lanes; whole rows: 5 across the warp, then shared memory
+    assert s.instructions["SHFL"] == (5 if per_token or not fp8 else 3)
+    assert s.instructions["STG"] == 2  # codes, scale
     if fp8:
         assert "F2FP.SATFINITE.E4M3.F32" in s.text
     else:
         assert s.instructions["F2I"] >= 16  # 16 codes per thread and pass
     assert "MUFU.RCP" in s.text and "FCHK" in s.text  # div.rn's IEEE path, not an approximate division
     assert s.text.count("LDG.E.128") >= 2  # the 16-byte loads
+
+
+def test_fp8_rowwise_reference():
+    x = torch.randn(3, 4, 96, dtype=torch.float64) * torch.logspace(-3, 3, 4, dtype=torch.float64).view(1, 4, 1)
+    q, s = quantize_fp8_rowwise(x)
+    assert q.dtype == torch.float8_e4m3fn and s.dtype == torch.float32 and s.shape == (3, 4)
+    assert torch.equal(s, x.abs().amax(-1).float() * torch.tensor(1 / 448, dtype=torch.float32))
+    assert (q.float().abs().amax(-1) == 448).all()  # every row's largest value takes the largest code
+    rel = (dequantize_fp8_rowwise(q, s) - x).abs() / x.abs().amax(-1, keepdim=True)
+    assert rel.max() <= 2.0 ** -4 * 1.01  # half an e4m3 step at the top binade, relative to the row's amax
+    zero = quantize_fp8_rowwise(torch.zeros(2, 32))
+    assert torch.equal(zero[1], torch.full((2,), 1e-10, dtype=torch.float32) * torch.tensor(1 / 448))
+    with pytest.raises(ValueError, match="must be finite"):
+        quantize_fp8_rowwise(torch.tensor([[1.0, float("inf")]]))
+    with pytest.raises(ValueError, match="scale must have shape q.shape"):
+        dequantize_fp8_rowwise(q, s.reshape(-1))
+    with pytest.raises(TypeError, match="^t must have dtype"):
+        quantize_fp8_rowwise(torch.zeros(2, 16, dtype=torch.int32))
+
+
+def test_fp8_per_token_op_fake_shapes_and_autograd_refusal():
+    ops = torch.ops.cute_kernels
+    q, s = ops.per_token_quant_fp8(torch.empty(2, 3, 256, dtype=torch.bfloat16, device="meta"))
+    assert (q.shape, q.dtype, s.shape, s.dtype) == ((2, 3, 256), torch.float8_e4m3fn, (2, 3), torch.float32)
+    x = torch.randn(4, 64, requires_grad=True)
+    _, s = ops.per_token_quant_fp8(x)
+    with pytest.raises(NotImplementedError, match="per_token_quant_fp8 has no backward"):
+        s.sum().backward()
 
 
 # ------------------------------------------------------------------------------------- asymmetric (zero point) int8

@@ -1,15 +1,16 @@
 """GPU tier: the activation quantizer kernels (cute_kernels/quantize) bit for bit against the torch references, on
 shapes with one and many groups / passes, padded rows, leading dims, zero rows and non-finite rows; and the FP8
-scale layout feeding fp8_blockwise_scaled_mm. The asymmetric (zero-point) int8 kernel likewise, on M 1..300 and
+scale layout feeding fp8_blockwise_scaled_mm; the per-token FP8 kernel likewise, feeding fp8_scaled_mm. The asymmetric (zero-point) int8 kernel likewise, on M 1..300 and
 K 16..20480, strided x, outliers, one-signed, constant and all-zero rows, against the CUDA and the CPU reference."""
 
 import pytest
 import torch
 
-from cute_kernels import fp8_blockwise_scaled_mm, per_token_group_quant_fp8, per_token_quant_int8
-from cute_kernels.formats.fp8 import quantize_fp8_blockwise, quantize_fp8_per_token_group
+from cute_kernels import (fp8_blockwise_scaled_mm, fp8_scaled_mm, per_token_group_quant_fp8, per_token_quant_fp8,
+                          per_token_quant_int8)
+from cute_kernels.formats.fp8 import quantize_fp8_blockwise, quantize_fp8_per_token_group, quantize_fp8_rowwise
 from cute_kernels.formats.int8 import quantize_int8_rowwise, quantize_int8_rowwise_asymmetric
-from cute_kernels.reference import fp8_blockwise_scaled_mm_ref
+from cute_kernels.reference import fp8_blockwise_scaled_mm_ref, int8_scaled_mm_ref
 
 pytestmark = pytest.mark.gpu
 
@@ -54,11 +55,73 @@ def test_fp8_per_token_group_bit_equal(shape, dtype, padded):
     assert torch.equal(q.reshape(m, -1).view(torch.uint8), rq.view(torch.uint8))
 
 
+def _assert_fp8_rows_equal(got, ref):
+    (q, s), (rq, rs) = got, ref
+    assert q.shape == rq.shape and s.shape == rs.shape and q.dtype == torch.float8_e4m3fn and s.dtype == torch.float32
+    assert torch.equal(s, rs), f"scale differs in {int((s != rs).sum())} rows: {(s - rs).abs().max().item()}"
+    codes, ref_codes = q.view(torch.uint8), rq.view(torch.uint8)
+    assert torch.equal(codes, ref_codes), f"{int((codes != ref_codes).sum())} codes differ"
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("shape", [(1, 16), (5, 4096), (300, 7168), (2, 3, 272), (3, 20480), (299, 48)])
+@pytest.mark.parametrize("padded", [False, True])
+def test_fp8_per_token_bit_equal(shape, dtype, padded):
+    x = _x(shape, dtype, padded, specials=shape[-2] > 2)
+    got = per_token_quant_fp8(x)
+    assert got[0].shape == x.shape and got[1].shape == x.shape[:-1]
+    _assert_fp8_rows_equal(got, quantize_fp8_rowwise(x))
+    _assert_fp8_rows_equal([t.cpu() for t in got], quantize_fp8_rowwise(x.cpu()))  # CPU torch agrees too
+
+
+@pytest.mark.parametrize("kind", ["every_other_row", "transposed", "misaligned"])
+def test_fp8_per_token_strided_x(kind):
+    x = _layout(_x((45, 1024), torch.bfloat16), kind)
+    _assert_fp8_rows_equal(per_token_quant_fp8(x), quantize_fp8_rowwise(x))
+
+
+def test_fp8_per_token_eligible_inputs_run_the_kernel(monkeypatch):
+    """The bit-equality tests would pass vacuously if eligible inputs fell back to the reference; ineligible ones
+    (fp32 x, K not a multiple of 16) take it."""
+    import cute_kernels.quantize as quantize
+
+    x_fp32, x_k40 = torch.randn(7, 256, device="cuda"), torch.randn(7, 40, device="cuda", dtype=torch.float16)
+    refs = [quantize_fp8_rowwise(x) for x in (x_fp32, x_k40)]
+    for x, ref in zip((x_fp32, x_k40), refs):
+        _assert_fp8_rows_equal(per_token_quant_fp8(x), ref)
+
+    def no_reference(*args, **kwargs):
+        raise AssertionError("the torch reference ran for a kernel-eligible input")
+
+    monkeypatch.setattr(quantize, "quantize_fp8_rowwise", no_reference)
+    for dtype in (torch.float16, torch.bfloat16):
+        q, s = per_token_quant_fp8(torch.randn(3, 64, device="cuda", dtype=dtype))
+        assert q.shape == (3, 64) and s.shape == (3,)
+
+
+def test_fp8_per_token_torch_op():
+    x = _x((3, 3, 256), torch.float16)
+    ops = torch.ops.cute_kernels
+    _assert_fp8_rows_equal(ops.per_token_quant_fp8(x), quantize_fp8_rowwise(x))
+    torch.library.opcheck(ops.per_token_quant_fp8.default, (x,))
+
+
+@pytest.mark.parametrize("m", [1, 77, 256])
+def test_fp8_per_token_quantizer_feeds_fp8_scaled_mm(m):
+    x = torch.randn(m, 1024, device="cuda", dtype=torch.bfloat16)
+    w, ws = quantize_fp8_rowwise(torch.randn(520, 1024, device="cuda"))
+    a, a_s = per_token_quant_fp8(x)
+    out = torch.full((m, 520), float("nan"), device="cuda", dtype=torch.bfloat16)
+    fp8_scaled_mm(a, w.t(), a_s, ws, out=out)
+    ref = int8_scaled_mm_ref(a, w.t(), a_s, ws)
+    assert ((out.double() - ref).abs().max() / ref.abs().max()).item() < 1e-2
+
+
 def test_non_finite_rows_give_non_finite_scales():
     x = torch.randn(4, 256, device="cuda", dtype=torch.bfloat16)
     x[1, 7] = float("nan")
     x[2, 9] = float("inf")
-    for s in (per_token_quant_int8(x)[1], per_token_group_quant_fp8(x)[1][:, 0]):
+    for s in (per_token_quant_int8(x)[1], per_token_group_quant_fp8(x)[1][:, 0], per_token_quant_fp8(x)[1]):
         assert s[1].isnan() and not s[2].isfinite() and s[[0, 3]].isfinite().all()
 
 

@@ -2,12 +2,17 @@
 
 * Activations, per-token groups of ``1 x group`` (group = 128): ``quantize_fp8_per_token_group(x [..., M, K])``
   returns ``q`` fp8 ``[..., M, K]`` and ``scale`` float32 ``[..., M, ceil(K / group)]``.
+* Whole rows, one scale per token or per output channel (the per-token / per-channel FP8 of ``fp8_scaled_mm`` and
+  ``Fp8RowwiseLinear``): ``quantize_fp8_rowwise(t [..., K])`` returns ``q`` fp8 ``[..., K]`` and ``scale`` float32
+  ``[...]``.
 * Weights, ``block x block`` tiles (128 x 128): ``quantize_fp8_blockwise(w [..., N, K])`` returns ``q`` fp8
   ``[..., N, K]`` and ``scale`` float32 ``[..., ceil(N / block), ceil(K / block)]``.
 
 For every tile, ``scale = max(amax(|x|), eps) * fp32(1 / fp8_max)`` (``fp8_max`` = 448 for e4m3fn, 57344 for e5m2) and
 ``q = fp8(clamp(x / scale, -fp8_max, fp8_max))``; ``eps`` (1e-10) only keeps all-zero tiles from dividing by zero.
-The dequantized value is ``q * scale`` (``dequantize_fp8_*``). A partial last tile (K or N not a multiple of the
+The dequantized value is ``q * scale`` (``dequantize_fp8_*``). vLLM's dynamic per-token quantizer
+(``scaled_fp8_quant``) floors the scale at ``1 / (448 * 512)`` instead of ``eps / 448``, so rows whose amax is below
+1/512 get other (finer) codes here; the values of the rest agree. A partial last tile (K or N not a multiple of the
 tile) gets its own scale from the elements that exist. These are the scale granularities (gM, gN, gK) = (1, 128, 128)
 ("groupwise", DeepSeek-V3) and (128, 128, 128) ("blockwise") of the GEMM, whose reference is
 ``reference.fp8_blockwise_scaled_mm_ref``.
@@ -112,6 +117,27 @@ def quantize_fp8_per_token_group(x: torch.Tensor, group: int = 128, dtype: torch
 def dequantize_fp8_per_token_group(q: torch.Tensor, scale: torch.Tensor, group: int = 128) -> torch.Tensor:
     """float32 ``[..., M, K]`` = ``q * scale[..., m, k // group]``."""
     return _dequantize_tiles(q, scale, 1, _check_tile("group", group), f"[..., M, ceil(K / {group})]")
+
+
+def quantize_fp8_rowwise(t: torch.Tensor, dtype: torch.dtype = torch.float8_e4m3fn, check_finite: bool = True):
+    """``t [..., K]`` -> ``(q dtype [..., K], scale float32 [...])``: one scale per row (a token of an activation, an
+    output channel of a [N, K] weight). ``check_finite`` as in ``quantize_fp8_per_token_group``."""
+    t = check_tensor("t", t)
+    if t.dim() < 1 or t.shape[-1] == 0:
+        raise ValueError(f"t must have a last dimension of at least one element; got shape {tuple(t.shape)}")
+    q, scale = _quantize_tiles(t.unsqueeze(0), 1, t.shape[-1], dtype, "t", check_finite)
+    return q[0], scale[0, ..., 0]
+
+
+def dequantize_fp8_rowwise(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """float32 ``[..., K]`` = ``q * scale[..., None]``."""
+    q, scale = check_tensor("q", q), check_tensor("scale", scale)
+    check_dtype("q", q, FP8_DTYPES)
+    check_dtype("scale", scale, (torch.float32,))
+    if q.dim() < 1 or tuple(scale.shape) != tuple(q.shape[:-1]):
+        raise ValueError(f"scale must have shape q.shape[:-1] (one per row; q has shape {tuple(q.shape)}); got "
+                         f"{tuple(scale.shape)}")
+    return q.to(torch.float32) * scale.unsqueeze(-1)
 
 
 def quantize_fp8_blockwise(w: torch.Tensor, block: int | tuple[int, int] = 128,

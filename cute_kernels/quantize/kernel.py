@@ -1,10 +1,11 @@
-"""ActivationQuantize: per-token int8 (symmetric or with a zero point) / per-token-group FP8 quantization of fp16 /
-bf16 activations, in one pass.
+"""ActivationQuantize: per-token int8 (symmetric or with a zero point) / per-token-group or per-token FP8
+quantization of fp16 / bf16 activations, in one pass.
 
 What it computes (bit for bit the torch references ``formats.int8.quantize_int8_rowwise``,
-``formats.int8.quantize_int8_rowwise_asymmetric`` and ``formats.fp8.quantize_fp8_per_token_group``)
-    For every group of values - a whole row (int8, per token) or 128 consecutive values of a row (FP8 e4m3, the
-    DeepSeek-V3 1 x 128 groups):
+``formats.int8.quantize_int8_rowwise_asymmetric``, ``formats.fp8.quantize_fp8_per_token_group`` and
+``formats.fp8.quantize_fp8_rowwise``)
+    For every group of values - a whole row (int8, and FP8 with ``per_token``) or 128 consecutive values of a row (FP8
+    e4m3, the DeepSeek-V3 1 x 128 groups):
         scale = max(amax(|x|), 1e-10) * fp32(1 / QMAX)   (QMAX = 127 or 448; amax propagates NaN)
         q     = int8: round-half-even(x / scale) clamped to +-127;  e4m3: cvt.rn.satfinite(x / scale)
     With a zero point (``zero_point``, int8 rows only; vLLM's asymmetric activations):
@@ -16,9 +17,10 @@ What it computes (bit for bit the torch references ``formats.int8.quantize_int8_
     as the references (torch's CUDA division by a scalar): the results are the references', not an approximation.
 
 Layouts (dynamic M, K; K a multiple of 16 (int8) or 128 (FP8))
-    x      [M, K] fp16 / bf16, K contiguous, row stride a multiple of 8, 16-byte aligned
+    x      [M, K] fp16 / bf16, K contiguous, row stride a multiple of 8, 16-byte aligned (K a multiple of 16 for whole
+           rows, of 128 for FP8 groups)
     q      [M, K] int8 / float8_e4m3fn, contiguous
-    scale  int8: float32 [M]; FP8: float32 [M, K / 128], MN-major with column stride ``ld`` (the TMA-aligned layout
+    scale  int8 and per-token FP8: float32 [M]; FP8 groups: float32 [M, K / 128], MN-major with column stride ``ld`` (the TMA-aligned layout
            ``fp8_blockwise_scaled_mm`` stages) - passed as its flat storage plus ``ld``
     azp    int32 [M] (the zero-point variant, whose entry point ``with_zero_point`` takes it instead of ``ld``)
 
@@ -30,12 +32,13 @@ Work split
     A thread owns 16 consecutive values: two 16-byte loads, one 16-byte store of the codes.
     * FP8 (groups of 128): 8 lanes per group, a group's amax in three butterfly shuffles; the 256-thread CTAs tile
       the M x K/128 groups, one group per 8 threads, no loop.
-    * int8 (whole rows): one CTA per row; a first pass over the row reduces the amax (warp shuffles, then the 8 warps
+    * whole rows (int8, per-token FP8): one CTA per row; a first pass over the row reduces the amax (warp shuffles, then the 8 warps
       through shared memory), a second pass re-reads the row (from L1 / L2) and stores the codes. The zero-point
       variant reduces min and max instead, the same way, and thread 0 also stores the row's azp.
 
-The zero point is a trace-time choice (its own entry points, ``with_zero_point`` / ``kernel_with_zero_point``): the
-symmetric and FP8 specializations trace exactly the code they traced before it existed.
+The zero point is a trace-time choice (its own entry points, ``with_zero_point`` / ``kernel_with_zero_point``), and so
+is ``per_token`` for FP8 (the int8 row pass storing e4m3 codes): each specialization traces only its own code, and
+the older ones exactly what they traced before these existed.
 """
 
 from __future__ import annotations
@@ -142,22 +145,26 @@ def scale_and_zero_point(lo, hi) -> tuple:
 
 
 class ActivationQuantize:
-    """One specialization: ``in_dtype`` cutlass Float16 / BFloat16, ``fp8`` (groups of 128 -> e4m3) or not (rows ->
-    int8), and for int8 rows ``zero_point`` (asymmetric codes with a per-row azp; entry point ``with_zero_point``)."""
+    """One specialization: ``in_dtype`` cutlass Float16 / BFloat16, ``fp8`` (e4m3 codes; groups of 128, or whole rows
+    with ``per_token``) or not (rows -> int8), and for int8 rows ``zero_point`` (asymmetric codes with a per-row azp;
+    entry point ``with_zero_point``)."""
 
-    def __init__(self, in_dtype, fp8: bool, pdl: bool = True, zero_point: bool = False):
+    def __init__(self, in_dtype, fp8: bool, pdl: bool = True, zero_point: bool = False, per_token: bool = False):
         if fp8 and zero_point:
-            raise ValueError("the zero point is an int8 (whole-row) variant; FP8 groups are symmetric")
+            raise ValueError("the zero point is an int8 (whole-row) variant; FP8 codes are symmetric")
+        if per_token and not fp8:
+            raise ValueError("per_token selects whole rows for FP8; int8 is always per token")
         self.pdl = pdl
         self.bf16 = in_dtype is cutlass.BFloat16
         self.fp8 = fp8
+        self.groups = fp8 and not per_token  # FP8's 1 x 128 groups; else one scale per row
         self.zero_point = zero_point
         self.rcp_qmax = 1.0 / (448.0 if fp8 else 127.0)  # rounded to fp32 where it is used, as torch does
 
     # ------------------------------------------------------------------------------------------------ host side
     @cute.jit
     def __call__(self, x: cute.Tensor, q: cute.Tensor, scale: cute.Tensor, ld: Int32, stream):
-        if const_expr(self.fp8):
+        if const_expr(self.groups):
             threads = x.shape[0] * (x.shape[1] // GROUP) * LANES_PER_GROUP
             grid = (threads + THREADS - 1) // THREADS
         else:
@@ -182,7 +189,7 @@ class ActivationQuantize:
             # this grid's completion before reading q and the scales).
             cute.arch.griddepcontrol_wait()
             cute.arch.griddepcontrol_launch_dependents()
-        if const_expr(self.fp8):
+        if const_expr(self.groups):
             self.group_of_128(x, q, scale, ld, bidx * THREADS + tidx)
         else:
             self.whole_row(x, q, scale, bidx, tidx)
