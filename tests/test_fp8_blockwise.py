@@ -316,3 +316,39 @@ def test_token_dimension_clamp_follows_the_scales():
     assert Fp8BlockwiseGemmSm90(plain, tree, (128, 128, 128)).clamp == (False, False)
     assert Fp8BlockwiseGemmSm90(swapped, tree, (128, 1, 128)).clamp == (False, True)
     assert Fp8BlockwiseGemmSm90(swapped, tree, (128, 128, 128)).clamp == (False, False)
+
+
+# ------------------------------------------------------------------------------- masked grouped (MoE experts)
+@pytest.mark.parametrize("cfg,sfa_tma", [
+    (TileConfig(tile_m=128, tile_n=128, cluster_m=1, cluster_n=1), True),
+    (TileConfig(tile_m=64, tile_n=16, cluster_m=1, cluster_n=1, swap_ab=True), False),
+    (TileConfig(tile_m=64, tile_n=128, cluster_m=1, cluster_n=1), False),  # k_pair
+])
+def test_masked_grouped_variants_compile_to_qgmma_without_spills(cfg, sfa_tma):
+    from cute_kernels.sass import compile_with_artifacts, summarize_cubin
+
+    s = summarize_cubin(compile_with_artifacts(
+        lambda o: build_sm90(3, torch.bfloat16, (1, 128, 128), cfg, 132, extra_options=o, sfa_tma=sfa_tma,
+                             masked=True)).artifacts.CUBIN)
+    assert not s.spills and s.local_memory_ops == 0
+    assert s.instructions["QGMMA"] > 0
+
+
+def test_masked_grouped_config_rules():
+    from cute_kernels import fp8_blockwise_grouped_mm
+    from cute_kernels.ops.fp8_blockwise_grouped_mm import masked_config
+
+    cfg = masked_config(TileConfig(tile_m=128, tile_n=192, cluster_m=2, cluster_n=1, split_tail=4))
+    assert (cfg.cluster_m, cfg.cluster_n, cfg.split_k, cfg.split_tail) == (1, 1, 1, 1) and cfg.tile_n == 192
+    with pytest.raises(ValueError, match="masked batches need a 1x1 cluster"):
+        build_sm90(3, torch.bfloat16, (1, 128, 128), TileConfig(tile_m=128, tile_n=128, cluster_m=2, cluster_n=1),
+                   132, masked=True)
+    with pytest.raises(ValueError, match="masked batches: a batched"):
+        build_sm90(3, torch.bfloat16, (1, 128, 128), TileConfig(tile_m=128, tile_n=128, cluster_m=1, cluster_n=1,
+                                                                split_k=4), 132, masked=True)
+    a, b, a_s, b_s = _operands(64, 256, 256, batch=2)
+    masked = torch.tensor([3, 4], dtype=torch.int32)
+    with pytest.raises(ValueError, match="^a must be 3-D"):
+        fp8_blockwise_grouped_mm(a[0], b[0], a_s[0], b_s[0], masked)
+    with pytest.raises(ValueError, match="CUDA"):
+        fp8_blockwise_grouped_mm(a, b, a_s, b_s, masked)

@@ -289,10 +289,11 @@ def sfa_tma_eligible(a_scale: torch.Tensor, gran: tuple[int, int, int]) -> bool:
 def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], config: TileConfig, sm_count: int,
                extra_options: str = "", sfa_tma: bool = False, a_dtype: torch.dtype = torch.float8_e4m3fn,
                b_dtype: torch.dtype = torch.float8_e4m3fn, raster: tuple[int, bool] = (1, True),
-               weight_preload: int = 0, split_cluster: int = 1, has_bias: bool = False):
+               weight_preload: int = 0, split_cluster: int = 1, has_bias: bool = False, masked: bool = False):
     """Compile (uncached) the kernel for one variant from fake tensors; ``extra_options`` e.g. keeps the cubin.
     Call signature: ``fn(a, b, out, a_scale, b_scale, bias)`` (bias None unless ``has_bias``), then the split
-    variants' workspace, semaphores, slice count and head.
+    variants' workspace, semaphores, slice count and head; ``masked`` (batched, unsplit, 1x1 cluster): ``fn(a, b,
+    out, a_scale, b_scale, bias, masked_m)``, masked_m int32 [L] (``fp8_blockwise_grouped_mm``).
     ``sfa_tma``: a_scale staged by TMA (the compiled function then accepts only tensors ``sfa_tma_eligible``).
     ``split_cluster``: K slices reduced within a cluster (``Sm90GemmKernel.split_cluster``; an unsplit config)."""
     import cutlass
@@ -319,6 +320,8 @@ def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], co
     f_sb = fake_tensor(cutlass.Float32, (*batch, n_blocks, k_blocks), contiguous_dim=None, align=4)
     f_bias = fake_vector(d_cute, n, align=2) if has_bias else None
     swap = config.swap_ab
+    if masked and (rank != 3 or config.splits):
+        raise ValueError("masked batches: a batched ([L, M, K]) problem on an unsplit config")
     if swap and sfa_tma:
         raise ValueError("sfa_tma stages the activations' per-token scales of an unswapped tile only")
     # The mainloop already applied the scales; the epilogue converts the fp32 accumulator and adds the bias (a
@@ -329,7 +332,7 @@ def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], co
     kernel = Fp8BlockwiseGemmSm90(config, EpilogueTree(root), (g_n, g_m, g_k) if swap else gran,
                                   sm_count=sm_count, sfa_tma=sfa_tma, l2_warmup=L2_WARMUP_KTILES, raster=raster,
                                   weight_preload=weight_preload, weight_operand=0 if swap else 1,
-                                  split_cluster=split_cluster)
+                                  split_cluster=split_cluster, masked_dim=(1 if swap else 0) if masked else None)
 
     options = f"--enable-tvm-ffi --gpu-arch sm_90a {extra_options}".strip()
 
@@ -340,6 +343,16 @@ def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], co
         if swap:
             return mB, mA, kernel_view(d, 1, 0), (*epi, sB, sA)
         return mA, mB, kernel_view(d, 0, 1), (*epi, sA, sB)
+
+    if masked:
+        @cute.jit
+        def launch_masked(a: cute.Tensor, b: cute.Tensor, d: cute.Tensor, a_scale: cute.Tensor,
+                          b_scale: cute.Tensor, bias, masked_m: cute.Tensor, stream):
+            mA, mB, mD, operands = views(a, b, d, a_scale, b_scale, bias)
+            kernel(mA, mB, mD, (*operands, masked_m), stream)
+
+        f_masked = fake_vector(cutlass.Int32, batch[0])
+        return cute.compile(launch_masked, fa, fb, fd, f_sa, f_sb, f_bias, f_masked, fake_stream(), options=options)
 
     if not config.splits:
         @cute.jit
@@ -362,9 +375,10 @@ def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], co
 
 
 def _compile_sm90(rank, out_dtype, gran, config: TileConfig, sm_count, sfa_tma: bool, a_dtype, b_dtype,
-                  raster=(1, True), weight_preload=0, split_cluster=1, has_bias=False):
+                  raster=(1, True), weight_preload=0, split_cluster=1, has_bias=False, masked=False):
     key = ("sm_90a", rank, str(a_dtype), str(b_dtype), str(out_dtype), gran, config.key, sm_count)
     key += ("bias",) if has_bias else ()
+    key += ("masked",) if masked else ()
     key += ("sfa_tma",) if sfa_tma else ()
     key += ("l2_warmup", L2_WARMUP_KTILES) if L2_WARMUP_KTILES else ()
     key += ("weight_preload", weight_preload) if weight_preload else ()
@@ -374,7 +388,7 @@ def _compile_sm90(rank, out_dtype, gran, config: TileConfig, sm_count, sfa_tma: 
                           lambda: build_sm90(rank, out_dtype, gran, config, sm_count, sfa_tma=sfa_tma,
                                              a_dtype=a_dtype, b_dtype=b_dtype, raster=raster,
                                              weight_preload=weight_preload, split_cluster=split_cluster,
-                                             has_bias=has_bias))
+                                             has_bias=has_bias, masked=masked))
 
 
 def fp8_blockwise_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,

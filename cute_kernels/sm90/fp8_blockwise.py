@@ -32,6 +32,8 @@ promotes while the other's WGMMAs keep the tensor cores busy. A 64-row tile has 
 K-tiles in pairs with two temporaries instead (``k_pair``): the first of a pair is promoted while the second one's
 WGMMAs run.
 
+Masked batches (``masked_dim``: MoE experts, ``fp8_blockwise_grouped_mm``) are the base kernel's too: a tile past
+its batch's valid rows never reaches this mainloop.
 Split-K (decode-size M) is the base kernel's: the fp32 partials go through the workspace and the last slice sums
 them in slice order (deterministic).
 
@@ -80,7 +82,8 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
 
     def __init__(self, config: TileConfig, epilogue: EpilogueTree, granularity: tuple[int, int, int],
                  sm_count: int = 132, sfa_tma: bool = False, l2_warmup: int = 0, raster: tuple[int, bool] = (1, True),
-                 weight_preload: int = 0, weight_operand: int = 1, split_cluster: int = 1):
+                 weight_preload: int = 0, weight_operand: int = 1, split_cluster: int = 1,
+                 masked_dim: int | None = None):
         g_m, g_n, g_k = granularity
         if g_k != 128:
             raise ValueError(f"scale granularity along K must be 128 (the K-tile of an FP8 WGMMA tile); got {g_k}")
@@ -94,7 +97,7 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
         clamp = (g_m == 1, g_n % 8 != 0)
         super().__init__(config, epilogue, Float32, sm_count=sm_count, l2_warmup=l2_warmup, raster=raster,
                          clamp=clamp, weight_preload=weight_preload, weight_operand=weight_operand,
-                         split_cluster=split_cluster)
+                         split_cluster=split_cluster, masked_dim=masked_dim)
         self.g_m, self.g_n, self.g_k = g_m, g_n, g_k
         if sfa_tma and g_m != 1:
             raise ValueError("sfa_tma stages per-token a_scale columns (gM = 1) only")

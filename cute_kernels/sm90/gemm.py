@@ -33,6 +33,11 @@ slices (``PersistentTileSchedule.split_args``): every tile for decode-size probl
 fill the GPU, only the last partial wave's tiles for multi-wave problems (``TileConfig.split_tail``). A slice covers
 a contiguous range of K-tiles, and ``split_k_fixup`` makes the last slice of a tile to finish add the others'
 partials and run the epilogue (see its docstring).
+Masked batches (``masked_dim``, MoE experts' grouped GEMM in DeepGEMM's masked layout): batch l holds only
+``masked_m[l]`` valid rows along the token dimension (an Int32 [L] operand, read on the device, so a CUDA graph
+replays with new counts); a tile whose first row is at or past that count does no loads, no WGMMA and no store. A
+tile that straddles it computes and stores all its rows (the ones past the count hold whatever the operand rows
+there give). Static schedule as before: the skipped tiles are idle slots, not work handed to other CTAs.
 Diagnostics: ``__call__(timeline=T)`` makes every CTA write global-timer stamps (entry, PDL wait, first full stage,
 mainloop end, consumer / producer end) into T; without it nothing is emitted (benchmarks/experiments/timeline.py).
 Subclasses override ``mainloop`` (the FP8 blockwise kernel promotes per-K-block scaled partial sums there) and, for an
@@ -79,7 +84,7 @@ class Sm90GemmKernel:
     def __init__(self, config: TileConfig, epilogue: EpilogueTree, acc_dtype, sm_count: int = 132,
                  use_pdl: bool = True, l2_warmup: int = 0, raster: tuple[int, bool] = (1, True),
                  clamp: tuple[bool, bool] = (False, False), weight_preload: int = 0, weight_operand: int = 1,
-                 split_cluster: int = 1, rank1_share: int = 8):
+                 split_cluster: int = 1, rank1_share: int = 8, masked_dim: int | None = None):
         """l2_warmup: K-tiles of the CTA's first work tile whose A and B the producer asks L2 for (TMA prefetch)
         before ``griddepcontrol.wait``, i.e. while the previous kernel on the stream may still run (PDL); 0 = off.
         raster: (swizzle, raster_along_m) of the persistent schedule (``configs.raster_for``).
@@ -96,7 +101,11 @@ class Sm90GemmKernel:
         in rank order and runs the epilogue. A split-K with no workspace and no semaphore, for 1x1-cluster configs
         launched without ``split``. The grid has one cluster per tile (``PersistentTileSchedule.grid``).
         rank1_share: with ``split_cluster`` = 2, the sixteenths of the tile's K-tiles rank 1 streams (8: halves);
-        rank 0, which adds the partials and runs the epilogue, streams the rest (``slice_range``)."""
+        rank 0, which adds the partials and runs the epilogue, streams the rest (``slice_range``).
+        masked_dim: 0 (M) or 1 (N) - the token dimension - for masked batches (module docstring): the launch's last
+        operand is ``masked_m`` Int32 [L]. Needs a 1x1 cluster (a multicast peer skipping its tile would leave the
+        other waiting), no weight preload (a skipped first tile would never consume its preloaded stages) and no
+        split-K."""
         self.config = config
         self.clamp = tuple(bool(c) for c in clamp)
         # Rows a moved origin is rounded up to, per dimension: a TMA box's start in its tensor's innermost dimension
@@ -114,6 +123,13 @@ class Sm90GemmKernel:
             raise ValueError(f"rank1_share must be 1..8 (sixteenths of K), and other than 8 only with split_cluster = 2;"
                              f" got {rank1_share} with split_cluster = {split_cluster}")
         self.rank1_share = rank1_share
+        if masked_dim is not None:
+            if masked_dim not in (0, 1):
+                raise ValueError(f"masked_dim must be 0 (M), 1 (N) or None; got {masked_dim!r}")
+            if (config.cluster_m, config.cluster_n) != (1, 1) or split_cluster > 1 or weight_preload:
+                raise ValueError(f"masked batches need a 1x1 cluster, no cluster split-K and no weight preload; got "
+                                 f"{config.describe()}, split_cluster={split_cluster}, weight_preload={weight_preload}")
+        self.masked_dim = masked_dim
         self.schedule = PersistentTileSchedule((config.cluster_m, config.cluster_n), *raster, k_ranks=split_cluster)
         self.use_pdl = use_pdl
         self.l2_warmup = l2_warmup if use_pdl else 0
@@ -152,6 +168,8 @@ class Sm90GemmKernel:
         # Global operands the kernel reads besides A and B: the epilogue tree's, then those a subclass's mainloop
         # reads (e.g. FP8 block scales); the launch passes them as one tuple in this order.
         self.operand_names = epilogue.operand_names + self.mainloop_operand_names
+        if masked_dim is not None:
+            self.operand_names += ("masked_m",)
 
     # ------------------------------------------------------------------ host-side (trace-time) setup
     def _setup(self, a_dtype, b_dtype, d_dtype, a_layout, b_layout, d_layout):
@@ -260,6 +278,8 @@ class Sm90GemmKernel:
             cpasync.CopyBulkTensorTileS2GOp(), mD, cute.slice_(self.sD_layout, (None, None, 0)), self.epi_tile
         )
         num_tiles = cute.zipped_divide(mD, tiler=self.tile_mnk[:2])[(0, (None, None, None))].shape
+        if cutlass.const_expr(self.masked_dim is not None and split is not None):
+            raise ValueError("masked batches run unsplit (split=None)")
         split_walk = None
         if cutlass.const_expr(split is not None):
             # (workspace, semaphores, schedule's split arguments)
@@ -378,6 +398,10 @@ class Sm90GemmKernel:
                     l_idx = tile[2]
                     k_begin, k_count = self.slice_range(s_idx, n_slices, k_tiles)
                     shift = self.tile_shifts(tile, extents)
+                    if cutlass.const_expr(self.masked_dim is not None):
+                        k_count = cutlass.Int32(k_count)
+                        if not self.tile_live(tile, shift, epi_tensors[-1]):
+                            k_count = cutlass.Int32(0)  # a masked tile: nothing to load
                     tAgA_t = tAgA[(None, tile[0], None, l_idx)]
                     tBgB_t = tBgB[(None, tile[1], None, l_idx)]
                     if cutlass.const_expr(self.clamp[0]):
@@ -490,55 +514,81 @@ class Sm90GemmKernel:
         while work < work_end:
             pos, s_idx, n_slices = self.work_unit(split, work)
             tile = sched.tile_of(sched_args, pos)  # the output tile
-            k_begin, k_count = self.slice_range(s_idx, n_slices, k_tiles)
-            shift = self.tile_shifts(tile, extents)
-            origin = (tile[0] * self.tile_mnk[0] + shift[0], tile[1] * self.tile_mnk[1] + shift[1])
-            # Coordinates of this thread's accumulator registers. thr_mma is a warpgroup-wide slice (right for the
-            # smem operand descriptors, but its C partition is thread 0's); the per-thread slice gives the real
-            # coordinates. Element j of the retiled accumulator is register tRS_rAcc.layout(j) (a static index).
-            tCcD = tiled_mma.get_slice(mma_tidx).partition_C(cute.domain_offset(shift, cD[(None, None, *tile)]))
-            read, release = self.mainloop(tiled_mma, ab_pipe, tCrA, tCrB, acc, read, release, k_begin, k_count,
-                                          tile, origin, tCcD, tensors)
-            if mma_tidx == 0:
-                self.stamp(timeline, TL_MAINLOOP_END)
-            # The scheduler rounds the tile grid up to whole clusters: a tile past the output's last row or column
-            # tile (M = 5 with a 2x1 cluster has one) computes what nobody reads - zeros, or with a clamped origin
-            # the last tile's values again - and stores nothing. Split-K: it skips the fix-up too (nobody reads its
-            # partials; when the scratch was sized by the real tiles, writing its stripes overran the workspace into
-            # whatever the caching allocator had placed behind it - the scratch now has room for every split
-            # position's CTAs, see ops.split_k.plan_split_k).
-            tiles_m, tiles_n = cute.size(gD, mode=[2]), cute.size(gD, mode=[3])
-            if tile[0] < tiles_m:
-                if tile[1] < tiles_n:
-                    if cutlass.const_expr(self.split_cluster > 1):
-                        if self.cluster_reduce(acc, reduce, reduced, mma_tidx):
-                            self.epilogue_tile(acc, tile, shift, gD, sD, tCcD, tensors, tma_d, tiled_r2s, tRS_sD,
-                                               tRS_rAcc, tRS_rFrag, tRS_rOut, frag_size, store_pipe, tiles_done,
-                                               warp_idx)
-                        reduced += 1
-                    elif cutlass.const_expr(split is None):
-                        self.epilogue_tile(acc, tile, shift, gD, sD, tCcD, tensors, tma_d, tiled_r2s, tRS_sD,
-                                           tRS_rAcc, tRS_rFrag, tRS_rOut, frag_size, store_pipe, tiles_done, warp_idx)
-                    else:
-                        run_epilogue = cutlass.Boolean(True)
-                        if n_slices > 1:
-                            # The tile's scratch: its place among the split (tail) positions, then its CTA's rank in
-                            # the cluster (every CTA of a cluster takes the same K slice of its own tile).
-                            split_tile = (pos - split[2][1]) * math.prod(self.cluster_shape_mn) + cta_rank
-                            run_epilogue = self.split_k_fixup(acc, split, s_idx, n_slices, split_tile, mma_tidx,
-                                                              split_flag)
-                        if run_epilogue:
-                            self.epilogue_tile(acc, tile, shift, gD, sD, tCcD, tensors, tma_d, tiled_r2s, tRS_sD,
-                                               tRS_rAcc, tRS_rFrag, tRS_rOut, frag_size, store_pipe, tiles_done,
-                                               warp_idx)
+            args = (tiled_mma, ab_pipe, tCrA, tCrB, acc, tile, pos, s_idx, n_slices, k_tiles, extents, gD, cD, sD,
+                    tensors, tma_d, tiled_r2s, tRS_sD, tRS_rAcc, tRS_rFrag, tRS_rOut, frag_size, store_pipe, warp_idx,
+                    mma_tidx, cta_rank, split, split_flag, timeline, reduce)
+            if cutlass.const_expr(self.masked_dim is None):
+                read, release, reduced = self.consume_tile(args, read, release, reduced, tiles_done)
+                tiles_done += 1
+            else:
+                # a masked tile (module docstring) is skipped whole; it takes no store buffers either, so the
+                # epilogue's buffer sequence (``tiles_done``) continues unbroken
+                if self.tile_live(tile, self.tile_shifts(tile, extents), tensors["masked_m"]):
+                    read, release, reduced = self.consume_tile(args, read, release, reduced, tiles_done)
+                    tiles_done += 1
             work += work_stride
-            tiles_done += 1
         if cutlass.const_expr(self.split_cluster > 1):
             self.cluster_reduce_drain(reduce, reduced)
         store_pipe.producer_tail()
         if mma_tidx == 0:
             self.stamp(timeline, TL_CONSUMER_END)
             self.stamp(timeline, TL_UNITS, tiles_done)
+
+    @cute.jit
+    def consume_tile(self, args, read, release, reduced, tiles_done):
+        """The consumers' work on one work unit: the mainloop into ``acc``, then (split-K fix-up or cluster reduce
+        permitting) the epilogue. Returns the pipeline states and the cluster split-K hand-over count it moved."""
+        (tiled_mma, ab_pipe, tCrA, tCrB, acc, tile, pos, s_idx, n_slices, k_tiles, extents, gD, cD, sD, tensors,
+         tma_d, tiled_r2s, tRS_sD, tRS_rAcc, tRS_rFrag, tRS_rOut, frag_size, store_pipe, warp_idx, mma_tidx, cta_rank,
+         split, split_flag, timeline, reduce) = args
+        k_begin, k_count = self.slice_range(s_idx, n_slices, k_tiles)
+        shift = self.tile_shifts(tile, extents)
+        origin = (tile[0] * self.tile_mnk[0] + shift[0], tile[1] * self.tile_mnk[1] + shift[1])
+        # Coordinates of this thread's accumulator registers. thr_mma is a warpgroup-wide slice (right for the
+        # smem operand descriptors, but its C partition is thread 0's); the per-thread slice gives the real
+        # coordinates. Element j of the retiled accumulator is register tRS_rAcc.layout(j) (a static index).
+        tCcD = tiled_mma.get_slice(mma_tidx).partition_C(cute.domain_offset(shift, cD[(None, None, *tile)]))
+        read, release = self.mainloop(tiled_mma, ab_pipe, tCrA, tCrB, acc, read, release, k_begin, k_count,
+                                      tile, origin, tCcD, tensors)
+        if mma_tidx == 0:
+            self.stamp(timeline, TL_MAINLOOP_END)
+        # The scheduler rounds the tile grid up to whole clusters: a tile past the output's last row or column
+        # tile (M = 5 with a 2x1 cluster has one) computes what nobody reads - zeros, or with a clamped origin
+        # the last tile's values again - and stores nothing. Split-K: it skips the fix-up too (nobody reads its
+        # partials; when the scratch was sized by the real tiles, writing its stripes overran the workspace into
+        # whatever the caching allocator had placed behind it - the scratch now has room for every split
+        # position's CTAs, see ops.split_k.plan_split_k).
+        tiles_m, tiles_n = cute.size(gD, mode=[2]), cute.size(gD, mode=[3])
+        if tile[0] < tiles_m:
+            if tile[1] < tiles_n:
+                if cutlass.const_expr(self.split_cluster > 1):
+                    if self.cluster_reduce(acc, reduce, reduced, mma_tidx):
+                        self.epilogue_tile(acc, tile, shift, gD, sD, tCcD, tensors, tma_d, tiled_r2s, tRS_sD,
+                                           tRS_rAcc, tRS_rFrag, tRS_rOut, frag_size, store_pipe, tiles_done,
+                                           warp_idx)
+                    reduced += 1
+                elif cutlass.const_expr(split is None):
+                    self.epilogue_tile(acc, tile, shift, gD, sD, tCcD, tensors, tma_d, tiled_r2s, tRS_sD,
+                                       tRS_rAcc, tRS_rFrag, tRS_rOut, frag_size, store_pipe, tiles_done, warp_idx)
+                else:
+                    run_epilogue = cutlass.Boolean(True)
+                    if n_slices > 1:
+                        # The tile's scratch: its place among the split (tail) positions, then its CTA's rank in
+                        # the cluster (every CTA of a cluster takes the same K slice of its own tile).
+                        split_tile = (pos - split[2][1]) * math.prod(self.cluster_shape_mn) + cta_rank
+                        run_epilogue = self.split_k_fixup(acc, split, s_idx, n_slices, split_tile, mma_tidx,
+                                                          split_flag)
+                    if run_epilogue:
+                        self.epilogue_tile(acc, tile, shift, gD, sD, tCcD, tensors, tma_d, tiled_r2s, tRS_sD,
+                                           tRS_rAcc, tRS_rFrag, tRS_rOut, frag_size, store_pipe, tiles_done,
+                                           warp_idx)
+        return read, release, reduced
+
+    @cute.jit
+    def tile_live(self, tile, shift, masked_m: cute.Tensor):
+        """Masked batches: whether the tile's first row along ``masked_dim`` is below its batch's ``masked_m``."""
+        d = self.masked_dim
+        return tile[d] * self.tile_mnk[d] + shift[d] < masked_m[tile[2]]
 
     @cute.jit
     def tile_shifts(self, tile, extents):
