@@ -111,7 +111,7 @@ def cmd_export(args) -> int:
     spec = ExportSpec(arch=args.arch, config=_parse_config(args.config), m=args.m, n=args.n, k=args.k,
                       out_dtype=args.out_dtype, a_scale=args.a_scale, b_scale=args.b_scale, bias=not args.no_bias,
                       batched=args.batched, bits=args.bits, x_dtype=args.x_dtype, epilogue_bias=args.bias,
-                      zero_point=args.azp,
+                      zero_point=args.azp, groups=args.groups,
                       granularity=tuple(int(g) for g in args.granularity.split(",")))
     manifest = export(args.kernel, spec, args.out)
     print(json.dumps(manifest, indent=2))
@@ -242,7 +242,7 @@ def main(argv=None) -> int:
 
     s = sub.add_parser("export", help="compile a kernel config for an arch; write .cubin, .ptx, SASS summary, manifest")
     s.add_argument("kernel", help="kernel family: int8_scaled_mm, fp8_scaled_mm, fp8_blockwise_scaled_mm, "
-                                  "quantized_mm, awq_gemm")
+                                  "fp8_blockwise_grouped_mm, quantized_mm, awq_gemm")
     s.add_argument("--arch", default="sm_90a")
     s.add_argument("--out", required=True, help="output directory")
     s.add_argument("--config", help="tile config, e.g. 128x256x2x1 or 128x16:swap (default: the table's pick)")
@@ -260,7 +260,8 @@ def main(argv=None) -> int:
     s.add_argument("--azp", choices=["tensor", "token"],
                    help="int8_scaled_mm: asymmetric activations, the zero point folded into azp_adj (tensor) or "
                         "per token (azp_adj and azp)")
-    s.add_argument("--granularity", default="1,128,128", help="fp8_blockwise_scaled_mm: gM,gN,gK")
+    s.add_argument("--granularity", default="1,128,128", help="fp8_blockwise_scaled_mm / _grouped_mm: gM,gN,gK")
+    s.add_argument("--groups", type=int, default=8, help="fp8_blockwise_grouped_mm: experts (--m is M_max)")
     s.set_defaults(fn=cmd_export)
 
     s = sub.add_parser("layout", help="print the CuTe layouts a config uses (smem+swizzle, TMA boxes, MMA, epilogue)")

@@ -44,6 +44,7 @@ class ExportSpec:
     weight_only_bias: bool = False  # session 36's name of ``epilogue_bias`` (either turns it on)
     zero_point: str | None = None  # int8_scaled_mm: asymmetric activations, "tensor" or "token" (azp_adj / azp)
     granularity: tuple = (1, 128, 128)  # fp8_blockwise_scaled_mm scale granularity (gM, gN, gK)
+    groups: int = 8  # fp8_blockwise_grouped_mm: experts (the batch the config is picked for; m is M_max)
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -125,6 +126,24 @@ def _build_fp8(spec: ExportSpec, extra_options: str):
                 "bias": spec.epilogue_bias}
 
 
+def _build_fp8_grouped(spec: ExportSpec, extra_options: str):
+    """fp8_blockwise_grouped_mm: the blockwise kernel on the masked work list of ``groups`` experts of M_max = m."""
+    from .ops.fp8_blockwise_grouped_mm import masked_config
+    from .ops.fp8_blockwise_scaled_mm import build_sm90, check_granularity, select_config
+
+    if spec.arch != "sm_90a":
+        raise ValueError(f"fp8_blockwise_grouped_mm: only sm_90a has a kernel; got {spec.arch}")
+    if isinstance(spec.groups, bool) or not isinstance(spec.groups, int) or spec.groups < 1:
+        raise ValueError(f"groups must be a positive int; got {spec.groups!r}")
+    gran = check_granularity(tuple(spec.granularity))
+    cfg = masked_config(spec.config or select_config(spec.m, spec.n, spec.k, spec.groups))
+    sfa_tma = gran[0] == 1 and not cfg.swap_ab  # the op's pick for a TMA-aligned a_scale
+    fn = build_sm90(3, _dtype(spec.out_dtype, "out_dtype"), gran, cfg, 132, extra_options, sfa_tma=sfa_tma,
+                    raster=raster_for(cfg, spec.m, spec.n, spec.k, spec.groups), masked=True)
+    return fn, {"config": cfg.describe(), "granularity": list(gran), "out_dtype": spec.out_dtype,
+                "groups": spec.groups, "m_max": spec.m, "sfa_tma": sfa_tma}
+
+
 def _build_weight_only(fmt_key: str, bits: int, scaled: bool):
     def build(spec: ExportSpec, extra_options: str):
         from .weight_only.compile import compile_with_cubin
@@ -192,6 +211,8 @@ _REGISTRY: dict[str, tuple[Callable, str]] = {
     "fp8_scaled_mm": (_build_fp8_rowwise, "FP8 (e4m3) GEMM with per-token/per-channel scales and bias, int8's "
                                           "SM90 kernel with an fp32 accumulator (sm_90a)"),
     "fp8_blockwise_scaled_mm": (_build_fp8, "FP8 GEMM with 1x128 / 128x128 block scales (sm_90a)"),
+    "fp8_blockwise_grouped_mm": (_build_fp8_grouped, "MoE experts' FP8 blockwise GEMM, masked layout (--groups "
+                                                     "experts of up to --m tokens; sm_90a)"),
     "quantized_mm": (_build_quantized_mm, "1/2/4/8-bit weight-only GEMM (--bits; decode, tensor-core or, on sm_90a "
                                           "for 1/2/4-bit, WGMMA kernel by --m)"),
     "awq_gemm": (_build_weight_only("awq", 4, True), "AWQ int4 GEMM with group scales and zero points"),

@@ -12,6 +12,8 @@ Registered (the plain functions' arguments, without their tuning knobs ``out=``,
 ``fp8_scaled_mm``                     (a, b, a_scale, b_scale, bias=None, out_dtype=bfloat16) -> [.., M, N]
 ``fp8_blockwise_scaled_mm``           (a, b, a_scale, b_scale, out_dtype=bfloat16, scale_granularity=None: 1x128x128,
                                       bias=None)
+``fp8_blockwise_grouped_mm``          (a, b, a_scale, b_scale, masked_m, out_dtype=bfloat16, scale_granularity=None,
+                                      expected_m=None) -> [G, M_max, N]: MoE experts, masked layout
 ``quantized_mm``                      (x, w_packed, scale: float, bits, group_scales=None, out_dtype=None, bias=None)
 ``awq_gemm`` / ``awq_linear``         (x, qweight, scales, qzeros[, bias]) -> [M, OC] / [..., OC]
 ``awq_dequantize``                    (qweight, scales, qzeros) -> [IC, OC]
@@ -110,6 +112,20 @@ def _fp8_blockwise_scaled_mm_fake(a, b, a_scale, b_scale, out_dtype=torch.bfloat
     checks.check_dtype("b", b, fp8)
     n = _inner_dims("a", a, "b", b, -1)  # b is [.., N, K]
     return a.new_empty((*a.shape[:-1], n), dtype=out_dtype)
+
+
+def _fp8_blockwise_grouped_mm(a, b, a_scale, b_scale, masked_m, out_dtype=torch.bfloat16, scale_granularity=None,
+                              expected_m=None):
+    from .ops.fp8_blockwise_grouped_mm import fp8_blockwise_grouped_mm
+
+    gran = (1, 128, 128) if scale_granularity is None else tuple(scale_granularity)
+    return fp8_blockwise_grouped_mm(a, b, a_scale, b_scale, masked_m, out_dtype, gran, expected_m=expected_m)
+
+
+def _fp8_blockwise_grouped_mm_fake(a, b, a_scale, b_scale, masked_m, out_dtype=torch.bfloat16,
+                                   scale_granularity=None, expected_m=None):
+    checks.check_ndim("a", a, (3,))
+    return _fp8_blockwise_scaled_mm_fake(a, b, a_scale, b_scale, out_dtype)
 
 
 # ---------------------------------------------------------------------------------------------- weight-only / AWQ
@@ -236,6 +252,10 @@ SCHEMAS = {
     "fp8_blockwise_scaled_mm": ("fp8_blockwise_scaled_mm(Tensor a, Tensor b, Tensor a_scale, Tensor b_scale, "
                                 "ScalarType out_dtype=bfloat16, int[]? scale_granularity=None, Tensor? bias=None) "
                                 "-> Tensor", _fp8_blockwise_scaled_mm, _fp8_blockwise_scaled_mm_fake),
+    "fp8_blockwise_grouped_mm": ("fp8_blockwise_grouped_mm(Tensor a, Tensor b, Tensor a_scale, Tensor b_scale, "
+                                 "Tensor masked_m, ScalarType out_dtype=bfloat16, int[]? scale_granularity=None, "
+                                 "int? expected_m=None) -> Tensor", _fp8_blockwise_grouped_mm,
+                                 _fp8_blockwise_grouped_mm_fake),
     "quantized_mm": ("quantized_mm(Tensor x, Tensor w_packed, float scale, int bits, Tensor? group_scales=None, "
                      "ScalarType? out_dtype=None, Tensor? bias=None) -> Tensor", _quantized_mm, _quantized_mm_fake),
     "awq_gemm": ("awq_gemm(Tensor x, Tensor qweight, Tensor scales, Tensor qzeros, Tensor? bias=None) -> Tensor",

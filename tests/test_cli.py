@@ -138,6 +138,8 @@ def test_export_dequantize_weights(tmp_path):
     (("int8_scaled_mm", "--arch", "sm_80", "--azp", "tensor"), "IMMA", "zero_point", "tensor"),
     (("fp8_blockwise_scaled_mm", "--m", "128", "--bias"), "QGMMA", "bias", True),
     (("fp8_scaled_mm", "--m", "16"), "QGMMA.64x16x32.F32.E4M3.E4M3", "bias", True),
+    (("fp8_blockwise_grouped_mm", "--m", "256", "--groups", "8"), "QGMMA.64x", "groups", 8),
+    (("fp8_blockwise_grouped_mm", "--m", "16", "--n", "7168", "--k", "2048"), "QGMMA.64x16x32", "m_max", 16),
 ])
 def test_export_zero_point_and_fp8_bias_variants(tmp_path, args, mma, key, value):
     _cli("export", *args, "--out", str(tmp_path))

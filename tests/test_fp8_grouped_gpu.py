@@ -54,6 +54,7 @@ def _check_valid_rows(out, a, b, a_s, b_s, counts, gran=GROUPWISE):
     (5, 200, 1024, 2048, [200, 100, 3, 0, 150]),  # M_max not a multiple of the tile: the clamped last tile
     (2, 384, 4096, 512, [300, 1]),
     (1, 128, 256, 256, [128]),
+    (40, 32, 256, 256, [0, 1, 32, 5, 0, 0, 17, 31] * 5),  # many experts: the work list's scan over the counts
 ])
 def test_valid_rows_against_reference(g, m_max, n, k, counts, out_dtype):
     a, b, a_s, b_s = _experts(g, m_max, n, k, seed=g * m_max + n)
@@ -135,6 +136,22 @@ def test_blockwise_granularity_and_k_major_scales():
     a, b, a_s, b_s = _experts(g, m_max, n, k, seed=6, tma_aligned=False)  # K-major a_scale: consumer-loaded
     out = fp8_blockwise_grouped_mm(a, b, a_s, b_s, torch.tensor(counts, dtype=torch.int32, device="cuda"))
     _check_valid_rows(out, a, b, a_s, b_s, counts)
+
+
+def test_torch_op_and_compiled_graph():
+    g, m_max, n, k = 3, 128, 512, 512
+    a, b, a_s, b_s = _experts(g, m_max, n, k, seed=13)
+    ops = torch.ops.cute_kernels
+    full = torch.full((g,), m_max, dtype=torch.int32, device="cuda")  # every row valid: a deterministic output
+    torch.library.opcheck(ops.fp8_blockwise_grouped_mm.default, (a, b, a_s, b_s, full))
+    counts = [5, 0, 128]
+    masked = torch.tensor(counts, dtype=torch.int32, device="cuda")
+    f = torch.compile(lambda *t: ops.fp8_blockwise_grouped_mm(*t) * 2, fullgraph=True, backend="aot_eager")
+    out = f(a, b, a_s, b_s, masked)
+    _check_valid_rows(out / 2, a, b, a_s, b_s, counts)
+    eager = fp8_blockwise_grouped_mm(a, b, a_s, b_s, masked)
+    for e, c in enumerate(counts):
+        assert torch.equal(out[e, :c], eager[e, :c] * 2)
 
 
 def test_argument_errors():

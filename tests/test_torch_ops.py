@@ -48,6 +48,11 @@ def test_fake_shapes_and_dtypes():
     assert out.shape == (2, 4, 384) and out.dtype == torch.float16
     fbias = torch.empty(384, dtype=torch.float16, device=META)
     assert ops.fp8_blockwise_scaled_mm(fa, fb, sfa, sfb, torch.float16, [128, 128, 128], fbias).shape == (2, 4, 384)
+    masked_m = torch.empty(2, dtype=torch.int32, device=META)
+    grouped = ops.fp8_blockwise_grouped_mm(fa, fb, sfa, sfb, masked_m, torch.float16, [128, 128, 128], 2)
+    assert grouped.shape == (2, 4, 384) and grouped.dtype == torch.float16
+    with pytest.raises(ValueError, match="^a must be 3-D"):
+        ops.fp8_blockwise_grouped_mm(fa[0], fb[0], sfa[0], sfb[0], masked_m)
 
     x = torch.empty(3, 512, dtype=torch.bfloat16, device=META)
     w = torch.empty(96, 512 * 2 // 8, dtype=torch.uint8, device=META)

@@ -13,18 +13,18 @@ Layouts (G experts, up to M_max tokens each):
   masked_m  int32 [G] on the same GPU: expert g's valid rows are a[g, :masked_m[g]]. Read by the kernel, never by
             the host (no sync). Values past M_max count as M_max, values <= 0 as none.
   out       [G, M_max, N] bf16 / fp16. Rows at or past masked_m[g] are unspecified: a token tile that starts past
-            the count is skipped (its rows keep what ``out`` held), one that straddles it writes every row it
+            the count is not computed (its rows keep what ``out`` held), one that straddles it writes every row it
             covers (computed from whatever a holds there - finite for finite inputs).
 Granularity (gM, gN, gK) = (1, 128, 128) (per-token x 128 activations, 128 x 128 weight blocks, DeepSeek-V3) or
 (128, 128, 128).
 
-The kernel is ``fp8_blockwise_scaled_mm``'s, batched over the experts, with the base kernel's masked tiles
-(``Sm90GemmKernel.masked_dim``): a tile whose first token row is at or past its expert's count does no loads, no
-WGMMA and no store. The tile config is the one ``fp8_blockwise_scaled_mm`` picks for M_max tokens per expert, made
-unsplit and 1x1-clustered (a split-K slice or a multicast peer cannot skip alone). ``expected_m`` (DeepGEMM's hint)
-picks it for that many tokens instead: smaller token tiles skip more rows when experts run short of M_max, but each
-token tile streams its weight tile again - measured slower when the counts fill M_max (session 38, docs). The
-schedule is static, so a skipped tile leaves its CTA's slot idle rather than passing work on.
+The kernel is ``fp8_blockwise_scaled_mm``'s, batched over the experts, walking the base kernel's masked work list
+(``Sm90GemmKernel.masked_dim``): only the tiles that reach a valid row, so an expert's weight is streamed once per
+token tile it has and not at all when it has no tokens. The tile config is the one ``fp8_blockwise_scaled_mm`` picks for M_max tokens per expert, made
+unsplit and 1x1-clustered (the work list is derived per CTA from the counts; split-K slices and multicast peers
+would need the static schedule). ``expected_m`` (DeepGEMM's hint) picks it for that many tokens instead: smaller
+token tiles cover fewer invalid rows when experts run short of M_max, but each one streams its weight tile again
+(docs/fp8_blockwise.md, "Session 38", has what each measured).
 """
 
 from dataclasses import replace

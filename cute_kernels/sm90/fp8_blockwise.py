@@ -32,8 +32,8 @@ promotes while the other's WGMMAs keep the tensor cores busy. A 64-row tile has 
 K-tiles in pairs with two temporaries instead (``k_pair``): the first of a pair is promoted while the second one's
 WGMMAs run.
 
-Masked batches (``masked_dim``: MoE experts, ``fp8_blockwise_grouped_mm``) are the base kernel's too: a tile past
-its batch's valid rows never reaches this mainloop.
+Masked batches (``masked_dim``: MoE experts, ``fp8_blockwise_grouped_mm``) are the base kernel's too: its work list
+holds only tiles with valid rows, so this mainloop never sees the others.
 Split-K (decode-size M) is the base kernel's: the fp32 partials go through the workspace and the last slice sums
 them in slice order (deterministic).
 

@@ -34,10 +34,12 @@ fill the GPU, only the last partial wave's tiles for multi-wave problems (``Tile
 a contiguous range of K-tiles, and ``split_k_fixup`` makes the last slice of a tile to finish add the others'
 partials and run the epilogue (see its docstring).
 Masked batches (``masked_dim``, MoE experts' grouped GEMM in DeepGEMM's masked layout): batch l holds only
-``masked_m[l]`` valid rows along the token dimension (an Int32 [L] operand, read on the device, so a CUDA graph
-replays with new counts); a tile whose first row is at or past that count does no loads, no WGMMA and no store. A
-tile that straddles it computes and stores all its rows (the ones past the count hold whatever the operand rows
-there give). Static schedule as before: the skipped tiles are idle slots, not work handed to other CTAs.
+``masked_m[l]`` valid rows along the token dimension (an Int32 [L] operand, read on the device after the PDL wait,
+so a CUDA graph replays with new counts). The work list then holds only the tiles that reach a valid row
+(``masked_work_count`` / ``masked_tile_of``): batch by batch, each weight tile's token tiles next to each other
+(they share its weight tile in L2). Every role derives the list from ``masked_m`` alone, so they still agree
+without communicating. A tile that straddles a count computes and stores all its rows (the ones past the count hold
+whatever the operand rows there give); the rows of tiles not in the list are not written.
 Diagnostics: ``__call__(timeline=T)`` makes every CTA write global-timer stamps (entry, PDL wait, first full stage,
 mainloop end, consumer / producer end) into T; without it nothing is emitted (benchmarks/experiments/timeline.py).
 Subclasses override ``mainloop`` (the FP8 blockwise kernel promotes per-K-block scaled partial sums there) and, for an
@@ -103,9 +105,9 @@ class Sm90GemmKernel:
         rank1_share: with ``split_cluster`` = 2, the sixteenths of the tile's K-tiles rank 1 streams (8: halves);
         rank 0, which adds the partials and runs the epilogue, streams the rest (``slice_range``).
         masked_dim: 0 (M) or 1 (N) - the token dimension - for masked batches (module docstring): the launch's last
-        operand is ``masked_m`` Int32 [L]. Needs a 1x1 cluster (a multicast peer skipping its tile would leave the
-        other waiting), no weight preload (a skipped first tile would never consume its preloaded stages) and no
-        split-K."""
+        operand is ``masked_m`` Int32 [L]. Needs a 1x1 cluster (the multicast peers' tiles come from one static
+        schedule), no weight preload and no split-K; the L2 warm-up is off (its first tile is the static
+        schedule's, before ``masked_m`` may be read)."""
         self.config = config
         self.clamp = tuple(bool(c) for c in clamp)
         # Rows a moved origin is rounded up to, per dimension: a TMA box's start in its tensor's innermost dimension
@@ -130,6 +132,8 @@ class Sm90GemmKernel:
                 raise ValueError(f"masked batches need a 1x1 cluster, no cluster split-K and no weight preload; got "
                                  f"{config.describe()}, split_cluster={split_cluster}, weight_preload={weight_preload}")
         self.masked_dim = masked_dim
+        if masked_dim is not None:
+            l2_warmup = 0
         self.schedule = PersistentTileSchedule((config.cluster_m, config.cluster_n), *raster, k_ranks=split_cluster)
         self.use_pdl = use_pdl
         self.l2_warmup = l2_warmup if use_pdl else 0
@@ -385,7 +389,7 @@ class Sm90GemmKernel:
             if warp_idx == 0:
                 sched = self.schedule
                 work, work_stride = sched.first_work(), sched.work_stride()
-                work_end = sched.work_count(sched_args, self.split_args(split))
+                work_end = self.work_count(sched_args, split, epi_tensors)
                 state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.ab_stages)
                 ml_loads = self.prepare_mainloop_loads(mainloop_tma, sML)
                 # K-tiles of the first unit whose stages ``preload_weights`` acquired and filled with the weight
@@ -394,14 +398,10 @@ class Sm90GemmKernel:
                     _, _, preloaded = self.first_unit_preload(sched_args, k_tiles, split)
                 while work < work_end:
                     pos, s_idx, n_slices = self.work_unit(split, work)
-                    tile = sched.tile_of(sched_args, pos)
+                    tile = self.tile_of(sched_args, pos, epi_tensors)
                     l_idx = tile[2]
                     k_begin, k_count = self.slice_range(s_idx, n_slices, k_tiles)
                     shift = self.tile_shifts(tile, extents)
-                    if cutlass.const_expr(self.masked_dim is not None):
-                        k_count = cutlass.Int32(k_count)
-                        if not self.tile_live(tile, shift, epi_tensors[-1]):
-                            k_count = cutlass.Int32(0)  # a masked tile: nothing to load
                     tAgA_t = tAgA[(None, tile[0], None, l_idx)]
                     tBgB_t = tBgB[(None, tile[1], None, l_idx)]
                     if cutlass.const_expr(self.clamp[0]):
@@ -506,27 +506,20 @@ class Sm90GemmKernel:
 
         sched = self.schedule
         work, work_stride = sched.first_work(), sched.work_stride()
-        work_end = sched.work_count(sched_args, self.split_args(split))
+        work_end = self.work_count(sched_args, split, epi_tensors)
         tiles_done = cutlass.Int32(0)  # work tiles this CTA finished: the epilogue's store-buffer phase
         read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stages)
         release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stages)
         reduced = cutlass.Int32(0)  # cluster split-K: tiles handed over so far (the barriers' phase)
         while work < work_end:
             pos, s_idx, n_slices = self.work_unit(split, work)
-            tile = sched.tile_of(sched_args, pos)  # the output tile
+            tile = self.tile_of(sched_args, pos, epi_tensors)  # the output tile
             args = (tiled_mma, ab_pipe, tCrA, tCrB, acc, tile, pos, s_idx, n_slices, k_tiles, extents, gD, cD, sD,
                     tensors, tma_d, tiled_r2s, tRS_sD, tRS_rAcc, tRS_rFrag, tRS_rOut, frag_size, store_pipe, warp_idx,
                     mma_tidx, cta_rank, split, split_flag, timeline, reduce)
-            if cutlass.const_expr(self.masked_dim is None):
-                read, release, reduced = self.consume_tile(args, read, release, reduced, tiles_done)
-                tiles_done += 1
-            else:
-                # a masked tile (module docstring) is skipped whole; it takes no store buffers either, so the
-                # epilogue's buffer sequence (``tiles_done``) continues unbroken
-                if self.tile_live(tile, self.tile_shifts(tile, extents), tensors["masked_m"]):
-                    read, release, reduced = self.consume_tile(args, read, release, reduced, tiles_done)
-                    tiles_done += 1
+            read, release, reduced = self.consume_tile(args, read, release, reduced, tiles_done)
             work += work_stride
+            tiles_done += 1
         if cutlass.const_expr(self.split_cluster > 1):
             self.cluster_reduce_drain(reduce, reduced)
         store_pipe.producer_tail()
@@ -584,11 +577,58 @@ class Sm90GemmKernel:
                                            warp_idx)
         return read, release, reduced
 
+    # ------------------------------------------------------------------ the work list
     @cute.jit
-    def tile_live(self, tile, shift, masked_m: cute.Tensor):
-        """Masked batches: whether the tile's first row along ``masked_dim`` is below its batch's ``masked_m``."""
+    def work_count(self, sched_args, split, epi_tensors):
+        """Work units in the list every role walks: the static schedule's, or the masked batches' live tiles."""
+        if cutlass.const_expr(self.masked_dim is None):
+            return self.schedule.work_count(sched_args, self.split_args(split))
+        return self.masked_work_count(sched_args, epi_tensors[-1])
+
+    @cute.jit
+    def tile_of(self, sched_args, pos, epi_tensors):
+        """(m tile, n tile, L index) of work position ``pos``."""
+        if cutlass.const_expr(self.masked_dim is None):
+            return self.schedule.tile_of(sched_args, pos)
+        return self.masked_tile_of(sched_args, epi_tensors[-1], pos)
+
+    @cute.jit
+    def masked_token_tiles(self, masked_m: cute.Tensor, batch, token_tiles):
+        """Token tiles of ``batch`` that reach one of its ``masked_m`` valid rows (a count past the extent counts as
+        the extent, one <= 0 as none)."""
         d = self.masked_dim
-        return tile[d] * self.tile_mnk[d] + shift[d] < masked_m[tile[2]]
+        rows = cutlass.min(cutlass.max(masked_m[batch], 0), token_tiles * self.tile_mnk[d])
+        return (rows + self.tile_mnk[d] - 1) // self.tile_mnk[d]
+
+    @cute.jit
+    def masked_work_count(self, sched_args, masked_m: cute.Tensor):
+        tiles = sched_args[0]  # (M tiles, N tiles, L) of the whole output
+        d = self.masked_dim
+        total = cutlass.Int32(0)
+        for batch in cutlass.range(tiles[2], unroll=1):
+            total += self.masked_token_tiles(masked_m, batch, tiles[d])
+        return total * tiles[1 - d]
+
+    @cute.jit
+    def masked_tile_of(self, sched_args, masked_m: cute.Tensor, pos):
+        """The live tile at position ``pos`` of the masked work list: batch by batch (a scan over ``masked_m``, L
+        cached loads per tile: cheap beside a tile's mainloop), then weight tile, then token tile."""
+        tiles = sched_args[0]
+        d = self.masked_dim
+        weight_tiles = tiles[1 - d]
+        batch, local, token_tiles, base = cutlass.Int32(0), cutlass.Int32(0), cutlass.Int32(1), cutlass.Int32(0)
+        found = cutlass.Boolean(False)
+        for b in cutlass.range(tiles[2], unroll=1):
+            count = self.masked_token_tiles(masked_m, b, tiles[d])
+            if not found:
+                if pos < base + count * weight_tiles:
+                    batch, local, token_tiles, found = b, pos - base, count, cutlass.Boolean(True)
+                else:
+                    base += count * weight_tiles
+        token, weight = local % token_tiles, local // token_tiles
+        coords = (token, weight) if d == 0 else (weight, token)
+        return (cute.arch.make_warp_uniform(coords[0]), cute.arch.make_warp_uniform(coords[1]),
+                cute.arch.make_warp_uniform(batch))
 
     @cute.jit
     def tile_shifts(self, tile, extents):
