@@ -222,6 +222,12 @@ class _ActivationQuantizedLinear(_QuantizedLinear):
         layer._weights_loaded()
         return layer
 
+    @staticmethod
+    def _check_extents(in_features: int, out_features: int, k_multiple: int, why: str) -> None:
+        if in_features % k_multiple or out_features % 8:
+            raise ValueError(f"in_features must be a multiple of {k_multiple} ({why}) and out_features of 8 (16-byte "
+                             f"output rows); got {in_features}, {out_features}")
+
     def _weights_loaded(self) -> None:
         """Rebuild what derives from the weight buffers (nothing here; Int8Linear's zero-point sums)."""
 
@@ -269,9 +275,7 @@ class Int8Linear(_ActivationQuantizedLinear):
     def __init__(self, in_features: int, out_features: int, bias: bool = True, dtype: torch.dtype = torch.bfloat16,
                  device=None, activations: str = "symmetric"):
         super().__init__(in_features, out_features, bias, dtype, device)
-        if in_features % 16 or out_features % 8:
-            raise ValueError(f"in_features must be a multiple of 16 and out_features of 8 (16-byte rows); got "
-                             f"{in_features}, {out_features}")
+        self._check_extents(in_features, out_features, 16, "16-byte rows")
         if activations not in self.ACTIVATIONS:
             raise ValueError(f"activations must be one of {self.ACTIVATIONS}; got {activations!r}")
         self.activations = activations
@@ -333,9 +337,7 @@ class Fp8Linear(_ActivationQuantizedLinear):
     def __init__(self, in_features: int, out_features: int, bias: bool = False, dtype: torch.dtype = torch.bfloat16,
                  device=None):
         super().__init__(in_features, out_features, bias, dtype, device)
-        if in_features % 128 or out_features % 8:
-            raise ValueError(f"in_features must be a multiple of 128 (the scale blocks) and out_features of 8; got "
-                             f"{in_features}, {out_features}")
+        self._check_extents(in_features, out_features, 128, "the scale blocks")
         self.register_buffer("weight", torch.zeros(out_features, in_features, dtype=torch.float8_e4m3fn,
                                                    device=device))
         self.register_buffer("weight_scale_inv", torch.ones(-(-out_features // 128), in_features // 128,
@@ -363,9 +365,7 @@ class Fp8RowwiseLinear(_ActivationQuantizedLinear):
     def __init__(self, in_features: int, out_features: int, bias: bool = True, dtype: torch.dtype = torch.bfloat16,
                  device=None):
         super().__init__(in_features, out_features, bias, dtype, device)
-        if in_features % 16 or out_features % 8:
-            raise ValueError(f"in_features must be a multiple of 16 and out_features of 8 (16-byte rows); got "
-                             f"{in_features}, {out_features}")
+        self._check_extents(in_features, out_features, 16, "16-byte rows")
         self.register_buffer("weight", torch.zeros(out_features, in_features, dtype=torch.float8_e4m3fn,
                                                    device=device))
         self.register_buffer("weight_scale", torch.ones(out_features, dtype=torch.float32, device=device))
