@@ -9,7 +9,7 @@ Registered (the plain functions' arguments, without their tuning knobs ``out=``,
 
 ====================================  ===========================================================================
 ``int8_scaled_mm``                    (a, b, a_scale, b_scale, bias=None, out_dtype=bfloat16, azp_adj=None, azp=None)
-``fp8_scaled_mm``                     (a, b, a_scale, b_scale, bias=None, out_dtype=bfloat16) -> [.., M, N]
+``fp8_scaled_mm``                     (a, b, a_scale, b_scale, bias=None, out_dtype=bfloat16, use_fast_accum=True)
 ``fp8_blockwise_scaled_mm``           (a, b, a_scale, b_scale, out_dtype=bfloat16, scale_granularity=None: 1x128x128,
                                       bias=None)
 ``fp8_blockwise_grouped_mm``          (a, b, a_scale, b_scale, masked_m, out_dtype=bfloat16, scale_granularity=None,
@@ -84,13 +84,13 @@ def _int8_scaled_mm_fake(a, b, a_scale, b_scale, bias=None, out_dtype=torch.bflo
     return a.new_empty((*a.shape[:-1], n), dtype=out_dtype)
 
 
-def _fp8_scaled_mm(a, b, a_scale, b_scale, bias=None, out_dtype=torch.bfloat16):
+def _fp8_scaled_mm(a, b, a_scale, b_scale, bias=None, out_dtype=torch.bfloat16, use_fast_accum=True):
     from .ops.int8_scaled_mm import fp8_scaled_mm
 
-    return fp8_scaled_mm(a, b, a_scale, b_scale, bias, out_dtype)
+    return fp8_scaled_mm(a, b, a_scale, b_scale, bias, out_dtype, use_fast_accum=use_fast_accum)
 
 
-def _fp8_scaled_mm_fake(a, b, a_scale, b_scale, bias=None, out_dtype=torch.bfloat16):
+def _fp8_scaled_mm_fake(a, b, a_scale, b_scale, bias=None, out_dtype=torch.bfloat16, use_fast_accum=True):
     fp8 = (torch.float8_e4m3fn, torch.float8_e5m2)
     checks.check_dtype("a", a, fp8)
     checks.check_dtype("b", b, fp8)
@@ -248,7 +248,8 @@ SCHEMAS = {
                        "ScalarType out_dtype=bfloat16, Tensor? azp_adj=None, Tensor? azp=None) -> Tensor",
                        _int8_scaled_mm, _int8_scaled_mm_fake),
     "fp8_scaled_mm": ("fp8_scaled_mm(Tensor a, Tensor b, Tensor a_scale, Tensor b_scale, Tensor? bias=None, "
-                      "ScalarType out_dtype=bfloat16) -> Tensor", _fp8_scaled_mm, _fp8_scaled_mm_fake),
+                      "ScalarType out_dtype=bfloat16, bool use_fast_accum=True) -> Tensor", _fp8_scaled_mm,
+                      _fp8_scaled_mm_fake),
     "fp8_blockwise_scaled_mm": ("fp8_blockwise_scaled_mm(Tensor a, Tensor b, Tensor a_scale, Tensor b_scale, "
                                 "ScalarType out_dtype=bfloat16, int[]? scale_granularity=None, Tensor? bias=None) "
                                 "-> Tensor", _fp8_blockwise_scaled_mm, _fp8_blockwise_scaled_mm_fake),

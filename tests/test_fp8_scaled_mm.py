@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from cute_kernels import fp8_scaled_mm
-from cute_kernels.configs import select_sm90_int8, shipped_sm90_int8_configs
+from cute_kernels.configs import TileConfig, select_sm90_int8, shipped_sm90_int8_configs
 from cute_kernels.reference import int8_scaled_mm_ref
 
 E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
@@ -76,3 +76,30 @@ def test_torch_op_fake_and_schema():
     assert out.shape == (5, 32) and out.dtype == torch.float16
     with pytest.raises(TypeError, match="a must have dtype float8_e4m3fn"):
         ops.fp8_scaled_mm(a.to(torch.int8), b, torch.empty(5, device="meta"), torch.empty(32, device="meta"))
+
+
+@pytest.mark.parametrize("rank,cfg,bias", [
+    (2, TileConfig(tile_m=128, tile_n=128, cluster_m=2, cluster_n=1, split_tail=4), True),
+    (3, TileConfig(tile_m=64, tile_n=16, cluster_m=1, cluster_n=1, swap_ab=True, split_k=8), False),
+    (2, TileConfig(tile_m=64, tile_n=128, cluster_m=1, cluster_n=1), True),
+    (2, TileConfig(tile_m=128, tile_n=192, cluster_m=2, cluster_n=1, split_tail=4), True),
+], ids=["large_m_bias", "swapped_split_batched", "k_pair_bias", "wide_bias"])
+def test_promoted_variants_compile_to_qgmma_without_spills(rank, cfg, bias):
+    """use_fast_accum=False: fp8_blockwise_scaled_mm's kernel with the per-token / per-channel scales in its
+    epilogue (``rowwise_scales``)."""
+    from cute_kernels.ops.fp8_blockwise_scaled_mm import build_sm90
+    from cute_kernels.sass import compile_with_artifacts, summarize_cubin
+
+    s = summarize_cubin(compile_with_artifacts(
+        lambda o: build_sm90(rank, torch.bfloat16, (128, 128, 128), cfg, 132, extra_options=o, has_bias=bias,
+                             rowwise_scales=True)).artifacts.CUBIN)
+    assert s.instructions["QGMMA"] > 0 and not s.spills and s.local_memory_ops == 0
+
+
+def test_promoted_refuses_the_fast_path_knobs():
+    a, b, sa, sb, bias = _args()
+    for kwargs in ({"config": select_sm90_int8(32, 32, 128)}, {"sm_count": 66}, {"c": torch.zeros(32, 32)}):
+        with pytest.raises(ValueError, match="not supported with use_fast_accum=False"):
+            fp8_scaled_mm(a, b, sa, sb, bias, use_fast_accum=False, **kwargs)
+    with pytest.raises(ValueError, match="a must be a CUDA tensor"):
+        fp8_scaled_mm(a, b, sa, sb, bias, use_fast_accum=False)

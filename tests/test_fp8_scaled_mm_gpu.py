@@ -116,3 +116,57 @@ def test_errors_on_gpu():
         fp8_scaled_mm(a, b, a_s, b_s, bias.int())
     with pytest.raises(ValueError, match="b must be column-major"):
         fp8_scaled_mm(a, b.contiguous(), a_s, b_s, bias)
+
+
+# ------------------------------------------------------------------------------ promoted sums (use_fast_accum=False)
+PROMOTED_SHAPES = [(1, 4096, 4096), (16, 264, 1024), (77, 1000, 2048), (300, 4096, 512), (1024, 2048, 1024),
+                   (4097, 264, 256), (64, 14336, 4096)]
+
+
+@pytest.mark.parametrize("m,n,k", PROMOTED_SHAPES)
+@pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float16])
+def test_promoted_shapes(m, n, k, out_dtype):
+    a, b, a_s, b_s, bias = _inputs(m, n, k, out_dtype=out_dtype, seed=m * 5 + n + k)
+    out = torch.full((m, n), float("nan"), dtype=out_dtype, device="cuda")
+    fp8_scaled_mm(a, b, a_s, b_s, bias, out_dtype=out_dtype, out=out, use_fast_accum=False)
+    _check(out, a, b, a_s, b_s, bias, out_dtype)
+    again = fp8_scaled_mm(a, b, a_s, b_s, bias, out_dtype=out_dtype, use_fast_accum=False)  # the warm path
+    assert torch.equal(again, out)
+
+
+def test_promoted_sums_are_more_precise_on_long_k():
+    """Each 128-deep partial sum goes into an fp32 accumulator: on a long K the error against float64 is the fp16
+    output's rounding (~3e-4), below the fast path's, whose FP8 WGMMA accumulator keeps fewer bits over all of K
+    (session 37: 1.8-3.3e-3 with bf16 out)."""
+    a, b, a_s, b_s, _ = _inputs(64, 512, 16384, bias=False, seed=3)
+    ref = int8_scaled_mm_ref(a, b, a_s, b_s)
+    errs = {}
+    for fast in (True, False):
+        out = fp8_scaled_mm(a, b, a_s, b_s, out_dtype=torch.float16, use_fast_accum=fast)
+        errs[fast] = ((out.double() - ref).norm() / ref.norm()).item()
+    rounding = ((ref.half().double() - ref).norm() / ref.norm()).item()
+    assert errs[False] <= 1.5 * rounding, (errs, rounding)
+    assert errs[False] < 0.5 * errs[True], (errs, rounding)
+
+
+@pytest.mark.parametrize("a_kind,b_kind", [("scalar", "vector"), ("vector", "scalar"), ("scalar", "scalar")])
+def test_promoted_per_tensor_scales_batched_and_e5m2(a_kind, b_kind):
+    a, b, a_s, b_s, bias = _inputs(40, 520, 768, batch=3, a_kind=a_kind, b_kind=b_kind, dtypes=(E5M2, E4M3), seed=9)
+    out = fp8_scaled_mm(a, b, a_s, b_s, bias, use_fast_accum=False)
+    _check(out, a, b, a_s, b_s, bias, torch.bfloat16)
+
+
+def test_promoted_torch_op_and_errors():
+    a, b, a_s, b_s, bias = _inputs(33, 256, 512, seed=4)
+    ops = torch.ops.cute_kernels
+    want = fp8_scaled_mm(a, b, a_s, b_s, bias, use_fast_accum=False)
+    assert torch.equal(ops.fp8_scaled_mm(a, b, a_s, b_s, bias, torch.bfloat16, False), want)
+    f = torch.compile(lambda *t: ops.fp8_scaled_mm(*t, torch.bfloat16, False), fullgraph=True, backend="aot_eager")
+    assert torch.equal(f(a, b, a_s, b_s, bias), want)
+    a2, b2, a2_s, b2_s, _ = _inputs(8, 64, 144, bias=False)
+    with pytest.raises(ValueError, match="K = 144 must be a multiple of 128 with use_fast_accum=False"):
+        fp8_scaled_mm(a2, b2, a2_s, b2_s, use_fast_accum=False)
+    with pytest.raises(TypeError, match="out_dtype must be torch.float16 or torch.bfloat16 with use_fast_accum"):
+        fp8_scaled_mm(a, b, a_s, b_s, out_dtype=torch.float32, use_fast_accum=False)
+    with pytest.raises(ValueError, match="^b_scale must have shape"):
+        fp8_scaled_mm(a, b, a_s, b_s[:7], use_fast_accum=False)

@@ -289,11 +289,14 @@ def sfa_tma_eligible(a_scale: torch.Tensor, gran: tuple[int, int, int]) -> bool:
 def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], config: TileConfig, sm_count: int,
                extra_options: str = "", sfa_tma: bool = False, a_dtype: torch.dtype = torch.float8_e4m3fn,
                b_dtype: torch.dtype = torch.float8_e4m3fn, raster: tuple[int, bool] = (1, True),
-               weight_preload: int = 0, split_cluster: int = 1, has_bias: bool = False, masked: bool = False):
+               weight_preload: int = 0, split_cluster: int = 1, has_bias: bool = False, masked: bool = False,
+               rowwise_scales: bool = False):
     """Compile (uncached) the kernel for one variant from fake tensors; ``extra_options`` e.g. keeps the cubin.
     Call signature: ``fn(a, b, out, a_scale, b_scale, bias)`` (bias None unless ``has_bias``), then the split
     variants' workspace, semaphores, slice count and head; ``masked`` (batched, unsplit, 1x1 cluster): ``fn(a, b,
-    out, a_scale, b_scale, bias, masked_m)``, masked_m int32 [L] (``fp8_blockwise_grouped_mm``).
+    out, a_scale, b_scale, bias, masked_m)``, masked_m int32 [L] (``fp8_blockwise_grouped_mm``). ``rowwise_scales``
+    (``fp8_scaled_mm(use_fast_accum=False)``, ``promoted_rowwise_mm``): the epilogue also multiplies by a per-token
+    and a per-channel float32 vector, the last two arguments of either signature (after the split ones).
     ``sfa_tma``: a_scale staged by TMA (the compiled function then accepts only tensors ``sfa_tma_eligible``).
     ``split_cluster``: K slices reduced within a cluster (``Sm90GemmKernel.split_cluster``; an unsplit config)."""
     import cutlass
@@ -328,7 +331,12 @@ def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], co
     # vector along the output's columns: the kernel's rows when swapped). Swapped, the kernel computes D^T = B A^T:
     # its rows are the weight's N (gN-row scale blocks), its columns the tokens (gM).
     g_m, g_n, g_k = gran
-    root = Compute("add", Accumulator(), (ColVector if swap else RowVector)("bias")) if has_bias else Accumulator()
+    root = Accumulator()
+    if rowwise_scales:  # per-token x per-channel scales after the promoted sum (tokens: the kernel's N when swapped)
+        token, channel = (RowVector, ColVector) if swap else (ColVector, RowVector)
+        root = Compute("mul", Compute("mul", root, token("token_scale")), channel("channel_scale"))
+    if has_bias:
+        root = Compute("add", root, (ColVector if swap else RowVector)("bias"))
     kernel = Fp8BlockwiseGemmSm90(config, EpilogueTree(root), (g_n, g_m, g_k) if swap else gran,
                                   sm_count=sm_count, sfa_tma=sfa_tma, l2_warmup=L2_WARMUP_KTILES, raster=raster,
                                   weight_preload=weight_preload, weight_operand=0 if swap else 1,
@@ -336,10 +344,11 @@ def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], co
 
     options = f"--enable-tvm-ffi --gpu-arch sm_90a {extra_options}".strip()
 
-    def views(a, b, d, a_scale, b_scale, bias):
+    def views(a, b, d, a_scale, b_scale, bias, token_scale=None, channel_scale=None):
         """The kernel's operands: A, B, D and (epilogue operands, then the mainloop's scales)."""
         mA, mB, sA, sB = (kernel_view(t, 0, 1) for t in (a, b, a_scale, b_scale))
-        epi = () if bias is None else (bias,)
+        named = {"bias": bias, "token_scale": token_scale, "channel_scale": channel_scale}
+        epi = tuple(named[name] for name in kernel.epilogue.operand_names)
         if swap:
             return mB, mA, kernel_view(d, 1, 0), (*epi, sB, sA)
         return mA, mB, kernel_view(d, 0, 1), (*epi, sA, sB)
@@ -353,6 +362,31 @@ def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], co
 
         f_masked = fake_vector(cutlass.Int32, batch[0])
         return cute.compile(launch_masked, fa, fb, fd, f_sa, f_sb, f_bias, f_masked, fake_stream(), options=options)
+
+    f_ws = fake_vector(cutlass.Float32, cute.sym_int32(), align=16)
+    f_sem = fake_vector(cutlass.Int32, cute.sym_int32())
+    if rowwise_scales:
+        f_vectors = (fake_vector(cutlass.Float32, m), fake_vector(cutlass.Float32, n))
+        if not config.splits:
+            @cute.jit
+            def launch_rowwise(a: cute.Tensor, b: cute.Tensor, d: cute.Tensor, a_scale: cute.Tensor,
+                               b_scale: cute.Tensor, bias, stream, token_scale: cute.Tensor,
+                               channel_scale: cute.Tensor):
+                kernel(*views(a, b, d, a_scale, b_scale, bias, token_scale, channel_scale), stream)
+
+            return cute.compile(launch_rowwise, fa, fb, fd, f_sa, f_sb, f_bias, fake_stream(), *f_vectors,
+                                options=options)
+
+        @cute.jit
+        def launch_split_rowwise(a: cute.Tensor, b: cute.Tensor, d: cute.Tensor, a_scale: cute.Tensor,
+                                 b_scale: cute.Tensor, bias, workspace: cute.Tensor, semaphore: cute.Tensor,
+                                 num_splits: cutlass.Int32, head: cutlass.Int32, stream, token_scale: cute.Tensor,
+                                 channel_scale: cute.Tensor):
+            kernel(*views(a, b, d, a_scale, b_scale, bias, token_scale, channel_scale), stream,
+                   (workspace, semaphore, num_splits, head))
+
+        return cute.compile(launch_split_rowwise, fa, fb, fd, f_sa, f_sb, f_bias, f_ws, f_sem, cutlass.Int32(1),
+                            cutlass.Int32(0), fake_stream(), *f_vectors, options=options)
 
     if not config.splits:
         @cute.jit
@@ -368,17 +402,17 @@ def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], co
                      head: cutlass.Int32, stream):
         kernel(*views(a, b, d, a_scale, b_scale, bias), stream, (workspace, semaphore, num_splits, head))
 
-    f_ws = fake_vector(cutlass.Float32, cute.sym_int32(), align=16)
-    f_sem = fake_vector(cutlass.Int32, cute.sym_int32())
     return cute.compile(launch_split, fa, fb, fd, f_sa, f_sb, f_bias, f_ws, f_sem, cutlass.Int32(1),
                         cutlass.Int32(0), fake_stream(), options=options)
 
 
 def _compile_sm90(rank, out_dtype, gran, config: TileConfig, sm_count, sfa_tma: bool, a_dtype, b_dtype,
-                  raster=(1, True), weight_preload=0, split_cluster=1, has_bias=False, masked=False):
+                  raster=(1, True), weight_preload=0, split_cluster=1, has_bias=False, masked=False,
+                  rowwise_scales=False):
     key = ("sm_90a", rank, str(a_dtype), str(b_dtype), str(out_dtype), gran, config.key, sm_count)
     key += ("bias",) if has_bias else ()
     key += ("masked",) if masked else ()
+    key += ("rowwise_scales",) if rowwise_scales else ()
     key += ("sfa_tma",) if sfa_tma else ()
     key += ("l2_warmup", L2_WARMUP_KTILES) if L2_WARMUP_KTILES else ()
     key += ("weight_preload", weight_preload) if weight_preload else ()
@@ -388,7 +422,7 @@ def _compile_sm90(rank, out_dtype, gran, config: TileConfig, sm_count, sfa_tma: 
                           lambda: build_sm90(rank, out_dtype, gran, config, sm_count, sfa_tma=sfa_tma,
                                              a_dtype=a_dtype, b_dtype=b_dtype, raster=raster,
                                              weight_preload=weight_preload, split_cluster=split_cluster,
-                                             has_bias=has_bias, masked=masked))
+                                             has_bias=has_bias, masked=masked, rowwise_scales=rowwise_scales))
 
 
 def fp8_blockwise_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,
@@ -446,4 +480,57 @@ def fp8_blockwise_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Ten
         out = torch.empty(out_shape, dtype=out_dtype, device=device)
     launch_planned(fn, (a, b, out, a_scale, b_scale, bias), split, device, torch.float32)
     _validated[sig] = (fn, out_shape, split)
+    return out
+
+
+# ------------------------------------------------------------------------------ promoted per-token / per-channel FP8
+_unit_scales: dict = {}  # device index -> float32 [1, 1, 1] of 1.0, expanded (stride 0) into unit block scales
+_promoted_plans = PlanCache()
+
+
+def promoted_rowwise_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,
+                        bias: Optional[torch.Tensor], out_dtype: torch.dtype,
+                        out: Optional[torch.Tensor]) -> torch.Tensor:
+    """``fp8_scaled_mm(..., use_fast_accum=False)`` (arguments as there, already checked by its ``_validate``; b is
+    the [(L,) K, N] column-major view): this op's kernel with 128 x 128 block scales of 1.0 (stride-0 views of one
+    float, so the mainloop's promotion - each 128-deep WGMMA partial sum added into an fp32 accumulator - runs as
+    for real block scales) and the per-token / per-channel scales multiplied in the epilogue. K a multiple of 128."""
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    sig = (a.shape, b.shape, a.dtype, b.dtype, a_scale.shape, b_scale.shape, None if bias is None else bias.dtype,
+           out_dtype)
+    plan = _promoted_plans.get(sig)
+    if plan is None:
+        if k % 128:
+            raise ValueError(f"K = {k} must be a multiple of 128 with use_fast_accum=False (the promotion interval)")
+        device = a.device
+        batch = a.shape[0] if a.dim() == 3 else 1
+        sms = _arch.sm_count(device.index)
+        # Priced as for a staged a_scale: what makes the wide large-M tiles slow with consumer-loaded per-token
+        # scales (one load per row and K-tile) is absent from unit 128-row blocks (one per tile). Measured (H100,
+        # session 38, one A/B): 4096 x 14336 x 4096 496 -> 423 µs (128x128 -> 128x160); where both pricings pick the
+        # same tile the two ran within 5%.
+        cfg = select_config(m, n, k, batch, sms, a_scale_staged=True)
+        cfg, split, split_cluster = resolve_launch(cfg, m, n, k, batch, sms)
+        preload = weight_preload_ktiles("fp8", m) if WEIGHT_PRELOAD_KTILES is None else WEIGHT_PRELOAD_KTILES
+        fn = _compile_sm90(a.dim(), out_dtype, (128, 128, 128), cfg, sms, False, a.dtype, b.dtype,
+                           raster_for(cfg, m, n, k, batch, sms), preload, split_cluster, bias is not None,
+                           rowwise_scales=True)
+        plan = (fn, split)
+        _promoted_plans[sig] = plan
+    fn, split = plan
+    if out is None:
+        out = torch.empty((*a.shape[:-1], n), dtype=out_dtype, device=a.device)
+    if m == 0 or n == 0 or (a.dim() == 3 and a.shape[0] == 0):
+        return out
+    unit = _unit_scales.get(a.device.index)
+    if unit is None:
+        unit = _unit_scales[a.device.index] = torch.ones(1, 1, 1, dtype=torch.float32, device=a.device)
+    lead = a.shape[:-2]
+    ua = unit.expand(*lead, -(-m // 128), k // 128) if lead else unit[0].expand(-(-m // 128), k // 128)
+    ub = unit.expand(*lead, -(-n // 128), k // 128) if lead else unit[0].expand(-(-n // 128), k // 128)
+    token = a_scale if a_scale.shape[0] == m else a_scale.expand(m).contiguous()  # a per-tensor scale as a vector
+    channel = b_scale if b_scale.shape[0] == n else b_scale.expand(n).contiguous()
+    launch_planned(fn, (a, b.transpose(-1, -2), out, ua, ub, bias), split, a.device, torch.float32,
+                   trailing=(token, channel))
     return out

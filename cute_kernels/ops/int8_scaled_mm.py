@@ -278,7 +278,8 @@ def int8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_sc
 def fp8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,
                   bias: Optional[torch.Tensor] = None, out_dtype: torch.dtype = torch.bfloat16,
                   out: Optional[torch.Tensor] = None, config: Optional[TileConfig] = None,
-                  sm_count: Optional[int] = None, c: Optional[torch.Tensor] = None) -> torch.Tensor:
+                  sm_count: Optional[int] = None, c: Optional[torch.Tensor] = None,
+                  use_fast_accum: bool = True) -> torch.Tensor:
     """FP8 GEMM with per-token / per-channel (or per-tensor) scales and a bias, vLLM's ``cutlass_scaled_mm`` on FP8:
 
         out[..., i, j] = cast( float(sum_k a[..., i, k] * b[..., k, j]) * a_scale[i] * b_scale[j] + bias[j] + c )
@@ -287,14 +288,54 @@ def fp8_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_sca
     row-major [N, K] weight); a_scale float32 [M] or [1]; b_scale float32 [N] or [1]; bias [N] in ``out_dtype`` (fp16 /
     bf16 / fp32); c as in ``int8_scaled_mm``. K a multiple of 16, N of 8. SM90 only. The K sum runs in the WGMMA
     accumulator without promotion (the module docstring says what that means for precision; for per-block scales and
-    promoted sums use ``fp8_blockwise_scaled_mm``). Backward: d bias only.
+    promoted sums use ``fp8_blockwise_scaled_mm``). ``use_fast_accum=False`` (torch._scaled_mm's flag; the default
+    here is the fast path, as in vLLM): promoted sums instead - every 128-deep WGMMA partial sum added into an fp32
+    accumulator, ``fp8_blockwise_scaled_mm``'s kernel with unit block scales and these scales in its epilogue
+    (``promoted_rowwise_mm``); K a multiple of 128, without ``config`` / ``sm_count`` / ``c``, bf16 / fp16 out.
+    Backward: d bias only.
     """
     if needs_grad(a_scale, b_scale, bias, c):
         refuse_out("fp8_scaled_mm", out)
         return record("fp8_scaled_mm", lambda: fp8_scaled_mm(a, b, a_scale, b_scale, bias, out_dtype, config=config,
-                                                             sm_count=sm_count, c=c),
+                                                             sm_count=sm_count, c=c, use_fast_accum=use_fast_accum),
                       ("a_scale", "b_scale", "bias", "c"), (a_scale, b_scale, bias, c), {"bias": bias_grad})
+    if not use_fast_accum:
+        return _promoted_fp8(a, b, a_scale, b_scale, bias, out_dtype, out, config, sm_count, c)
     return _scaled_mm(True, a, b, a_scale, b_scale, bias, out_dtype, out, config, None, sm_count, c, None, None)
+
+
+_promoted_checked: set = set()  # call signatures fp8_scaled_mm(use_fast_accum=False) has validated once
+
+
+def _promoted_fp8(a, b, a_scale, b_scale, bias, out_dtype, out, config, sm_count, c):
+    """fp8_scaled_mm's promoted path: the checks once per signature (later calls rely on the compiled function's own,
+    as ``_scaled_mm`` does), then ``fp8_blockwise_scaled_mm.promoted_rowwise_mm``."""
+    from .fp8_blockwise_scaled_mm import promoted_rowwise_mm
+
+    for name, value in (("config", config), ("sm_count", sm_count), ("c", c)):
+        if value is not None:
+            raise ValueError(f"{name} is not supported with use_fast_accum=False (the promoted kernel picks its own "
+                             f"tiles and runs on every SM)")
+    sig = (a.shape, b.shape, a.dtype, b.dtype, a_scale.shape, b_scale.shape, None if bias is None else bias.dtype,
+           out_dtype)
+    if sig in _promoted_checked:
+        try:
+            return promoted_rowwise_mm(a, b, a_scale, b_scale, bias, out_dtype, out)
+        except Exception:  # noqa: BLE001 - fall through to the checks, which name the argument at fault
+            pass
+    a, b = checks.check_tensor("a", a), checks.check_tensor("b", b)
+    a_scale, b_scale = checks.check_tensor("a_scale", a_scale), checks.check_tensor("b_scale", b_scale)
+    if out_dtype not in (torch.float16, torch.bfloat16):
+        raise TypeError(f"out_dtype must be torch.float16 or torch.bfloat16 with use_fast_accum=False; got {out_dtype}")
+    device, m, n, k, _ = _validate(a, b, a_scale, b_scale, bias, out_dtype, out, fp8=True)
+    if k % 128:
+        raise ValueError(f"K = {k} must be a multiple of 128 with use_fast_accum=False (the promotion interval)")
+    dev_arch = _arch.current_arch(device)
+    if dev_arch != "sm_90a":
+        raise _arch.unsupported(dev_arch, "fp8_scaled_mm (SM90 only)")
+    out = promoted_rowwise_mm(a, b, a_scale, b_scale, bias, out_dtype, out)
+    _promoted_checked.add(sig)
+    return out
 
 
 def _scaled_mm(fp8: bool, a, b, a_scale, b_scale, bias, out_dtype, out, config, arch, sm_count, c, azp_adj, azp):
