@@ -60,7 +60,7 @@ def fp8_blockwise_grouped_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Te
     sig = (a.shape, b.shape, a.dtype, b.dtype, a_scale.shape, a_scale.stride(), b_scale.shape, out_dtype,
            scale_granularity, expected_m, config)
     plan = _validated.get(sig)
-    if plan is not None and not any(t.requires_grad for t in (a_scale, b_scale)):
+    if plan is not None and not any(t.requires_grad for t in (a, b, a_scale, b_scale)):
         fn, out_shape = plan
         if out is None:
             out = torch.empty(out_shape, dtype=out_dtype, device=a.device)

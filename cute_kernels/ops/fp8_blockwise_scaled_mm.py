@@ -484,7 +484,7 @@ def fp8_blockwise_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Ten
 
 
 # ------------------------------------------------------------------------------ promoted per-token / per-channel FP8
-_unit_scales: dict = {}  # device index -> float32 [1, 1, 1] of 1.0, expanded (stride 0) into unit block scales
+_unit_scales: dict = {}  # device index -> a 0-d float32 1.0, expanded (stride 0) into unit block scales
 _promoted_plans = PlanCache()
 
 
@@ -497,12 +497,16 @@ def promoted_rowwise_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor,
     for real block scales) and the per-token / per-channel scales multiplied in the epilogue. K a multiple of 128."""
     m, k = a.shape[-2:]
     n = b.shape[-1]
+    if k % 128:
+        raise ValueError(f"K = {k} must be a multiple of 128 with use_fast_accum=False (the promotion interval)")
+    if out is None:
+        out = torch.empty((*a.shape[:-1], n), dtype=out_dtype, device=a.device)
+    if m == 0 or n == 0 or (a.dim() == 3 and a.shape[0] == 0):
+        return out
     sig = (a.shape, b.shape, a.dtype, b.dtype, a_scale.shape, b_scale.shape, None if bias is None else bias.dtype,
            out_dtype)
     plan = _promoted_plans.get(sig)
     if plan is None:
-        if k % 128:
-            raise ValueError(f"K = {k} must be a multiple of 128 with use_fast_accum=False (the promotion interval)")
         device = a.device
         batch = a.shape[0] if a.dim() == 3 else 1
         sms = _arch.sm_count(device.index)
@@ -519,16 +523,11 @@ def promoted_rowwise_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor,
         plan = (fn, split)
         _promoted_plans[sig] = plan
     fn, split = plan
-    if out is None:
-        out = torch.empty((*a.shape[:-1], n), dtype=out_dtype, device=a.device)
-    if m == 0 or n == 0 or (a.dim() == 3 and a.shape[0] == 0):
-        return out
     unit = _unit_scales.get(a.device.index)
     if unit is None:
-        unit = _unit_scales[a.device.index] = torch.ones(1, 1, 1, dtype=torch.float32, device=a.device)
+        unit = _unit_scales[a.device.index] = torch.ones((), dtype=torch.float32, device=a.device)
     lead = a.shape[:-2]
-    ua = unit.expand(*lead, -(-m // 128), k // 128) if lead else unit[0].expand(-(-m // 128), k // 128)
-    ub = unit.expand(*lead, -(-n // 128), k // 128) if lead else unit[0].expand(-(-n // 128), k // 128)
+    ua, ub = (unit.expand(*lead, -(-rows // 128), k // 128) for rows in (m, n))
     token = a_scale if a_scale.shape[0] == m else a_scale.expand(m).contiguous()  # a per-tensor scale as a vector
     channel = b_scale if b_scale.shape[0] == n else b_scale.expand(n).contiguous()
     launch_planned(fn, (a, b.transpose(-1, -2), out, ua, ub, bias), split, a.device, torch.float32,

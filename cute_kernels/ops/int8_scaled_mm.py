@@ -309,7 +309,8 @@ _promoted_checked: set = set()  # call signatures fp8_scaled_mm(use_fast_accum=F
 
 def _promoted_fp8(a, b, a_scale, b_scale, bias, out_dtype, out, config, sm_count, c):
     """fp8_scaled_mm's promoted path: the checks once per signature (later calls rely on the compiled function's own,
-    as ``_scaled_mm`` does), then ``fp8_blockwise_scaled_mm.promoted_rowwise_mm``."""
+    as ``_scaled_mm`` does), then ``fp8_blockwise_scaled_mm.promoted_rowwise_mm`` (which refuses K not a multiple of
+    128)."""
     from .fp8_blockwise_scaled_mm import promoted_rowwise_mm
 
     for name, value in (("config", config), ("sm_count", sm_count), ("c", c)):
@@ -327,9 +328,7 @@ def _promoted_fp8(a, b, a_scale, b_scale, bias, out_dtype, out, config, sm_count
     a_scale, b_scale = checks.check_tensor("a_scale", a_scale), checks.check_tensor("b_scale", b_scale)
     if out_dtype not in (torch.float16, torch.bfloat16):
         raise TypeError(f"out_dtype must be torch.float16 or torch.bfloat16 with use_fast_accum=False; got {out_dtype}")
-    device, m, n, k, _ = _validate(a, b, a_scale, b_scale, bias, out_dtype, out, fp8=True)
-    if k % 128:
-        raise ValueError(f"K = {k} must be a multiple of 128 with use_fast_accum=False (the promotion interval)")
+    device, *_ = _validate(a, b, a_scale, b_scale, bias, out_dtype, out, fp8=True)
     dev_arch = _arch.current_arch(device)
     if dev_arch != "sm_90a":
         raise _arch.unsupported(dev_arch, "fp8_scaled_mm (SM90 only)")

@@ -131,9 +131,8 @@ class Sm90GemmKernel:
             if (config.cluster_m, config.cluster_n) != (1, 1) or split_cluster > 1 or weight_preload:
                 raise ValueError(f"masked batches need a 1x1 cluster, no cluster split-K and no weight preload; got "
                                  f"{config.describe()}, split_cluster={split_cluster}, weight_preload={weight_preload}")
+            l2_warmup = 0  # it would warm the static schedule's first tile, not the work list's
         self.masked_dim = masked_dim
-        if masked_dim is not None:
-            l2_warmup = 0
         self.schedule = PersistentTileSchedule((config.cluster_m, config.cluster_n), *raster, k_ranks=split_cluster)
         self.use_pdl = use_pdl
         self.l2_warmup = l2_warmup if use_pdl else 0
@@ -514,10 +513,47 @@ class Sm90GemmKernel:
         while work < work_end:
             pos, s_idx, n_slices = self.work_unit(split, work)
             tile = self.tile_of(sched_args, pos, epi_tensors)  # the output tile
-            args = (tiled_mma, ab_pipe, tCrA, tCrB, acc, tile, pos, s_idx, n_slices, k_tiles, extents, gD, cD, sD,
-                    tensors, tma_d, tiled_r2s, tRS_sD, tRS_rAcc, tRS_rFrag, tRS_rOut, frag_size, store_pipe, warp_idx,
-                    mma_tidx, cta_rank, split, split_flag, timeline, reduce)
-            read, release, reduced = self.consume_tile(args, read, release, reduced, tiles_done)
+            k_begin, k_count = self.slice_range(s_idx, n_slices, k_tiles)
+            shift = self.tile_shifts(tile, extents)
+            origin = (tile[0] * self.tile_mnk[0] + shift[0], tile[1] * self.tile_mnk[1] + shift[1])
+            # Coordinates of this thread's accumulator registers. thr_mma is a warpgroup-wide slice (right for the
+            # smem operand descriptors, but its C partition is thread 0's); the per-thread slice gives the real
+            # coordinates. Element j of the retiled accumulator is register tRS_rAcc.layout(j) (a static index).
+            tCcD = tiled_mma.get_slice(mma_tidx).partition_C(cute.domain_offset(shift, cD[(None, None, *tile)]))
+            read, release = self.mainloop(tiled_mma, ab_pipe, tCrA, tCrB, acc, read, release, k_begin, k_count,
+                                          tile, origin, tCcD, tensors)
+            if mma_tidx == 0:
+                self.stamp(timeline, TL_MAINLOOP_END)
+            # The scheduler rounds the tile grid up to whole clusters: a tile past the output's last row or column
+            # tile (M = 5 with a 2x1 cluster has one) computes what nobody reads - zeros, or with a clamped origin
+            # the last tile's values again - and stores nothing. Split-K: it skips the fix-up too (nobody reads its
+            # partials; when the scratch was sized by the real tiles, writing its stripes overran the workspace into
+            # whatever the caching allocator had placed behind it - the scratch now has room for every split
+            # position's CTAs, see ops.split_k.plan_split_k).
+            tiles_m, tiles_n = cute.size(gD, mode=[2]), cute.size(gD, mode=[3])
+            if tile[0] < tiles_m:
+                if tile[1] < tiles_n:
+                    if cutlass.const_expr(self.split_cluster > 1):
+                        if self.cluster_reduce(acc, reduce, reduced, mma_tidx):
+                            self.epilogue_tile(acc, tile, shift, gD, sD, tCcD, tensors, tma_d, tiled_r2s, tRS_sD,
+                                               tRS_rAcc, tRS_rFrag, tRS_rOut, frag_size, store_pipe, tiles_done,
+                                               warp_idx)
+                        reduced += 1
+                    elif cutlass.const_expr(split is None):
+                        self.epilogue_tile(acc, tile, shift, gD, sD, tCcD, tensors, tma_d, tiled_r2s, tRS_sD,
+                                           tRS_rAcc, tRS_rFrag, tRS_rOut, frag_size, store_pipe, tiles_done, warp_idx)
+                    else:
+                        run_epilogue = cutlass.Boolean(True)
+                        if n_slices > 1:
+                            # The tile's scratch: its place among the split (tail) positions, then its CTA's rank in
+                            # the cluster (every CTA of a cluster takes the same K slice of its own tile).
+                            split_tile = (pos - split[2][1]) * math.prod(self.cluster_shape_mn) + cta_rank
+                            run_epilogue = self.split_k_fixup(acc, split, s_idx, n_slices, split_tile, mma_tidx,
+                                                              split_flag)
+                        if run_epilogue:
+                            self.epilogue_tile(acc, tile, shift, gD, sD, tCcD, tensors, tma_d, tiled_r2s, tRS_sD,
+                                               tRS_rAcc, tRS_rFrag, tRS_rOut, frag_size, store_pipe, tiles_done,
+                                               warp_idx)
             work += work_stride
             tiles_done += 1
         if cutlass.const_expr(self.split_cluster > 1):
@@ -526,56 +562,6 @@ class Sm90GemmKernel:
         if mma_tidx == 0:
             self.stamp(timeline, TL_CONSUMER_END)
             self.stamp(timeline, TL_UNITS, tiles_done)
-
-    @cute.jit
-    def consume_tile(self, args, read, release, reduced, tiles_done):
-        """The consumers' work on one work unit: the mainloop into ``acc``, then (split-K fix-up or cluster reduce
-        permitting) the epilogue. Returns the pipeline states and the cluster split-K hand-over count it moved."""
-        (tiled_mma, ab_pipe, tCrA, tCrB, acc, tile, pos, s_idx, n_slices, k_tiles, extents, gD, cD, sD, tensors,
-         tma_d, tiled_r2s, tRS_sD, tRS_rAcc, tRS_rFrag, tRS_rOut, frag_size, store_pipe, warp_idx, mma_tidx, cta_rank,
-         split, split_flag, timeline, reduce) = args
-        k_begin, k_count = self.slice_range(s_idx, n_slices, k_tiles)
-        shift = self.tile_shifts(tile, extents)
-        origin = (tile[0] * self.tile_mnk[0] + shift[0], tile[1] * self.tile_mnk[1] + shift[1])
-        # Coordinates of this thread's accumulator registers. thr_mma is a warpgroup-wide slice (right for the
-        # smem operand descriptors, but its C partition is thread 0's); the per-thread slice gives the real
-        # coordinates. Element j of the retiled accumulator is register tRS_rAcc.layout(j) (a static index).
-        tCcD = tiled_mma.get_slice(mma_tidx).partition_C(cute.domain_offset(shift, cD[(None, None, *tile)]))
-        read, release = self.mainloop(tiled_mma, ab_pipe, tCrA, tCrB, acc, read, release, k_begin, k_count,
-                                      tile, origin, tCcD, tensors)
-        if mma_tidx == 0:
-            self.stamp(timeline, TL_MAINLOOP_END)
-        # The scheduler rounds the tile grid up to whole clusters: a tile past the output's last row or column
-        # tile (M = 5 with a 2x1 cluster has one) computes what nobody reads - zeros, or with a clamped origin
-        # the last tile's values again - and stores nothing. Split-K: it skips the fix-up too (nobody reads its
-        # partials; when the scratch was sized by the real tiles, writing its stripes overran the workspace into
-        # whatever the caching allocator had placed behind it - the scratch now has room for every split
-        # position's CTAs, see ops.split_k.plan_split_k).
-        tiles_m, tiles_n = cute.size(gD, mode=[2]), cute.size(gD, mode=[3])
-        if tile[0] < tiles_m:
-            if tile[1] < tiles_n:
-                if cutlass.const_expr(self.split_cluster > 1):
-                    if self.cluster_reduce(acc, reduce, reduced, mma_tidx):
-                        self.epilogue_tile(acc, tile, shift, gD, sD, tCcD, tensors, tma_d, tiled_r2s, tRS_sD,
-                                           tRS_rAcc, tRS_rFrag, tRS_rOut, frag_size, store_pipe, tiles_done,
-                                           warp_idx)
-                    reduced += 1
-                elif cutlass.const_expr(split is None):
-                    self.epilogue_tile(acc, tile, shift, gD, sD, tCcD, tensors, tma_d, tiled_r2s, tRS_sD,
-                                       tRS_rAcc, tRS_rFrag, tRS_rOut, frag_size, store_pipe, tiles_done, warp_idx)
-                else:
-                    run_epilogue = cutlass.Boolean(True)
-                    if n_slices > 1:
-                        # The tile's scratch: its place among the split (tail) positions, then its CTA's rank in
-                        # the cluster (every CTA of a cluster takes the same K slice of its own tile).
-                        split_tile = (pos - split[2][1]) * math.prod(self.cluster_shape_mn) + cta_rank
-                        run_epilogue = self.split_k_fixup(acc, split, s_idx, n_slices, split_tile, mma_tidx,
-                                                          split_flag)
-                    if run_epilogue:
-                        self.epilogue_tile(acc, tile, shift, gD, sD, tCcD, tensors, tma_d, tiled_r2s, tRS_sD,
-                                           tRS_rAcc, tRS_rFrag, tRS_rOut, frag_size, store_pipe, tiles_done,
-                                           warp_idx)
-        return read, release, reduced
 
     # ------------------------------------------------------------------ the work list
     @cute.jit
