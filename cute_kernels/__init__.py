@@ -7,7 +7,7 @@ wrapped as ``nn.Module`` layers holding quantized weights (``cute_kernels.nn``).
 """
 
 from .configs import TileConfig
-from .ops.fp8_blockwise_grouped_mm import fp8_blockwise_grouped_mm
+from .ops.fp8_blockwise_grouped_mm import fp8_blockwise_grouped_mm, fp8_blockwise_grouped_mm_contiguous
 from .ops.fp8_blockwise_scaled_mm import fp8_blockwise_scaled_mm
 from .ops.int8_scaled_mm import fp8_scaled_mm, int8_scaled_mm
 from .quantize import per_token_group_quant_fp8, per_token_quant_fp8, per_token_quant_int8, per_token_quant_int8_azp
@@ -27,6 +27,7 @@ __all__ = [
     "clear_weight_caches",
     "dequantize_weights",
     "fp8_blockwise_grouped_mm",
+    "fp8_blockwise_grouped_mm_contiguous",
     "fp8_blockwise_scaled_mm",
     "fp8_scaled_mm",
     "int8_scaled_mm",

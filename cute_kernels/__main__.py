@@ -206,7 +206,7 @@ def _describe_schedule(cfg, m: int, n: int, k: int) -> str:
         return f"split-K, {split[0]} K slices per output tile, plain M-fastest tile order"
     swizzle, along_m = raster_for(cfg, m, n, k)
     if swizzle == 1:
-        text = "plain M-fastest tile order"
+        text = "plain M-fastest tile order" if along_m else "plain N-fastest tile order (A exceeds L2, B does not)"
     else:
         text = (f"swizzled: {swizzle} {'N' if along_m else 'M'} clusters at a time, rastering along "
                 f"{'M' if along_m else 'N'} (fewer operand panels per wave)")

@@ -185,20 +185,30 @@ def size_swapped_tile(cfg: TileConfig, m: int, n: int, k: int, batch: int, sm_co
 RASTER_SWIZZLE = (4, 2)  # tried in this order; the first that divides the swizzled cluster count is used
 RASTER_MIN_WAVES = 4  # smaller problems keep the plain order
 RASTER_MIN_BYTES = 32 << 20  # per batch: the operand the raster walks (A for 1x2 clusters, B for 2x1), 1-byte elements
+# Below RASTER_MIN_BYTES the plain order of 2x1 clusters runs N fastest when A is the operand that exceeds it: M
+# fastest, every wave takes ~132 token tiles of one weight column, so each of the N / tile_n columns re-reads all of
+# A from DRAM (M = 30720, K = 7168: 4.6 GB a call). Session 39 (H100, benchmarks/experiments/fp8_raster_rule39.py,
+# FP8 blockwise 128x192 / 128x128 2x1; docs/fp8_blockwise.md): the five problems it changes (M = 8192-16384, A 34-117
+# MB, B 8-29 MB) ran 0.71-0.91x the old time; three it leaves alone 1.00-1.03x. False restores the old rule.
+RASTER_ALONG_N_FOR_LARGE_A = True
 
 
 def raster_for(cfg: TileConfig, m: int, n: int, k: int, batch: int = 1, sm_count: int = 132) -> tuple[int, bool]:
     """(swizzle, raster_along_m) of the persistent schedule for the kernel's (M, N, K) problem with config ``cfg``:
     swizzle S > 1 over the clusters of the dimension a 2-CTA cluster spans (N for 1x2, M for 2x1), rastering along
-    the other, on unsplit multi-wave problems whose walked operand exceeds L2; (1, True) - the plain M-fastest order -
-    otherwise."""
+    the other, on unsplit multi-wave problems whose walked operand exceeds L2; otherwise the plain order, M fastest -
+    or, for 2x1 clusters whose A exceeds L2 while B does not, N fastest (``RASTER_ALONG_N_FOR_LARGE_A``)."""
     # (The decode-size rows, split-K or swapped, are not 2-CTA clusters.)
     if cfg.swap_ab or cfg.cluster_m * cfg.cluster_n != 2:
         return 1, True
     tiles_m, tiles_n = -(-m // cfg.tile_m), -(-n // cfg.tile_n)
     along_m = cfg.cluster_n == 2  # 1x2 clusters: swizzle N clusters, raster along M; 2x1: the reverse
-    if tiles_m * tiles_n * batch < RASTER_MIN_WAVES * sm_count or (m if along_m else n) * k < RASTER_MIN_BYTES:
+    if tiles_m * tiles_n * batch < RASTER_MIN_WAVES * sm_count:
         return 1, True
+    if (m if along_m else n) * k < RASTER_MIN_BYTES:
+        # The walked operand fits L2; the other one is re-read per wave column (RASTER_ALONG_N_FOR_LARGE_A)
+        along_n = RASTER_ALONG_N_FOR_LARGE_A and not along_m and m * k >= RASTER_MIN_BYTES
+        return 1, not along_n
     clusters = -(-tiles_n // 2) if along_m else -(-tiles_m // 2)
     swizzle = next((sz for sz in RASTER_SWIZZLE if clusters % sz == 0), 1)
     return swizzle, along_m

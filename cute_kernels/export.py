@@ -144,6 +144,23 @@ def _build_fp8_grouped(spec: ExportSpec, extra_options: str):
                 "groups": spec.groups, "m_max": spec.m, "sfa_tma": sfa_tma}
 
 
+def _build_fp8_contiguous(spec: ExportSpec, extra_options: str):
+    """fp8_blockwise_grouped_mm_contiguous: the blockwise kernel's row groups over M = m padded rows of ``groups``
+    experts (the config the op picks for M tokens)."""
+    from .ops.fp8_blockwise_grouped_mm import CONTIGUOUS_RASTER, contiguous_config
+    from .ops.fp8_blockwise_scaled_mm import build_sm90, check_granularity, select_config
+
+    if spec.arch != "sm_90a":
+        raise ValueError(f"fp8_blockwise_grouped_mm_contiguous: only sm_90a has a kernel; got {spec.arch}")
+    gran = check_granularity(tuple(spec.granularity))
+    cfg = contiguous_config(spec.config or select_config(spec.m, spec.n, spec.k, 1))
+    sfa_tma = gran[0] == 1  # the op's pick for a TMA-aligned a_scale
+    fn = build_sm90(2, _dtype(spec.out_dtype, "out_dtype"), gran, cfg, 132, extra_options, sfa_tma=sfa_tma,
+                    raster=CONTIGUOUS_RASTER, row_groups=True)
+    return fn, {"config": cfg.describe(), "granularity": list(gran), "out_dtype": spec.out_dtype, "m": spec.m,
+                "sfa_tma": sfa_tma, "raster": list(CONTIGUOUS_RASTER)}
+
+
 def _build_weight_only(fmt_key: str, bits: int, scaled: bool):
     def build(spec: ExportSpec, extra_options: str):
         from .weight_only.compile import compile_with_cubin
@@ -213,6 +230,8 @@ _REGISTRY: dict[str, tuple[Callable, str]] = {
     "fp8_blockwise_scaled_mm": (_build_fp8, "FP8 GEMM with 1x128 / 128x128 block scales (sm_90a)"),
     "fp8_blockwise_grouped_mm": (_build_fp8_grouped, "MoE experts' FP8 blockwise GEMM, masked layout (--groups "
                                                      "experts of up to --m tokens; sm_90a)"),
+    "fp8_blockwise_grouped_mm_contiguous": (_build_fp8_contiguous, "MoE experts' FP8 blockwise GEMM, contiguous "
+                                                                   "layout (--m padded rows of every expert; sm_90a)"),
     "quantized_mm": (_build_quantized_mm, "1/2/4/8-bit weight-only GEMM (--bits; decode, tensor-core or, on sm_90a "
                                           "for 1/2/4-bit, WGMMA kernel by --m)"),
     "awq_gemm": (_build_weight_only("awq", 4, True), "AWQ int4 GEMM with group scales and zero points"),

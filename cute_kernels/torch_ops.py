@@ -14,6 +14,8 @@ Registered (the plain functions' arguments, without their tuning knobs ``out=``,
                                       bias=None)
 ``fp8_blockwise_grouped_mm``          (a, b, a_scale, b_scale, masked_m, out_dtype=bfloat16, scale_granularity=None,
                                       expected_m=None) -> [G, M_max, N]: MoE experts, masked layout
+``fp8_blockwise_grouped_mm_contiguous``  (a, b, a_scale, b_scale, m_indices, out_dtype=bfloat16,
+                                      scale_granularity=None) -> [M, N]: MoE experts, contiguous layout
 ``quantized_mm``                      (x, w_packed, scale: float, bits, group_scales=None, out_dtype=None, bias=None)
 ``awq_gemm`` / ``awq_linear``         (x, qweight, scales, qzeros[, bias]) -> [M, OC] / [..., OC]
 ``awq_dequantize``                    (qweight, scales, qzeros) -> [IC, OC]
@@ -126,6 +128,21 @@ def _fp8_blockwise_grouped_mm_fake(a, b, a_scale, b_scale, masked_m, out_dtype=t
                                    scale_granularity=None, expected_m=None):
     checks.check_ndim("a", a, (3,))
     return _fp8_blockwise_scaled_mm_fake(a, b, a_scale, b_scale, out_dtype)
+
+
+def _fp8_blockwise_grouped_mm_contiguous(a, b, a_scale, b_scale, m_indices, out_dtype=torch.bfloat16,
+                                         scale_granularity=None):
+    from .ops.fp8_blockwise_grouped_mm import fp8_blockwise_grouped_mm_contiguous
+
+    gran = (1, 128, 128) if scale_granularity is None else tuple(scale_granularity)
+    return fp8_blockwise_grouped_mm_contiguous(a, b, a_scale, b_scale, m_indices, out_dtype, gran)
+
+
+def _fp8_blockwise_grouped_mm_contiguous_fake(a, b, a_scale, b_scale, m_indices, out_dtype=torch.bfloat16,
+                                              scale_granularity=None):
+    checks.check_ndim("a", a, (2,))
+    checks.check_ndim("b", b, (3,))
+    return _fp8_blockwise_scaled_mm_fake(a, b[0], a_scale, b_scale, out_dtype)
 
 
 # ---------------------------------------------------------------------------------------------- weight-only / AWQ
@@ -257,6 +274,10 @@ SCHEMAS = {
                                  "Tensor masked_m, ScalarType out_dtype=bfloat16, int[]? scale_granularity=None, "
                                  "int? expected_m=None) -> Tensor", _fp8_blockwise_grouped_mm,
                                  _fp8_blockwise_grouped_mm_fake),
+    "fp8_blockwise_grouped_mm_contiguous": (
+        "fp8_blockwise_grouped_mm_contiguous(Tensor a, Tensor b, Tensor a_scale, Tensor b_scale, Tensor m_indices, "
+        "ScalarType out_dtype=bfloat16, int[]? scale_granularity=None) -> Tensor",
+        _fp8_blockwise_grouped_mm_contiguous, _fp8_blockwise_grouped_mm_contiguous_fake),
     "quantized_mm": ("quantized_mm(Tensor x, Tensor w_packed, float scale, int bits, Tensor? group_scales=None, "
                      "ScalarType? out_dtype=None, Tensor? bias=None) -> Tensor", _quantized_mm, _quantized_mm_fake),
     "awq_gemm": ("awq_gemm(Tensor x, Tensor qweight, Tensor scales, Tensor qzeros, Tensor? bias=None) -> Tensor",

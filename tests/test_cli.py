@@ -140,6 +140,7 @@ def test_export_dequantize_weights(tmp_path):
     (("fp8_scaled_mm", "--m", "16"), "QGMMA.64x16x32.F32.E4M3.E4M3", "bias", True),
     (("fp8_blockwise_grouped_mm", "--m", "256", "--groups", "8"), "QGMMA.64x", "groups", 8),
     (("fp8_blockwise_grouped_mm", "--m", "16", "--n", "7168", "--k", "2048"), "QGMMA.64x16x32", "m_max", 16),
+    (("fp8_blockwise_grouped_mm_contiguous", "--m", "8192"), "QGMMA.64x", "raster", [1, False]),
 ])
 def test_export_zero_point_and_fp8_bias_variants(tmp_path, args, mma, key, value):
     _cli("export", *args, "--out", str(tmp_path))

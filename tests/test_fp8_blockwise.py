@@ -352,3 +352,51 @@ def test_masked_grouped_config_rules():
         fp8_blockwise_grouped_mm(a[0], b[0], a_s[0], b_s[0], masked)
     with pytest.raises(ValueError, match="CUDA"):
         fp8_blockwise_grouped_mm(a, b, a_s, b_s, masked)
+
+
+# ------------------------------------------------------------------------------- contiguous grouped (MoE prefill)
+@pytest.mark.parametrize("cfg,gran,sfa_tma", [
+    (TileConfig(tile_m=128, tile_n=128, cluster_m=1, cluster_n=1), (1, 128, 128), True),
+    (TileConfig(tile_m=128, tile_n=192, cluster_m=1, cluster_n=1), (128, 128, 128), False),
+    (TileConfig(tile_m=64, tile_n=128, cluster_m=1, cluster_n=1), (1, 128, 128), False),  # k_pair
+])
+def test_contiguous_grouped_variants_compile_to_qgmma_without_spills(cfg, gran, sfa_tma):
+    from cute_kernels.sass import compile_with_artifacts, summarize_cubin
+
+    s = summarize_cubin(compile_with_artifacts(
+        lambda o: build_sm90(2, torch.bfloat16, gran, cfg, 132, extra_options=o, sfa_tma=sfa_tma,
+                             row_groups=True)).artifacts.CUBIN)
+    assert not s.spills and s.local_memory_ops == 0
+    assert s.instructions["QGMMA"] > 0
+
+
+def test_contiguous_grouped_config_rules_and_errors():
+    from cute_kernels import fp8_blockwise_grouped_mm_contiguous as contiguous
+    from cute_kernels.ops.fp8_blockwise_grouped_mm import contiguous_config
+
+    swapped = TileConfig(tile_m=64, tile_n=32, cluster_m=1, cluster_n=1, swap_ab=True, split_k=8)
+    cfg = contiguous_config(swapped)
+    assert not cfg.swap_ab and cfg.tile_m == 64 and (cfg.cluster_m, cfg.cluster_n, cfg.split_k) == (1, 1, 1)
+    cfg = contiguous_config(TileConfig(tile_m=128, tile_n=160, cluster_m=2, cluster_n=1, split_tail=4))
+    assert (cfg.tile_n, cfg.cluster_m, cfg.split_tail) == (160, 1, 1)
+    with pytest.raises(ValueError, match="row groups need clusters along N only"):
+        build_sm90(2, torch.bfloat16, (128, 128, 128), TileConfig(tile_m=128, tile_n=128, cluster_m=2, cluster_n=1),
+                   132, row_groups=True)
+    with pytest.raises(ValueError, match="row groups: a 2-d problem"):
+        build_sm90(2, torch.bfloat16, (1, 128, 128), swapped, 132, row_groups=True)
+    a, _, a_s, _ = _operands(256, 256, 256)
+    _, b, _, b_s = _operands(64, 256, 256, batch=3)
+    ids = torch.zeros(256, dtype=torch.int32)
+    cases = [
+        ((a[:200], b, a_s[:200], b_s, ids[:200]), "multiple of 128 rows"),
+        ((a, b[0], a_s, b_s[0], ids), "^b must be 3-D"),
+        ((a, b, a_s, b_s[:2], ids), "^b_scale must be \\[G=3"),
+        ((a, b[:0], a_s, b_s[:0], ids), "at least one expert"),
+    ]
+    for args, match in cases:
+        with pytest.raises(ValueError, match=match):
+            contiguous(*args)
+    with pytest.raises(ValueError, match="CUDA"):  # everything else in order: the device is the last rule
+        contiguous(a, b, a_s, b_s, ids)
+    with pytest.raises(TypeError, match="^m_indices must have dtype"):
+        contiguous(a, b, a_s, b_s, ids.long())

@@ -239,6 +239,39 @@ def test_swizzled_schedule(m, n):
     _check(out, a, b, a_s, b_s, gran, torch.bfloat16)
 
 
+@pytest.mark.parametrize("raster", [(1, False), (1, True)])
+@pytest.mark.parametrize("m,n", [(2048, 2048), (2000, 2112)])
+def test_plain_schedule_either_order(m, n, raster):
+    """The plain 2x1-cluster schedule N fastest (configs.raster_for's order for an A larger than L2 and a B that
+    fits, RASTER_ALONG_N_FOR_LARGE_A) and M fastest, called directly on smaller problems; every element checked."""
+    from cute_kernels.ops.fp8_blockwise_scaled_mm import _compile_sm90
+
+    gran = (1, 128, 128)
+    cfg = TileConfig(tile_m=128, tile_n=192, cluster_m=2, cluster_n=1)
+    fn = _compile_sm90(2, torch.bfloat16, gran, cfg, 132, False, torch.float8_e4m3fn, torch.float8_e4m3fn,
+                       raster=raster)
+    a, b, a_s, b_s = _operands(m, n, 256, gran, seed=m + 1)
+    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    fn(a, b, out, a_s, b_s, None)
+    _check(out, a, b, a_s, b_s, gran, torch.bfloat16)
+
+
+def test_large_m_problem_takes_the_n_fastest_order():
+    """A problem whose A exceeds L2 (8192 x 4096 bytes) and whose B does not, through the op: the order it runs is
+    the new one, and every element is right."""
+    from cute_kernels.configs import raster_for
+    from cute_kernels.ops.fp8_blockwise_scaled_mm import select_config
+
+    m, n, k = 8192, 2048, 4096
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    cfg = select_config(m, n, k, 1, sms)
+    assert raster_for(cfg, m, n, k, 1, sms) == (1, False), cfg.describe()
+    a, b, a_s, b_s = _operands(m, n, k, GROUPWISE, seed=3)
+    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    fp8_blockwise_scaled_mm(a, b, a_s, b_s, out=out)
+    _check(out, a, b, a_s, b_s, GROUPWISE, torch.bfloat16)
+
+
 def _tma_able(a_s):
     """a_scale [M, KB] MN-major with its column stride rounded up to 4 floats: TMA-staged at any M."""
     m, kb = a_s.shape

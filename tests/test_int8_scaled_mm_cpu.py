@@ -304,8 +304,8 @@ def test_added_operand_errors():
 
 def test_raster_rule():
     """Large unsplit problems on 2-CTA clusters whose walked operand exceeds L2 get a swizzled schedule over the
-    clusters' dimension, by a swizzle that divides the cluster count; everything else keeps the plain M-fastest
-    order (configs.raster_for)."""
+    clusters' dimension, by a swizzle that divides the cluster count; 2x1 clusters whose A exceeds L2 and B does not
+    walk N fastest; everything else keeps the plain M-fastest order (configs.raster_for)."""
     from cute_kernels.configs import raster_for
 
     big = select_sm90_int8(8192, 8192, 8192)
@@ -319,7 +319,8 @@ def test_raster_rule():
     assert raster_for(big, 4096, 4096, 16384, batch=2) == (4, True)  # batches count toward the waves
     two_by_one = TileConfig(tile_m=128, tile_n=192, cluster_m=2, cluster_n=1)
     assert raster_for(two_by_one, 8192, 8192, 8192) == (4, False)  # 32 M clusters; B = 64 MB
-    assert raster_for(two_by_one, 8192, 2048, 8192) == (1, True)  # B = 16 MB
+    assert raster_for(two_by_one, 8192, 2048, 8192) == (1, False)  # B = 16 MB, A = 64 MB: N fastest
+    assert raster_for(two_by_one, 4096, 4096, 4096) == (1, True)  # both 16 MB
     assert raster_for(select_sm90_int8(1, 4096, 4096), 4096, 1, 4096) == (1, True)  # swapped / split rows
     one_cta = TileConfig(tile_m=128, tile_n=256, cluster_m=1, cluster_n=1)
     assert raster_for(one_cta, 8192, 8192, 8192) == (1, True)

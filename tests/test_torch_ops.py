@@ -53,6 +53,12 @@ def test_fake_shapes_and_dtypes():
     assert grouped.shape == (2, 4, 384) and grouped.dtype == torch.float16
     with pytest.raises(ValueError, match="^a must be 3-D"):
         ops.fp8_blockwise_grouped_mm(fa[0], fb[0], sfa[0], sfb[0], masked_m)
+    ca, cs = torch.empty(256, 256, dtype=torch.float8_e4m3fn, device=META), torch.empty(256, 2, device=META)
+    ids = torch.empty(256, dtype=torch.int32, device=META)
+    contiguous = ops.fp8_blockwise_grouped_mm_contiguous(ca, fb, cs, sfb, ids, torch.float16)
+    assert contiguous.shape == (256, 384) and contiguous.dtype == torch.float16
+    with pytest.raises(ValueError, match="^b must be 3-D"):
+        ops.fp8_blockwise_grouped_mm_contiguous(ca, fb[0], cs, sfb[0], ids)
 
     x = torch.empty(3, 512, dtype=torch.bfloat16, device=META)
     w = torch.empty(96, 512 * 2 // 8, dtype=torch.uint8, device=META)

@@ -1,6 +1,8 @@
-"""``fp8_blockwise_grouped_mm``: the FP8 GEMM of a mixture-of-experts layer, one problem per expert, in the masked
-layout of DeepGEMM's ``m_grouped_fp8_gemm_nt_masked`` (the decode-phase MoE layout: static shapes, so a CUDA graph
-captures it, and each expert's token count read on the device).
+"""The FP8 GEMM of a mixture-of-experts layer, one problem per expert, in DeepGEMM's two grouped layouts:
+``fp8_blockwise_grouped_mm`` the masked one of ``m_grouped_fp8_gemm_nt_masked`` (the decode-phase MoE layout: static
+shapes, so a CUDA graph captures it, and each expert's token count read on the device), and
+``fp8_blockwise_grouped_mm_contiguous`` the contiguous one of ``m_grouped_fp8_gemm_nt_contiguous`` (prefill: every
+expert's tokens one after the other, see its docstring).
 
     out[g, i, j] = fp8_blockwise_scaled_mm(a[g], b[g], a_scale[g], b_scale[g])[i, j]    for i < masked_m[g]
 
@@ -36,10 +38,39 @@ from .. import arch as _arch
 from .. import checks
 from ..configs import TileConfig, raster_for
 from ..plan_cache import PlanCache
-from .fp8_blockwise_scaled_mm import (USE_SFA_TMA, _compile_sm90, _validate, check_granularity, select_config,
-                                      sfa_tma_eligible)
+from .fp8_blockwise_scaled_mm import (_UNSWAPPED_SMALL_M, USE_SFA_TMA, _compile_sm90, _validate, check_granularity,
+                                      select_config, sfa_tma_eligible)
 
 _validated = PlanCache()
+
+
+def _planned_call(plans: PlanCache, sig: tuple, tensors: tuple, out_dtype, out):
+    """The output of the plan a call with signature ``sig`` made before - ``fn(a, b, out, a_scale, b_scale, None,
+    layout)`` with ``tensors`` = (a, b, a_scale, b_scale, layout), no checks - or None (no plan, a grad to refuse,
+    or a launch that failed: the caller's checks then name the argument at fault)."""
+    plan = plans.get(sig)
+    if plan is None or any(t.requires_grad for t in tensors[:4]):
+        return None
+    fn, out_shape = plan
+    if out is None:
+        out = torch.empty(out_shape, dtype=out_dtype, device=tensors[0].device)
+    try:
+        fn(*tensors[:2], out, *tensors[2:4], None, tensors[4])
+        return out
+    except Exception:  # noqa: BLE001 - see the docstring
+        return None
+
+
+def _checked(op: str, ranks: tuple, a, b, a_scale, b_scale, layout: tuple) -> tuple:
+    """(a, b, a_scale, b_scale, layout tensor) after the checks every grouped call starts with: tensors, their ranks
+    (``ranks`` of the first four), no grad (the ops have no backward). ``layout``: (name, tensor)."""
+    named = (("a", a), ("b", b), ("a_scale", a_scale), ("b_scale", b_scale))
+    tensors = [checks.check_tensor(name, t) for name, t in named]
+    for (name, _), t, rank in zip(named, tensors, ranks):
+        checks.check_ndim(name, t, (rank,))
+        if t.requires_grad:
+            raise ValueError(f"{name} requires grad: {op} has no backward")
+    return (*tensors, checks.check_tensor(*layout))
 
 
 def masked_config(cfg: TileConfig) -> TileConfig:
@@ -59,24 +90,12 @@ def fp8_blockwise_grouped_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Te
     """
     sig = (a.shape, b.shape, a.dtype, b.dtype, a_scale.shape, a_scale.stride(), b_scale.shape, out_dtype,
            scale_granularity, expected_m, config)
-    plan = _validated.get(sig)
-    if plan is not None and not any(t.requires_grad for t in (a, b, a_scale, b_scale)):
-        fn, out_shape = plan
-        if out is None:
-            out = torch.empty(out_shape, dtype=out_dtype, device=a.device)
-        try:
-            fn(a, b, out, a_scale, b_scale, None, masked_m)
-            return out
-        except Exception:  # noqa: BLE001 - fall through to the checks, which name the argument at fault
-            pass
+    done = _planned_call(_validated, sig, (a, b, a_scale, b_scale, masked_m), out_dtype, out)
+    if done is not None:
+        return done
     gran = check_granularity(scale_granularity)
-    a, b = checks.check_tensor("a", a), checks.check_tensor("b", b)
-    a_scale, b_scale = checks.check_tensor("a_scale", a_scale), checks.check_tensor("b_scale", b_scale)
-    masked_m = checks.check_tensor("masked_m", masked_m)
-    for name, t in (("a", a), ("b", b), ("a_scale", a_scale), ("b_scale", b_scale)):
-        checks.check_ndim(name, t, (3,))
-        if t.requires_grad:
-            raise ValueError(f"{name} requires grad: fp8_blockwise_grouped_mm has no backward")
+    a, b, a_scale, b_scale, masked_m = _checked("fp8_blockwise_grouped_mm", (3, 3, 3, 3), a, b, a_scale, b_scale,
+                                                ("masked_m", masked_m))
     device, m, n, k, out_shape = _validate(a, b, a_scale, b_scale, out_dtype, gran, out)
     g = a.shape[0]
     checks.check_dtype("masked_m", masked_m, (torch.int32,))
@@ -103,4 +122,103 @@ def fp8_blockwise_grouped_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Te
         out = torch.empty(out_shape, dtype=out_dtype, device=device)
     fn(a, b, out, a_scale, b_scale, None, masked_m)
     _validated[sig] = (fn, out_shape)
+    return out
+
+
+# The row alignment of each expert's run in the contiguous layout: DeepGEMM's (``get_mk_alignment_for_contiguous_
+# layout``), and a multiple of every tile height the kernel takes, so that no tile holds two experts' rows.
+CONTIGUOUS_ALIGN = 128
+_validated_contiguous = PlanCache()
+# The persistent schedule's order for row groups: N fastest (a wave takes every N tile of a few token tiles, so each
+# A panel is read from DRAM once and the expert's weight is re-read from L2). Session 39 (H100, DeepSeek-V3 gate/up
+# and down shapes, 4.9-32K rows; fp8_contiguous_raster39.py in the data archive's session39/moved/): 0.65-0.97x the
+# time of the M-fastest order, and ahead of every swizzled band (2-16 tiles, either way) on all eight problems.
+CONTIGUOUS_RASTER = (1, False)
+
+
+CONTIGUOUS_CLUSTER_N = 1
+
+
+def contiguous_config(cfg: TileConfig) -> TileConfig:
+    """``cfg`` as row groups can run it (``Sm90GemmKernel.row_groups``): unswapped - the 64-row unswapped tile
+    in place of a swapped small-M row - and unsplit; a cluster along M (the table's 2x1) becomes one of
+    ``CONTIGUOUS_CLUSTER_N`` CTAs along N, a cluster along N only is kept."""
+    if cfg.swap_ab:
+        cfg = _UNSWAPPED_SMALL_M
+    cluster_n = cfg.cluster_n if cfg.cluster_m == 1 else CONTIGUOUS_CLUSTER_N
+    return replace(masked_config(cfg), cluster_n=cluster_n)
+
+
+def fp8_blockwise_grouped_mm_contiguous(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor,
+                                        b_scale: torch.Tensor, m_indices: torch.Tensor,
+                                        out_dtype: torch.dtype = torch.bfloat16, scale_granularity=(1, 128, 128),
+                                        out: Optional[torch.Tensor] = None,
+                                        config: Optional[TileConfig] = None) -> torch.Tensor:
+    """Per-expert FP8 blockwise GEMMs over the experts' rows laid end to end (DeepGEMM's contiguous layout, the
+    prefill-phase MoE layout):
+
+        out[i, :] = a[i] @ b[m_indices[i]].T, with the blockwise scales,    for every row i with m_indices[i] >= 0
+
+    a         float8_e4m3fn / e5m2 [M, K], K contiguous: the tokens of expert 0, then of expert 1, ... each expert's
+              run padded to a multiple of 128 rows (``CONTIGUOUS_ALIGN``), so M is a multiple of 128.
+    b         float8_e4m3fn / e5m2 [G, N, K], K contiguous: the experts' weights.
+    a_scale   float32 [ceil(M/gM), K/128], b_scale float32 [G, ceil(N/128), K/128] (``fp8_blockwise_scaled_mm``'s
+              layouts; any strides).
+    m_indices int32 [M] on the same GPU: each row's expert, or -1 (any negative) for a padding row. Read by the
+              kernel, never by the host (no sync; a CUDA graph replays with new routing).
+    out       [M, N] bf16 / fp16. Padding rows are unspecified. A row whose expert differs from that of the first
+              row of its 128-row block (an expert run not starting on a boundary), or names no expert (>= G), comes
+              out NaN: a malformed ``m_indices`` cannot pass for a result, and checking it costs no host sync.
+    Granularity (gM, gN, gK) = (1, 128, 128) or (128, 128, 128), as ``fp8_blockwise_grouped_mm``.
+
+    The kernel is ``fp8_blockwise_scaled_mm``'s over the [M, N] output; each tile takes the weight (and b_scale) of
+    its first row's expert (``Sm90GemmKernel.row_groups``), and a tile whose first row is padding is not computed.
+    config: a :class:`~cute_kernels.configs.TileConfig` (tile_m 64 or 128) to override ``fp8_blockwise_scaled_mm``'s
+    choice for M tokens (made unswapped, unsplit and 1x1-clustered: ``contiguous_config``). No autograd.
+    """
+    sig = (a.shape, b.shape, a.dtype, b.dtype, a_scale.shape, a_scale.stride(), b_scale.shape, out_dtype,
+           scale_granularity, config)
+    done = _planned_call(_validated_contiguous, sig, (a, b, a_scale, b_scale, m_indices), out_dtype, out)
+    if done is not None:
+        return done
+    gran = check_granularity(scale_granularity)
+    a, b, a_scale, b_scale, m_indices = _checked("fp8_blockwise_grouped_mm_contiguous", (2, 3, 2, 3), a, b, a_scale,
+                                                 b_scale, ("m_indices", m_indices))
+    g = b.shape[0]
+    if g < 1:
+        raise ValueError("b must hold at least one expert's weight ([G, N, K] with G >= 1)")
+    if b_scale.shape[0] != g:
+        raise ValueError(f"b_scale must be [G={g}, ceil(N/128), K/128] (one block grid per expert of b); "
+                         f"got {tuple(b_scale.shape)}")
+    m = a.shape[0]
+    if m % CONTIGUOUS_ALIGN:
+        raise ValueError(f"a must have a multiple of {CONTIGUOUS_ALIGN} rows (each expert's run padded to "
+                         f"{CONTIGUOUS_ALIGN} rows, the contiguous layout's alignment); got M = {m}")
+    checks.check_dtype("m_indices", m_indices, (torch.int32,))
+    checks.check_shape("m_indices", m_indices, (m,), "[M] (one expert id per row of a, -1 for padding)")
+    if m_indices.stride(0) != 1 and m > 1:
+        raise ValueError(f"m_indices must be contiguous; got stride {m_indices.stride(0)}")
+    # Expert 0's problem checks every rule of a 2-d call (dtypes, K, N, scale shapes, out, alignment, device); b /
+    # b_scale as a whole add their expert stride.
+    device, m, n, k, out_shape = _validate(a, b[0], a_scale, b_scale[0], out_dtype, gran, out)
+    checks.check_inner_contiguous("b", b)
+    checks.check_aligned("b", b)
+    if m_indices.device != device:
+        raise ValueError(f"m_indices must be on {device} with a and b; got {m_indices.device}")
+    if config is not None and (config.tile_m not in (64, 128) or config.swap_ab):
+        raise ValueError(f"config must be an unswapped tile of 64 or 128 rows (a divisor of the experts' "
+                         f"{CONTIGUOUS_ALIGN}-row alignment); got {config.describe()}")
+    if m == 0 or n == 0:
+        return out if out is not None else torch.empty(out_shape, dtype=out_dtype, device=device)
+    dev_arch = _arch.current_arch(device)
+    if dev_arch != "sm_90a":
+        raise _arch.unsupported(dev_arch, "fp8_blockwise_grouped_mm_contiguous (SM90 only)")
+    sms = _arch.sm_count(device.index)
+    staged = USE_SFA_TMA and sfa_tma_eligible(a_scale, gran)
+    cfg = contiguous_config(config if config is not None else select_config(m, n, k, 1, sms, a_scale_staged=staged))
+    fn = _compile_sm90(2, out_dtype, gran, cfg, sms, staged, a.dtype, b.dtype, CONTIGUOUS_RASTER, row_groups=True)
+    if out is None:
+        out = torch.empty(out_shape, dtype=out_dtype, device=device)
+    fn(a, b, out, a_scale, b_scale, None, m_indices)
+    _validated_contiguous[sig] = (fn, out_shape)
     return out

@@ -290,7 +290,7 @@ def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], co
                extra_options: str = "", sfa_tma: bool = False, a_dtype: torch.dtype = torch.float8_e4m3fn,
                b_dtype: torch.dtype = torch.float8_e4m3fn, raster: tuple[int, bool] = (1, True),
                weight_preload: int = 0, split_cluster: int = 1, has_bias: bool = False, masked: bool = False,
-               rowwise_scales: bool = False):
+               rowwise_scales: bool = False, row_groups: bool = False):
     """Compile (uncached) the kernel for one variant from fake tensors; ``extra_options`` e.g. keeps the cubin.
     Call signature: ``fn(a, b, out, a_scale, b_scale, bias)`` (bias None unless ``has_bias``), then the split
     variants' workspace, semaphores, slice count and head; ``masked`` (batched, unsplit, 1x1 cluster): ``fn(a, b,
@@ -298,21 +298,27 @@ def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], co
     (``fp8_scaled_mm(use_fast_accum=False)``, ``promoted_rowwise_mm``): the epilogue also multiplies by a per-token
     and a per-channel float32 vector, the last two arguments of either signature (after the split ones).
     ``sfa_tma``: a_scale staged by TMA (the compiled function then accepts only tensors ``sfa_tma_eligible``).
-    ``split_cluster``: K slices reduced within a cluster (``Sm90GemmKernel.split_cluster``; an unsplit config)."""
+    ``split_cluster``: K slices reduced within a cluster (``Sm90GemmKernel.split_cluster``; an unsplit config).
+    ``row_groups`` (an unswapped, unsplit 1x1-cluster config; ``fp8_blockwise_grouped_mm_contiguous``): a [M, K],
+    b [G, N, K], out [M, N], a_scale 2-d, b_scale 3-d, and ``fn(a, b, out, a_scale, b_scale, bias, m_indices)``
+    with m_indices int32 [M] (``Sm90GemmKernel.row_groups``; the epilogue checks each row, ``RowGroupGuard``)."""
     import cutlass
     import cutlass.cute as cute
 
     from ..compile_utils import fake_stream, fake_tensor, fake_vector, kernel_view
-    from ..epilogues import Accumulator, ColVector, Compute, EpilogueTree, RowVector
+    from ..epilogues import Accumulator, ColVector, Compute, EpilogueTree, RowGroupGuard, RowVector
     from ..sm90.fp8_blockwise import Fp8BlockwiseGemmSm90
 
     d_cute = cutlass.BFloat16 if out_dtype == torch.bfloat16 else cutlass.Float16
     m, n, k = cute.sym_int32(), cute.sym_int32(divisibility=8), cute.sym_int32(divisibility=128)
     m_blocks, n_blocks, k_blocks = cute.sym_int32(), cute.sym_int32(), cute.sym_int32()
     batch = (cute.sym_int32(),) if rank == 3 else ()
+    if row_groups and (rank != 2 or config.swap_ab or config.splits or masked):
+        raise ValueError("row groups: a 2-d problem on an unswapped, unsplit config, not masked")
+    b_batch = (cute.sym_int32(),) if row_groups else batch  # the experts' weights
     fp8 = {torch.float8_e4m3fn: cutlass.Float8E4M3FN, torch.float8_e5m2: cutlass.Float8E5M2}
     fa = fake_tensor(fp8[a_dtype], (*batch, m, k), stride_div=16)
-    fb = fake_tensor(fp8[b_dtype], (*batch, n, k), stride_div=16)
+    fb = fake_tensor(fp8[b_dtype], (*b_batch, n, k), stride_div=16)
     fd = fake_tensor(d_cute, (*batch, m, n), stride_div=8)
     # Scales: every stride symbolic, so one compiled kernel reads MN-major and K-major scale tensors alike - except
     # a TMA-staged a_scale, which must be MN-major with 16-byte strides (sfa_tma_eligible).
@@ -320,7 +326,7 @@ def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], co
         f_sa = fake_tensor(cutlass.Float32, (*batch, m_blocks, k_blocks), contiguous_dim=-2, stride_div=4, align=16)
     else:
         f_sa = fake_tensor(cutlass.Float32, (*batch, m_blocks, k_blocks), contiguous_dim=None, align=4)
-    f_sb = fake_tensor(cutlass.Float32, (*batch, n_blocks, k_blocks), contiguous_dim=None, align=4)
+    f_sb = fake_tensor(cutlass.Float32, (*b_batch, n_blocks, k_blocks), contiguous_dim=None, align=4)
     f_bias = fake_vector(d_cute, n, align=2) if has_bias else None
     swap = config.swap_ab
     if masked and (rank != 3 or config.splits):
@@ -337,17 +343,20 @@ def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], co
         root = Compute("mul", Compute("mul", root, token("token_scale")), channel("channel_scale"))
     if has_bias:
         root = Compute("add", root, (ColVector if swap else RowVector)("bias"))
+    if row_groups:
+        root = RowGroupGuard(root, "m_indices", config.tile_m)
     kernel = Fp8BlockwiseGemmSm90(config, EpilogueTree(root), (g_n, g_m, g_k) if swap else gran,
                                   sm_count=sm_count, sfa_tma=sfa_tma, l2_warmup=L2_WARMUP_KTILES, raster=raster,
                                   weight_preload=weight_preload, weight_operand=0 if swap else 1,
-                                  split_cluster=split_cluster, masked_dim=(1 if swap else 0) if masked else None)
+                                  split_cluster=split_cluster, masked_dim=(1 if swap else 0) if masked else None,
+                                  row_groups=row_groups)
 
     options = f"--enable-tvm-ffi --gpu-arch sm_90a {extra_options}".strip()
 
-    def views(a, b, d, a_scale, b_scale, bias, token_scale=None, channel_scale=None):
+    def views(a, b, d, a_scale, b_scale, bias, token_scale=None, channel_scale=None, m_indices=None):
         """The kernel's operands: A, B, D and (epilogue operands, then the mainloop's scales)."""
         mA, mB, sA, sB = (kernel_view(t, 0, 1) for t in (a, b, a_scale, b_scale))
-        named = {"bias": bias, "token_scale": token_scale, "channel_scale": channel_scale}
+        named = {"bias": bias, "token_scale": token_scale, "channel_scale": channel_scale, "m_indices": m_indices}
         epi = tuple(named[name] for name in kernel.epilogue.operand_names)
         if swap:
             return mB, mA, kernel_view(d, 1, 0), (*epi, sB, sA)
@@ -362,6 +371,15 @@ def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], co
 
         f_masked = fake_vector(cutlass.Int32, batch[0])
         return cute.compile(launch_masked, fa, fb, fd, f_sa, f_sb, f_bias, f_masked, fake_stream(), options=options)
+
+    if row_groups:
+        @cute.jit
+        def launch_row_groups(a: cute.Tensor, b: cute.Tensor, d: cute.Tensor, a_scale: cute.Tensor,
+                              b_scale: cute.Tensor, bias, m_indices: cute.Tensor, stream):
+            kernel(*views(a, b, d, a_scale, b_scale, bias, m_indices=m_indices), stream)
+
+        return cute.compile(launch_row_groups, fa, fb, fd, f_sa, f_sb, f_bias, fake_vector(cutlass.Int32, m),
+                            fake_stream(), options=options)
 
     f_ws = fake_vector(cutlass.Float32, cute.sym_int32(), align=16)
     f_sem = fake_vector(cutlass.Int32, cute.sym_int32())
@@ -408,10 +426,11 @@ def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], co
 
 def _compile_sm90(rank, out_dtype, gran, config: TileConfig, sm_count, sfa_tma: bool, a_dtype, b_dtype,
                   raster=(1, True), weight_preload=0, split_cluster=1, has_bias=False, masked=False,
-                  rowwise_scales=False):
+                  rowwise_scales=False, row_groups=False):
     key = ("sm_90a", rank, str(a_dtype), str(b_dtype), str(out_dtype), gran, config.key, sm_count)
     key += ("bias",) if has_bias else ()
     key += ("masked",) if masked else ()
+    key += ("row_groups",) if row_groups else ()
     key += ("rowwise_scales",) if rowwise_scales else ()
     key += ("sfa_tma",) if sfa_tma else ()
     key += ("l2_warmup", L2_WARMUP_KTILES) if L2_WARMUP_KTILES else ()
@@ -422,7 +441,8 @@ def _compile_sm90(rank, out_dtype, gran, config: TileConfig, sm_count, sfa_tma: 
                           lambda: build_sm90(rank, out_dtype, gran, config, sm_count, sfa_tma=sfa_tma,
                                              a_dtype=a_dtype, b_dtype=b_dtype, raster=raster,
                                              weight_preload=weight_preload, split_cluster=split_cluster,
-                                             has_bias=has_bias, masked=masked, rowwise_scales=rowwise_scales))
+                                             has_bias=has_bias, masked=masked, rowwise_scales=rowwise_scales,
+                                             row_groups=row_groups))
 
 
 def fp8_blockwise_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,

@@ -33,7 +33,8 @@ K-tiles in pairs with two temporaries instead (``k_pair``): the first of a pair 
 WGMMAs run.
 
 Masked batches (``masked_dim``: MoE experts, ``fp8_blockwise_grouped_mm``) are the base kernel's too: its work list
-holds only tiles with valid rows, so this mainloop never sees the others.
+holds only tiles with valid rows, so this mainloop never sees the others. So are row groups (``row_groups``:
+``fp8_blockwise_grouped_mm_contiguous``): b_scale is read at the tile's expert, a_scale at the rows' own place.
 Split-K (decode-size M) is the base kernel's: the fp32 partials go through the workspace and the last slice sums
 them in slice order (deterministic).
 
@@ -83,7 +84,7 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
     def __init__(self, config: TileConfig, epilogue: EpilogueTree, granularity: tuple[int, int, int],
                  sm_count: int = 132, sfa_tma: bool = False, l2_warmup: int = 0, raster: tuple[int, bool] = (1, True),
                  weight_preload: int = 0, weight_operand: int = 1, split_cluster: int = 1,
-                 masked_dim: int | None = None):
+                 masked_dim: int | None = None, row_groups: bool = False):
         g_m, g_n, g_k = granularity
         if g_k != 128:
             raise ValueError(f"scale granularity along K must be 128 (the K-tile of an FP8 WGMMA tile); got {g_k}")
@@ -94,10 +95,11 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
         # The token dimension's last tile ends at the edge (``Sm90GemmKernel.tile_shifts``; M unswapped, N swapped)
         # where its scales follow any origin: per-row SFA (gM = 1) / per-column SFB (gN not a multiple of 8). A
         # weight dimension's blocks assume tiles at multiples of the tile size (``rows_uniform``, segments).
-        clamp = (g_m == 1, g_n % 8 != 0)
+        # Row groups start every expert on a tile boundary: no M tile moves (``Sm90GemmKernel.row_groups``).
+        clamp = (g_m == 1 and not row_groups, g_n % 8 != 0)
         super().__init__(config, epilogue, Float32, sm_count=sm_count, l2_warmup=l2_warmup, raster=raster,
                          clamp=clamp, weight_preload=weight_preload, weight_operand=weight_operand,
-                         split_cluster=split_cluster, masked_dim=masked_dim)
+                         split_cluster=split_cluster, masked_dim=masked_dim, row_groups=row_groups)
         self.g_m, self.g_n, self.g_k = g_m, g_n, g_k
         if sfa_tma and g_m != 1:
             raise ValueError("sfa_tma stages per-token a_scale columns (gM = 1) only")
@@ -205,7 +207,7 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
         else:
             col_blocks = [cutlass.min((origin[1] + s * self.seg_n) // self.g_n, last_col_block)
                           for s in range(self.n_segs)]
-        batch = tile[2]
+        batch = (tile[2], self.b_batch(tile))  # (a_scale's, b_scale's): B's differs with row groups
         k_last = k_begin + k_tiles - 1
         # sfa_tma: the thread's rows inside the tile index the staged a_scale column of each stage
         local_rows, s_sfa = None, None
@@ -347,9 +349,9 @@ class Fp8BlockwiseGemmSm90(Sm90GemmKernel):
         n_rows = len(row_blocks)
         if cutlass.const_expr(not self.sfa_tma):
             for r in cutlass.range_constexpr(n_rows):
-                dst[r] = sfa[(row_blocks[r], kk, batch)]
+                dst[r] = sfa[(row_blocks[r], kk, batch[0])]
         for sg in cutlass.range_constexpr(len(col_blocks)):
-            dst[n_rows + sg] = sfb[(col_blocks[sg], kk, batch)]
+            dst[n_rows + sg] = sfb[(col_blocks[sg], kk, batch[1])]
 
     @cute.jit
     def take_products(self, scales: cute.Tensor, factors: cute.Tensor, scale_args, stage):

@@ -40,6 +40,12 @@ so a CUDA graph replays with new counts). The work list then holds only the tile
 (they share its weight tile in L2). Every role derives the list from ``masked_m`` alone, so they still agree
 without communicating. A tile that straddles a count computes and stores all its rows (the ones past the count hold
 whatever the operand rows there give); the rows of tiles not in the list are not written.
+Row groups (``row_groups``, MoE experts in DeepGEMM's contiguous layout): A and D hold every expert's rows one after
+the other, each expert's run starting on a tile boundary, B holds one weight per expert (L = experts), and an Int32
+operand ``m_indices`` [M] names each row's expert (negative: a padding row). The static schedule walks A / D's
+tiles; a tile's weight is the expert of its first row (``tile_of``'s fourth entry, the batch index of B and of the
+mainloop's weight operands). A tile whose first row has no valid expert loads nothing and runs no mainloop; its
+accumulator is zero. The epilogue tree checks every row against its tile (``epilogues.RowGroupGuard``).
 Diagnostics: ``__call__(timeline=T)`` makes every CTA write global-timer stamps (entry, PDL wait, first full stage,
 mainloop end, consumer / producer end) into T; without it nothing is emitted (benchmarks/experiments/timeline.py).
 Subclasses override ``mainloop`` (the FP8 blockwise kernel promotes per-K-block scaled partial sums there) and, for an
@@ -86,7 +92,8 @@ class Sm90GemmKernel:
     def __init__(self, config: TileConfig, epilogue: EpilogueTree, acc_dtype, sm_count: int = 132,
                  use_pdl: bool = True, l2_warmup: int = 0, raster: tuple[int, bool] = (1, True),
                  clamp: tuple[bool, bool] = (False, False), weight_preload: int = 0, weight_operand: int = 1,
-                 split_cluster: int = 1, rank1_share: int = 8, masked_dim: int | None = None):
+                 split_cluster: int = 1, rank1_share: int = 8, masked_dim: int | None = None,
+                 row_groups: bool = False):
         """l2_warmup: K-tiles of the CTA's first work tile whose A and B the producer asks L2 for (TMA prefetch)
         before ``griddepcontrol.wait``, i.e. while the previous kernel on the stream may still run (PDL); 0 = off.
         raster: (swizzle, raster_along_m) of the persistent schedule (``configs.raster_for``).
@@ -107,7 +114,11 @@ class Sm90GemmKernel:
         masked_dim: 0 (M) or 1 (N) - the token dimension - for masked batches (module docstring): the launch's last
         operand is ``masked_m`` Int32 [L]. Needs a 1x1 cluster (the multicast peers' tiles come from one static
         schedule), no weight preload and no split-K; the L2 warm-up is off (its first tile is the static
-        schedule's, before ``masked_m`` may be read)."""
+        schedule's, before ``masked_m`` may be read).
+        row_groups: the rows of A / D belong to the experts ``m_indices`` names (module docstring): the launch's
+        last operand is ``m_indices`` Int32 [M] unless the epilogue tree already reads it. Needs clusters along N
+        only, no split-K or weight preload, an unclamped M and a tile height that divides the experts' row
+        alignment."""
         self.config = config
         self.clamp = tuple(bool(c) for c in clamp)
         # Rows a moved origin is rounded up to, per dimension: a TMA box's start in its tensor's innermost dimension
@@ -132,7 +143,16 @@ class Sm90GemmKernel:
                 raise ValueError(f"masked batches need a 1x1 cluster, no cluster split-K and no weight preload; got "
                                  f"{config.describe()}, split_cluster={split_cluster}, weight_preload={weight_preload}")
             l2_warmup = 0  # it would warm the static schedule's first tile, not the work list's
+        if row_groups:
+            # (CTAs of a cluster along N share the tile's rows, so its expert: A may be multicast, B may not)
+            if config.cluster_m != 1 or split_cluster > 1 or weight_preload or clamp[0] or masked_dim is not None:
+                raise ValueError(f"row groups need clusters along N only (cluster_m = 1), no cluster split-K, no weight "
+                                 f"preload, no clamped M and no masked batches; got {config.describe()}, split_cluster="
+                                 f"{split_cluster}, weight_preload={weight_preload}, clamp={clamp}, masked_dim="
+                                 f"{masked_dim}")
+            l2_warmup = 0  # a tile's weight is only known once m_indices may be read (after the PDL wait)
         self.masked_dim = masked_dim
+        self.row_groups = row_groups
         self.schedule = PersistentTileSchedule((config.cluster_m, config.cluster_n), *raster, k_ranks=split_cluster)
         self.use_pdl = use_pdl
         self.l2_warmup = l2_warmup if use_pdl else 0
@@ -173,6 +193,8 @@ class Sm90GemmKernel:
         self.operand_names = epilogue.operand_names + self.mainloop_operand_names
         if masked_dim is not None:
             self.operand_names += ("masked_m",)
+        if row_groups and "m_indices" not in self.operand_names:
+            self.operand_names += ("m_indices",)
 
     # ------------------------------------------------------------------ host-side (trace-time) setup
     def _setup(self, a_dtype, b_dtype, d_dtype, a_layout, b_layout, d_layout):
@@ -281,8 +303,8 @@ class Sm90GemmKernel:
             cpasync.CopyBulkTensorTileS2GOp(), mD, cute.slice_(self.sD_layout, (None, None, 0)), self.epi_tile
         )
         num_tiles = cute.zipped_divide(mD, tiler=self.tile_mnk[:2])[(0, (None, None, None))].shape
-        if cutlass.const_expr(self.masked_dim is not None and split is not None):
-            raise ValueError("masked batches run unsplit (split=None)")
+        if cutlass.const_expr((self.masked_dim is not None or self.row_groups) and split is not None):
+            raise ValueError("masked batches and row groups run unsplit (split=None)")
         split_walk = None
         if cutlass.const_expr(split is not None):
             # (workspace, semaphores, schedule's split arguments)
@@ -290,10 +312,13 @@ class Sm90GemmKernel:
         grid = self.schedule.grid(num_tiles, self.max_active_clusters, self.split_args(split_walk))
 
         mainloop_tma = self.make_mainloop_tma(dict(zip(self.operand_names, epi_tensors)))
+        sched_args = self.schedule.device_args(num_tiles)
+        if cutlass.const_expr(self.row_groups):
+            sched_args = (*sched_args, mB.shape[2])  # the experts: B's batches (``tile_of``)
 
         self.kernel(
             tma_a, tA, tma_b, tB, tma_d, tD, mD.shape, epi_tensors, self.tiled_mma, self.cta_layout_mnk,
-            self.sA_layout, self.sB_layout, self.sD_layout, self.schedule.device_args(num_tiles), split_walk,
+            self.sA_layout, self.sB_layout, self.sD_layout, sched_args, split_walk,
             mainloop_tma, timeline,
         ).launch(grid=grid, block=[self.num_threads, 1, 1], cluster=(*self.launch_cluster_mn, 1),
                  min_blocks_per_mp=self.config.ctas_per_sm, stream=stream, use_pdl=self.use_pdl,
@@ -400,9 +425,11 @@ class Sm90GemmKernel:
                     tile = self.tile_of(sched_args, pos, epi_tensors)
                     l_idx = tile[2]
                     k_begin, k_count = self.slice_range(s_idx, n_slices, k_tiles)
+                    if cutlass.const_expr(self.row_groups):  # no expert: nothing to load (the consumers skip it)
+                        k_count = cutlass.select_(tile[3] < 0, cutlass.Int32(0), cutlass.Int32(k_count))
                     shift = self.tile_shifts(tile, extents)
                     tAgA_t = tAgA[(None, tile[0], None, l_idx)]
-                    tBgB_t = tBgB[(None, tile[1], None, l_idx)]
+                    tBgB_t = tBgB[(None, tile[1], None, self.b_batch(tile))]
                     if cutlass.const_expr(self.clamp[0]):
                         _, tAgA_s = self.tma_box_partition(tma_a, mA, self.a_tile, sA, shift[0], cluster_coord[1],
                                                            cute.slice_(cta_layout_mnk, (0, None, 0)))
@@ -411,7 +438,7 @@ class Sm90GemmKernel:
                         _, tBgB_s = self.tma_box_partition(tma_b, mB, cute.slice_(self.tile_mnk, (0, None, None)),
                                                            sB, shift[1], cluster_coord[0],
                                                            cute.slice_(cta_layout_mnk, (None, 0, 0)))
-                        tBgB_t = tBgB_s[(None, tile[1], None, l_idx)]
+                        tBgB_t = tBgB_s[(None, tile[1], None, self.b_batch(tile))]
                     state.reset_count()
                     for _k in range(k_count):
                         if cutlass.const_expr(self.weight_preload == 0):
@@ -502,6 +529,8 @@ class Sm90GemmKernel:
         tensors["sA"] = sA  # the staged A operand, for mainloops that read it themselves (register-sourced WGMMA)
         tensors["sB"] = sB  # the staged B operand, for mainloops that read it themselves (mma.sync)
         tensors["timeline"] = timeline
+        if cutlass.const_expr(self.row_groups):
+            tensors["row_group_count"] = sched_args[-1]  # the experts (epilogues.RowGroupGuard)
 
         sched = self.schedule
         work, work_stride = sched.first_work(), sched.work_stride()
@@ -519,9 +548,17 @@ class Sm90GemmKernel:
             # Coordinates of this thread's accumulator registers. thr_mma is a warpgroup-wide slice (right for the
             # smem operand descriptors, but its C partition is thread 0's); the per-thread slice gives the real
             # coordinates. Element j of the retiled accumulator is register tRS_rAcc.layout(j) (a static index).
-            tCcD = tiled_mma.get_slice(mma_tidx).partition_C(cute.domain_offset(shift, cD[(None, None, *tile)]))
-            read, release = self.mainloop(tiled_mma, ab_pipe, tCrA, tCrB, acc, read, release, k_begin, k_count,
-                                          tile, origin, tCcD, tensors)
+            tCcD = tiled_mma.get_slice(mma_tidx).partition_C(
+                cute.domain_offset(shift, cD[(None, None, *tile[:3])]))
+            if cutlass.const_expr(self.row_groups):
+                if tile[3] >= 0:
+                    read, release = self.mainloop(tiled_mma, ab_pipe, tCrA, tCrB, acc, read, release, k_begin,
+                                                  k_count, tile, origin, tCcD, tensors)
+                else:  # no expert: the producer loaded nothing; the epilogue writes the tile (RowGroupGuard)
+                    acc.fill(0)
+            else:
+                read, release = self.mainloop(tiled_mma, ab_pipe, tCrA, tCrB, acc, read, release, k_begin, k_count,
+                                              tile, origin, tCcD, tensors)
             if mma_tidx == 0:
                 self.stamp(timeline, TL_MAINLOOP_END)
             # The scheduler rounds the tile grid up to whole clusters: a tile past the output's last row or column
@@ -573,10 +610,23 @@ class Sm90GemmKernel:
 
     @cute.jit
     def tile_of(self, sched_args, pos, epi_tensors):
-        """(m tile, n tile, L index) of work position ``pos``."""
+        """(m tile, n tile, L index) of work position ``pos``; with ``row_groups`` a fourth entry, the tile's expert
+        (B's batch index): that of the tile's first row, -1 when it names none of B's batches."""
+        if cutlass.const_expr(self.row_groups):
+            tile = self.schedule.tile_of(sched_args, pos)
+            m_indices = epi_tensors[self.operand_names.index("m_indices")]
+            row = cutlass.min(tile[0] * self.tile_mnk[0], cute.size(m_indices, mode=[0]) - 1)
+            expert = m_indices[row]
+            expert = cutlass.select_(expert < sched_args[-1], cutlass.max(expert, -1), cutlass.Int32(-1))
+            return (*tile, cute.arch.make_warp_uniform(expert))
         if cutlass.const_expr(self.masked_dim is None):
             return self.schedule.tile_of(sched_args, pos)
         return self.masked_tile_of(sched_args, epi_tensors[-1], pos)
+
+    @staticmethod
+    def b_batch(tile):
+        """B's batch index of a ``tile_of`` tile: its L index, or with row groups its expert."""
+        return tile[3] if len(tile) == 4 else tile[2]
 
     @cute.jit
     def masked_token_tiles(self, masked_m: cute.Tensor, batch, token_tiles):
@@ -889,7 +939,7 @@ class Sm90GemmKernel:
                       tensors: dict, tma_d: cute.CopyAtom, tiled_r2s, tRS_sD: cute.Tensor, tRS_rAcc: cute.Tensor,
                       tRS_rFrag: cute.Tensor, tRS_rOut: cute.Tensor, frag_size, store_pipe, tiles_done, warp_idx):
         """Registers -> epilogue tree -> smem (stmatrix) -> gmem (TMA store), one epilogue sub-tile at a time."""
-        gD_tile = cute.domain_offset(shift, gD[(None, None, *tile)])
+        gD_tile = cute.domain_offset(shift, gD[(None, None, *tile[:3])])
         gD_epi = cute.zipped_divide(gD_tile, self.epi_tile)
         bSG_sD, bSG_gD = cpasync.tma_partition(tma_d, 0, cute.make_layout(1), cute.group_modes(sD, 0, 2), gD_epi)
         epi_count = cute.size(gD_epi, mode=[1])
