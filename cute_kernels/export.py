@@ -145,8 +145,8 @@ def _build_fp8_grouped(spec: ExportSpec, extra_options: str):
 
 
 def _build_fp8_contiguous(spec: ExportSpec, extra_options: str):
-    """fp8_blockwise_grouped_mm_contiguous: the blockwise kernel's row groups over M = m padded rows of ``groups``
-    experts (the config the op picks for M tokens)."""
+    """fp8_blockwise_grouped_mm_contiguous: the blockwise kernel's row groups over M = m padded rows (the config the
+    op picks for M tokens; the expert count is a run-time value)."""
     from .ops.fp8_blockwise_grouped_mm import CONTIGUOUS_RASTER, contiguous_config
     from .ops.fp8_blockwise_scaled_mm import build_sm90, check_granularity, select_config
 

@@ -136,17 +136,14 @@ _validated_contiguous = PlanCache()
 CONTIGUOUS_RASTER = (1, False)
 
 
-CONTIGUOUS_CLUSTER_N = 1
-
-
 def contiguous_config(cfg: TileConfig) -> TileConfig:
     """``cfg`` as row groups can run it (``Sm90GemmKernel.row_groups``): unswapped - the 64-row unswapped tile
-    in place of a swapped small-M row - and unsplit; a cluster along M (the table's 2x1) becomes one of
-    ``CONTIGUOUS_CLUSTER_N`` CTAs along N, a cluster along N only is kept."""
+    in place of a swapped small-M row - and unsplit; a cluster along M (the table's 2x1, whose B multicast would
+    cross experts) becomes a single CTA, a cluster along N only (a caller's 1x2: A multicast) is kept. Session 39
+    measured 1x2 against 1x1 at 0.94-1.03x (docs/fp8_blockwise.md), so the table's rows run 1x1."""
     if cfg.swap_ab:
         cfg = _UNSWAPPED_SMALL_M
-    cluster_n = cfg.cluster_n if cfg.cluster_m == 1 else CONTIGUOUS_CLUSTER_N
-    return replace(masked_config(cfg), cluster_n=cluster_n)
+    return replace(masked_config(cfg), cluster_n=cfg.cluster_n if cfg.cluster_m == 1 else 1)
 
 
 def fp8_blockwise_grouped_mm_contiguous(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor,
@@ -174,7 +171,7 @@ def fp8_blockwise_grouped_mm_contiguous(a: torch.Tensor, b: torch.Tensor, a_scal
     The kernel is ``fp8_blockwise_scaled_mm``'s over the [M, N] output; each tile takes the weight (and b_scale) of
     its first row's expert (``Sm90GemmKernel.row_groups``), and a tile whose first row is padding is not computed.
     config: a :class:`~cute_kernels.configs.TileConfig` (tile_m 64 or 128) to override ``fp8_blockwise_scaled_mm``'s
-    choice for M tokens (made unswapped, unsplit and 1x1-clustered: ``contiguous_config``). No autograd.
+    choice for M tokens (made unswapped and unsplit, clusters along M dropped: ``contiguous_config``). No autograd.
     """
     sig = (a.shape, b.shape, a.dtype, b.dtype, a_scale.shape, a_scale.stride(), b_scale.shape, out_dtype,
            scale_granularity, config)

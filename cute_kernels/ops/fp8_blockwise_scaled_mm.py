@@ -299,7 +299,7 @@ def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], co
     and a per-channel float32 vector, the last two arguments of either signature (after the split ones).
     ``sfa_tma``: a_scale staged by TMA (the compiled function then accepts only tensors ``sfa_tma_eligible``).
     ``split_cluster``: K slices reduced within a cluster (``Sm90GemmKernel.split_cluster``; an unsplit config).
-    ``row_groups`` (an unswapped, unsplit 1x1-cluster config; ``fp8_blockwise_grouped_mm_contiguous``): a [M, K],
+    ``row_groups`` (unswapped, unsplit, clusters along N only; ``fp8_blockwise_grouped_mm_contiguous``): a [M, K],
     b [G, N, K], out [M, N], a_scale 2-d, b_scale 3-d, and ``fn(a, b, out, a_scale, b_scale, bias, m_indices)``
     with m_indices int32 [M] (``Sm90GemmKernel.row_groups``; the epilogue checks each row, ``RowGroupGuard``)."""
     import cutlass
