@@ -15,7 +15,8 @@ group wgmma tests/test_weight_only_wgmma_gpu.py
 group awq_dense tests/test_awq_gpu.py tests/test_weight_only_dense.py
 group weight_only tests/test_weight_only_gpu.py
 group int8 tests/test_int8_scaled_mm_gpu.py tests/test_split_k_gpu.py
-group fp8 tests/test_fp8_blockwise_gpu.py tests/test_fp8_scaled_mm_gpu.py tests/test_fp8_grouped_gpu.py tests/test_fp8_grouped_contiguous_gpu.py
+group fp8 tests/test_fp8_blockwise_gpu.py
+group fp8_more tests/test_fp8_scaled_mm_gpu.py tests/test_fp8_grouped_gpu.py tests/test_fp8_grouped_contiguous_gpu.py
 group sm80 tests/test_sm80_gpu.py tests/test_torch_ops_gpu.py tests/test_autograd_gpu.py tests/test_nn_gpu.py tests/test_quantize_gpu.py
 group fuzz tests/test_fuzz_gpu.py tests/test_multi_device_gpu.py
 wait

@@ -140,10 +140,10 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzero
 
 # x dtypes whose AWQ weights the decode path's tiles that fold the scale into the weight (not the promoted ones)
 # decode with one fma per pair (``formats.AwqInt4OneFma`` with e = 0: every |s| < 0.25); () = always the exact format.
-# Session 34 (H100, benchmarks/experiments/awq_one_fma.py, forced decode path, interleaved, float64-checked): 0.95-1.00x
-# the exact format's time where it applies (4096^2 at 1 / 2 / 4 / 8 tokens 5.68 / 5.83 / 6.08 / 6.96 -> 5.59 / 5.71 /
-# 5.80 / 6.82 us; 4096 x 14336 at 4 tokens 15.72 -> 15.30, at 1 14.60 -> 14.59), max error 6e-4 relative to max|ref|
-# (exact 4e-4).
+# Session 34 (H100, awq_one_fma.py in the data archive's session40/moved/, forced decode path, interleaved,
+# float64-checked): 0.95-1.00x the exact format's time where it applies (4096^2 at 1 / 2 / 4 / 8 tokens 5.68 / 5.83 /
+# 6.08 / 6.96 -> 5.59 / 5.71 / 5.80 / 6.82 us; 4096 x 14336 at 4 tokens 15.72 -> 15.30, at 1 14.60 -> 14.59), max error
+# 6e-4 relative to max|ref| (exact 4e-4).
 DECODE_ONE_FMA_DTYPES = (torch.float16,)
 
 

@@ -540,13 +540,13 @@ def quantized_mm_wgmma(x: torch.Tensor, w_packed: torch.Tensor, out: torch.Tenso
         x, w_packed, out, scale, group_scales, None, group)
 
 
-# Session 34 (H100, benchmarks/experiments/awq_one_fma.py, both formats forced on this path, three interleaved rounds,
-# float64-checked; docs/weight_only.md): AWQ with one fma per pair (``formats.AwqInt4OneFma``: a subnormal code times
-# s 2^(E - j - e) plus -z s 2^-e rounded once on the host) ran 0.92-1.00x the exact format's time at 1-256 tokens on
-# six layers (12288 x 4096 0.92x, 4096^2 0.96-0.98x, 4096 x 14336 0.98-0.99x at 1-16 tokens), 0.97-1.00x at 512,
-# 1.00x at 1024 and 1.00-1.03x at 2048; its max error relative to max|ref| 6-7e-4 against 4e-4 (fp16 x). So fp16 x
-# takes it up to AWQ_ONE_FMA_MAX_M tokens. bf16 x keeps the exact format (C's rounding to bf16: 5.6e-3).
-# () = always the exact format (experiments).
+# Session 34 (H100, awq_one_fma.py, archive session40/moved/, both formats forced on this path, three interleaved
+# rounds, float64-checked; docs/weight_only.md): AWQ with one fma per pair (``formats.AwqInt4OneFma``: a subnormal code
+# times s 2^(E - j - e) plus -z s 2^-e rounded once on the host) ran 0.92-1.00x the exact format's time at 1-256 tokens
+# on six layers (12288 x 4096 0.92x, 4096^2 0.96-0.98x, 4096 x 14336 0.98-0.99x at 1-16 tokens), 0.97-1.00x at 512,
+# 1.00x at 1024 and 1.00-1.03x at 2048; its max error relative to max|ref| 6-7e-4 against 4e-4 (fp16 x). So fp16 x takes
+# it up to AWQ_ONE_FMA_MAX_M tokens. bf16 x keeps the exact format (C's rounding to bf16: 5.6e-3). () = always the exact
+# format (experiments).
 AWQ_ONE_FMA_DTYPES = (torch.float16,)
 AWQ_ONE_FMA_MAX_M = 512
 
