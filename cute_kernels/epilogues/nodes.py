@@ -213,38 +213,31 @@ class Matrix(_Operand, Prefetched):
 class RowGroupGuard(Prefetched):
     """``child`` where each row belongs to its tile's group, NaN where it does not: the check of a grouped GEMM whose
     tiles take their weight from their first row's group (``Sm90GemmKernel.row_groups``, DeepGEMM's contiguous MoE
-    layout). ``name`` is the Int32 [M] operand of per-row group ids (negative: a padding row); ``tile_rows`` the
-    kernel's tile height. A row passes if its id is negative (padding: unspecified output) or equals its tile's
-    first row's id and that id is below ``ctx.tensors["row_group_count"]`` (the kernel's group count, a run-time
-    value). Any other row - a group that does not start on a tile boundary, an id past the last group - comes out
-    NaN, so a malformed layout cannot pass for a result and the kernel needs no host-side look at the ids."""
+    layout). ``name`` is the Int32 [M] operand of per-row group ids (negative: a padding row). A row passes if its id
+    is negative (padding: unspecified output) or equals the tile's group, ``ctx.tensors["row_group"]``: the kernel's
+    ``tile_of`` reads it from the tile's first row, -1 when that id is negative or not below the group count. Any
+    other row - a group that does not start on a tile boundary, an id past the last group - comes out NaN, so a
+    malformed layout cannot pass for a result and the kernel needs no host-side look at the ids."""
 
-    def __init__(self, child: EpilogueNode, name: str, tile_rows: int):
-        self.child, self.name, self.tile_rows = child, name, tile_rows
+    def __init__(self, child: EpilogueNode, name: str):
+        self.child, self.name = child, name
         self.operands = child.operands + ((name,) if name not in child.operands else ())
 
     @property
     def key(self):
-        return ("row_group_guard", self.name, self.tile_rows, self.child.key)
+        return ("row_group_guard", self.name, self.child.key)
 
     @property
     def fetch_key(self):
-        return ("row_group_guard", self.name, self.tile_rows)
+        return ("row_group_guard", self.name)
 
     def load(self, ctx):
-        """(the element's row's id, its tile's first row's id), int32."""
-        src = ctx.tensors[self.name]
-        ids, firsts = cute.make_rmem_tensor(ctx.acc.shape, Int32), cute.make_rmem_tensor(ctx.acc.shape, Int32)
-        last = cute.size(src, mode=[0]) - 1
-        for i in range(cute.size(ids)):
-            row = ctx.coord(i)[0]
-            ids[i] = src[cutlass.min(row, last)]
-            firsts[i] = src[cutlass.min(row // self.tile_rows * self.tile_rows, last)]
-        return ids.load(), firsts.load()
+        """The element's row's id, int32."""
+        return _gather(ctx, ctx.tensors[self.name], 0, Int32)
 
     def visit(self, ctx):
-        ids, firsts = self.loaded(ctx)
-        ok = (ids < 0) | ((ids == firsts) & (firsts < ctx.tensors["row_group_count"]))
+        ids = self.loaded(ctx)
+        ok = (ids < 0) | (ids == ctx.tensors["row_group"])
         return cute.where(ok, self.child.visit(ctx), Float32(float("nan")))
 
     def walk(self):

@@ -344,7 +344,7 @@ def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], co
     if has_bias:
         root = Compute("add", root, (ColVector if swap else RowVector)("bias"))
     if row_groups:
-        root = RowGroupGuard(root, "m_indices", config.tile_m)
+        root = RowGroupGuard(root, "m_indices")
     kernel = Fp8BlockwiseGemmSm90(config, EpilogueTree(root), (g_n, g_m, g_k) if swap else gran,
                                   sm_count=sm_count, sfa_tma=sfa_tma, l2_warmup=L2_WARMUP_KTILES, raster=raster,
                                   weight_preload=weight_preload, weight_operand=0 if swap else 1,

@@ -530,7 +530,7 @@ class Sm90GemmKernel:
         tensors["sB"] = sB  # the staged B operand, for mainloops that read it themselves (mma.sync)
         tensors["timeline"] = timeline
         if cutlass.const_expr(self.row_groups):
-            tensors["row_group_count"] = sched_args[-1]  # the experts (epilogues.RowGroupGuard)
+            tensors["row_group"] = cutlass.Int32(-1)  # set per tile below (a loop-carried entry must exist first)
 
         sched = self.schedule
         work, work_stride = sched.first_work(), sched.work_stride()
@@ -542,6 +542,8 @@ class Sm90GemmKernel:
         while work < work_end:
             pos, s_idx, n_slices = self.work_unit(split, work)
             tile = self.tile_of(sched_args, pos, epi_tensors)  # the output tile
+            if cutlass.const_expr(self.row_groups):
+                tensors["row_group"] = tile[3]  # its expert, -1 for none (epilogues.RowGroupGuard)
             k_begin, k_count = self.slice_range(s_idx, n_slices, k_tiles)
             shift = self.tile_shifts(tile, extents)
             origin = (tile[0] * self.tile_mnk[0] + shift[0], tile[1] * self.tile_mnk[1] + shift[1])
