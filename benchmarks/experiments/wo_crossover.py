@@ -2,13 +2,13 @@
 two K-tiles per stage) overtakes the decode path at 1-16 tokens, per format and layer.
 
 Through the ops with the path forced (``quantized_mm(..., path=...)``, ``awq_gemm(..., path=...)``), so what is timed
-is what the dispatch would run: decode vs wgmma for int1 / int2 / int4 (per-tensor scale, bf16 x), int4 with bf16
-group scales g128 (int4g) and AWQ g128 (fp16 x), M in {1, 2, 4, 8, 12, 16}, on the four layers of the issues; plus
-the dispatch as shipped (``path=None``) and torch.matmul on the dense weight. Every (family, path) is checked against
+is what the dispatch would run: decode vs wgmma for int1 / int2 / int4 (per-tensor scale, bf16 x), int4 g128
+(int4g, bf16 scales) and AWQ g128 (fp16 x), M in {1, 2, 4, 8, 12, 16}, on the issues' four layers; plus the
+shipped dispatch (``path=None``) and torch.matmul on the dense weight. Every (family, path) is checked against
 float64 first (ragged problem, NaN-poisoned output). CUDA-graph medians, weight copies rotated past L2.
 Session 16 reran it for the grouped formats (int4g, int2g, int1g, awq; WO_FAMS) after the WGMMA path's group
-parameters moved into its TMA stages (data/session16_h100/wo_crossover.json).
-``python benchmarks/experiments/wo_crossover.py`` prints a table; writes $OUT/wo_crossover.json.
+parameters moved into its TMA stages (data/session16_h100/).
+Prints a table; writes $OUT/wo_crossover.json.
 """
 import json
 import os
