@@ -32,13 +32,17 @@ def save_plot(fig, path, dpi: int = 110) -> None:
     Image.open(path).convert("RGB").quantize(colors=64, method=Image.Quantize.MEDIANCUT).save(path, optimize=True)
 
 
-def graph_time_us(calls, replays: int = 12):
+def graph_time_us(calls, replays: int = 12, min_calls: int = 1):
     """Median µs per call of a CUDA graph that runs every callable in ``calls`` once (eager CUDA events if capture
     fails). Returns (µs, "graph" | "eager"). Several calls per graph rotate operands and amortize the replay launch.
+    ``min_calls``: the list is repeated until the graph holds at least this many calls, so that two timings compared
+    with each other carry the same small share of the replay's own launch (a graph of 2 calls adds ~1 µs per call).
     The warm-up runs on the capture stream, so per-stream state (split-K workspaces) exists before capture."""
     import statistics
 
     import torch
+
+    calls = list(calls) * -(-min_calls // max(1, len(calls)))
 
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())

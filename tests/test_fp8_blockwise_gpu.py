@@ -18,8 +18,7 @@ def _operands(m, n, k, gran, batch=None, mn_major=True, seed=0):
     g = torch.Generator(device="cuda").manual_seed(seed)
     lead = () if batch is None else (batch,)
     x = torch.randn((*lead, m, k), device="cuda", generator=g) * 3
-    # 128-row blocks of very different magnitude (so each block's scale differs and one applied to the wrong block
-    # shows up), rows inside a block within a factor 4 of each other.
+    # 128-row blocks of very different magnitude (a scale applied to the wrong block shows), rows within 4x.
     block_mag = torch.exp2(torch.randint(-6, 3, (*lead, -(-n // 128), 1), device="cuda", generator=g).float())
     row_mag = torch.exp2(torch.randint(-2, 1, (*lead, n, 1), device="cuda", generator=g).float())
     w = torch.randn((*lead, n, k), device="cuda", generator=g) * row_mag * block_mag.repeat_interleave(128, -2)[

@@ -160,7 +160,7 @@ WGMMA_MIN_M = {1: 8, 2: 8, 4: 12}  # bits -> fewest tokens on the WGMMA path (fo
 # scales (AWQ: fp16), decode / wgmma µs: 1-bit at 4 tokens faster on 4 of 4 layers (8192^2 14.9 / 14.0); 2-bit at
 # 8 on 4 of 4 (8192^2 18.7 / 16.4; at 4: 2 of 4); 4-bit at 12 on 2 of 4, one even, 8192^2 2% slower (4096 x 14336
 # 22.4 / 17.8; 8192^2 20.1 / 20.5); AWQ at 12 on 4 of 4 (4096 x 14336 24.3 / 20.3; at 8: 1 of 4).
-# Session 34 (H100, benchmarks/experiments/wo_cluster_layers.py, both paths forced, with the one-fma decodes of
+# Session 34 (H100, wo_cluster_layers.py, archive session40/moved/, both paths forced, with the one-fma decodes of
 # formats.OneFma on the WGMMA path; docs/weight_only.md): grouped 4-bit weights and AWQ at 8 tokens ran 0.94x / 1.00x
 # the decode path's time on 4096^2 and 0.75x / 0.69x on 5120^2 (which wins from one token: its decode grid is 1.2
 # waves; no rule for that), so their small-layer entry moved from 12 to 8.
@@ -176,7 +176,7 @@ WGMMA_MIN_M_GROUPED = {1: 4, 2: 8, 4: 8}  # the same with group scales (AWQ: its
 # int2 15.1 / 13.1, 15.4 / 13.8, 15.8 / 14.6; the same at 2, 4 and 8 tokens), while on 4096^2 the decode path still
 # wins below 8 tokens (int1 g128 M = 1 5.6 / 6.8). Without group parameters the large layers are split (int1 M = 1:
 # 14336 x 4096 11.3 / 9.8, 8192^2 9.1 / 11.1), so those keep WGMMA_MIN_M.
-# Session 32 (H100, benchmarks/experiments/wo_cluster_layers.py, decode / WGMMA forced, seven layers of >= 2^25
+# Session 32 (H100, wo_cluster_layers.py, archive session40/moved/, decode / WGMMA forced, seven layers of >= 2^25
 # weights; docs/weight_only.md): at 6 tokens grouped 4-bit weights and AWQ ran 0.86-1.01x the decode path's time on
 # the WGMMA path on all seven (AWQ 8192^2 17.7 / 16.4 us, 4096 x 14336 16.8 / 16.6, 14336 x 4096 16.8 / 15.7), so
 # their entry moved from 8 to 6 tokens; and see WGMMA_CLUSTER_LONG_K.
@@ -216,7 +216,7 @@ WGMMA_CLUSTER_INT4_MIN_FILL = 0.95
 # dispatch (6.9 -> 7.0-7.1 in two runs), so they keep WGMMA_MIN_M_GROUPED. Unscaled 4-bit weights and AWQ keep their
 # entries (the decode path wins at 1-4 tokens on three of four layers).
 WGMMA_MIN_M_LARGE = {1: 1, 2: 4}
-# Session 32 (H100, benchmarks/experiments/wo_cluster_layers.py, decode / WGMMA forced, unscaled int2 at 1-3 tokens):
+# Session 32 (H100, wo_cluster_layers.py, archive session40/moved/, decode / WGMMA forced, unscaled int2 at 1-3 tokens):
 # on large layers whose WGMMA tiles need no K split (>= 112 row tiles of 128: 14336 x 4096, 28672 x 4096, 13824 x 5120,
 # 28672 x 8192) the WGMMA path ran 0.78-0.94x the decode path's time (14336 x 4096 at one token 12.3 / 10.2 us; the
 # decode path's 2-bit tile on those layers, 64 rows per CTA, streams at ~1.2 TB/s), on the six split ones 0.88-1.28x
