@@ -34,12 +34,11 @@ from typing import Optional
 
 import torch
 
-from .. import arch as _arch
 from .. import checks
 from ..configs import TileConfig, raster_for
 from ..plan_cache import PlanCache
-from .fp8_blockwise_scaled_mm import (_UNSWAPPED_SMALL_M, USE_SFA_TMA, _compile_sm90, _validate, check_granularity,
-                                      select_config, sfa_tma_eligible)
+from .fp8_blockwise_scaled_mm import (_UNSWAPPED_SMALL_M, _compile_sm90, _validate, check_granularity, select_config,
+                                      sm90_target)
 
 _validated = PlanCache()
 
@@ -108,11 +107,7 @@ def fp8_blockwise_grouped_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Te
         raise ValueError(f"expected_m must be a positive int or None; got {expected_m!r}")
     if m == 0 or n == 0 or g == 0:
         return out if out is not None else torch.empty(out_shape, dtype=out_dtype, device=device)
-    dev_arch = _arch.current_arch(device)
-    if dev_arch != "sm_90a":
-        raise _arch.unsupported(dev_arch, "fp8_blockwise_grouped_mm (SM90 only)")
-    sms = _arch.sm_count(device.index)
-    staged = USE_SFA_TMA and sfa_tma_eligible(a_scale, gran)
+    sms, staged = sm90_target(device, "fp8_blockwise_grouped_mm", a_scale, gran)
     hint = min(expected_m or m, m)
     cfg = masked_config(config if config is not None
                         else select_config(hint, n, k, g, sms, a_scale_staged=staged))
@@ -207,11 +202,7 @@ def fp8_blockwise_grouped_mm_contiguous(a: torch.Tensor, b: torch.Tensor, a_scal
                          f"{CONTIGUOUS_ALIGN}-row alignment); got {config.describe()}")
     if m == 0 or n == 0:
         return out if out is not None else torch.empty(out_shape, dtype=out_dtype, device=device)
-    dev_arch = _arch.current_arch(device)
-    if dev_arch != "sm_90a":
-        raise _arch.unsupported(dev_arch, "fp8_blockwise_grouped_mm_contiguous (SM90 only)")
-    sms = _arch.sm_count(device.index)
-    staged = USE_SFA_TMA and sfa_tma_eligible(a_scale, gran)
+    sms, staged = sm90_target(device, "fp8_blockwise_grouped_mm_contiguous", a_scale, gran)
     cfg = contiguous_config(config if config is not None else select_config(m, n, k, 1, sms, a_scale_staged=staged))
     fn = _compile_sm90(2, out_dtype, gran, cfg, sms, staged, a.dtype, b.dtype, CONTIGUOUS_RASTER, row_groups=True)
     if out is None:

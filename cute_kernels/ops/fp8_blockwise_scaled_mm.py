@@ -286,6 +286,15 @@ def sfa_tma_eligible(a_scale: torch.Tensor, gran: tuple[int, int, int]) -> bool:
     return all(st % 4 == 0 for i, st in enumerate(a_scale.stride()) if i != a_scale.dim() - 2)
 
 
+def sm90_target(device, op: str, a_scale: torch.Tensor, gran) -> tuple[int, bool]:
+    """(SM count, whether a_scale is staged by TMA) for an FP8 blockwise launch on ``device``; a device that is not
+    SM90 is refused with ``op``'s name (these kernels are SM90 only)."""
+    dev_arch = _arch.current_arch(device)
+    if dev_arch != "sm_90a":
+        raise _arch.unsupported(dev_arch, f"{op} (SM90 only)")
+    return _arch.sm_count(device.index), USE_SFA_TMA and sfa_tma_eligible(a_scale, gran)
+
+
 def build_sm90(rank: int, out_dtype: torch.dtype, gran: tuple[int, int, int], config: TileConfig, sm_count: int,
                extra_options: str = "", sfa_tma: bool = False, a_dtype: torch.dtype = torch.float8_e4m3fn,
                b_dtype: torch.dtype = torch.float8_e4m3fn, raster: tuple[int, bool] = (1, True),
@@ -484,12 +493,8 @@ def fp8_blockwise_scaled_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Ten
         bias = checks.check_bias(bias, n, out_dtype, device)
     if m == 0 or n == 0 or (a.dim() == 3 and a.shape[0] == 0):  # e.g. an MoE expert that got no tokens
         return out if out is not None else torch.empty(out_shape, dtype=out_dtype, device=device)
-    dev_arch = _arch.current_arch(device)
-    if dev_arch != "sm_90a":
-        raise _arch.unsupported(dev_arch, "fp8_blockwise_scaled_mm (SM90 only)")
-    sms = _arch.sm_count(device.index)
+    sms, staged = sm90_target(device, "fp8_blockwise_scaled_mm", a_scale, gran)
     batch = a.shape[0] if a.dim() == 3 else 1
-    staged = USE_SFA_TMA and sfa_tma_eligible(a_scale, gran)
     cfg = config if config is not None else select_config(m, n, k, batch, sms, a_scale_staged=staged)
     sfa_tma = staged and not cfg.swap_ab
     cfg, split, split_cluster = resolve_launch(cfg, m, n, k, batch, sms)
