@@ -68,10 +68,11 @@ def test_awq_gemm_default_dispatch_large_layers(M, OC, IC):
 @pytest.mark.parametrize("amp", [0.05, 1.0], ids=["e0", "e2"])
 def test_awq_gemm_one_fma_format(path, M, OC, IC, amp):
     """fp16 x runs awq_fma (session 34) on the WGMMA path up to 512 tokens (e = 2 where max|s| ~ 0.5) and on the
-    decode tiles that fold the scale when every |s| < 0.25, the exact awq elsewhere; both within the fp16 tolerance
-    of the float64 reference. The format each call ran is read from the launch."""
+    decode tiles that fold the scale when every |s| < 0.25 (on SM90 those read the blob since session 41), the exact
+    awq elsewhere; all within the fp16 tolerance of the float64 reference. The format each call ran is read from the
+    launch."""
     from cute_kernels.weight_only import awq as awq_mod
-    from cute_kernels.weight_only import wgmma
+    from cute_kernels.weight_only import awq_sm90, wgmma
 
     if path == "wgmma" and torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("the WGMMA path needs SM90")
@@ -80,14 +81,15 @@ def test_awq_gemm_one_fma_format(path, M, OC, IC, amp):
     x = torch.randn(M, IC, dtype=torch.float16, device="cuda")
     ref = awq_gemm_ref(x.cpu(), qweight.cpu(), scales.cpu(), qzeros.cpu())
     ran = []
-    plan_call, launch = wgmma.WgmmaPlan.__call__, awq_mod.launch
+    plan_launch, launch, decode = wgmma.WgmmaPlan.launch, awq_mod.launch, awq_sm90.DecodePlan.__call__
     try:
-        wgmma.WgmmaPlan.__call__ = lambda self, *a: (ran.append(self.fmt_key), plan_call(self, *a))[1]
+        wgmma.WgmmaPlan.launch = lambda self, *a: (ran.append(self.fmt_key), plan_launch(self, *a))[1]
         awq_mod.launch = lambda fmt_key, *a: (ran.append(fmt_key), launch(fmt_key, *a))[1]
+        awq_sm90.DecodePlan.__call__ = lambda self, *a: (ran.append(self.fmt_key), decode(self, *a))[1]
         out = poisoned((M, OC), torch.float16)
         awq_gemm(x, qweight, scales, qzeros, out=out, path=path)
     finally:
-        wgmma.WgmmaPlan.__call__, awq_mod.launch = plan_call, launch
+        wgmma.WgmmaPlan.launch, awq_mod.launch, awq_sm90.DecodePlan.__call__ = plan_launch, launch, decode
     one_fma = path == "wgmma" or (amp < 0.5 and config_folds(M, OC, IC))
     assert ran == ["awq_fma" if one_fma else "awq"]
     assert not out.isnan().any()
@@ -193,3 +195,69 @@ def test_bias_in_the_epilogue(dtype, M):
             out = quantized_mm(x, w_packed, scale, 4, gs, bias=bias, path=path)
             ref = quantized_mm_ref(x, w_packed, scale, 4, gs) + bias.double()
             assert _err(out, ref) < TOL[dtype], f"quantized_mm M={M} path={path} call {call}"
+
+
+def _sm90():
+    return torch.cuda.get_device_capability()[0] == 9
+
+
+@pytest.mark.parametrize("one_copy", [False, True], ids=["repack_reader", "one_copy"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_sm90_derived_copies(dtype, one_copy, monkeypatch):
+    """Session 41: on SM90 the WGMMA path (64, 600 tokens: both fp16 formats) reads one blob built from the checkpoint
+    (awq_sm90), never a per-format blob of the repack; the decode tiles (1, 4 tokens) read the K-packed repack, or
+    with ``config.AWQ_ONE_COPY`` the same blob (no repack at all). Results match the float64 reference; the derived
+    layouts go with the weight."""
+    import gc
+
+    from cute_kernels.weight_only import awq_repack, awq_sm90, clear_weight_caches, config, wgmma
+
+    if not _sm90():
+        pytest.skip("SM90 only")
+    monkeypatch.setattr(config, "AWQ_ONE_COPY", one_copy)
+    clear_weight_caches()
+    qweight, scales, qzeros = _awq(1024, 1032, 128, dtype, seed=5)
+    for m in (1, 4, 64, 600):
+        x = torch.randn(m, 1024, dtype=dtype, device="cuda")
+        out = poisoned((m, 1032), dtype)
+        awq_gemm(x, qweight, scales, qzeros, out=out)
+        assert _err(out, awq_gemm_ref(x.cpu(), qweight.cpu(), scales.cpu(), qzeros.cpu())) < TOL[dtype], m
+    assert awq_repack.cache_size() == (0 if one_copy else 1) and len(wgmma._blobs) == 0
+    assert len(awq_sm90._cache) == 1
+    aw = next(iter(awq_sm90._cache.values()))
+    assert aw.blob.numel() * 8 == 1088 * 1024 // 2  # OC padded to 64-row blocks, 4 bits per weight
+    del qweight, aw
+    gc.collect()
+    assert len(awq_sm90._cache) == 0 and awq_repack.cache_size() == 0
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("M,OC,IC,G", [(1, 200, 4160, 4160), (3, 1000, 512, 64), (5, 136, 4160, 64),
+                                       (1, 14336, 4096, 128), (4, 4104, 4096, 128), (2, 72, 256, 256),
+                                       (1, 1032, 1024, 128)])
+def test_blob_decode_against_repack_decode(dtype, M, OC, IC, G, monkeypatch):
+    """The blob reader (``config.AWQ_ONE_COPY``; x staged whole at one token, per K step above; K of 65 K-tiles, half
+    a step past the last whole one; one group or 64-value groups; warps side by side on 14336 rows; large scales on
+    1032 x 1024: awq_fma with its 2^e) against the float64 reference with a bias through the warm path, and the
+    repack reader forced by ``tile=`` beside it."""
+    from cute_kernels.weight_only import awq_repack, config
+
+    if not _sm90():
+        pytest.skip("SM90 only")
+    monkeypatch.setattr(config, "AWQ_ONE_COPY", True)
+    qweight, scales, qzeros = _awq(IC, OC, G, dtype, seed=M * OC + IC)
+    if OC == 1032:
+        scales = (scales * 4).contiguous()  # max|s| ~ 2: the fp16 words carry s 2^-e, e > 0
+    x = torch.randn(M, IC, dtype=dtype, device="cuda")
+    ref = awq_gemm_ref(x.cpu(), qweight.cpu(), scales.cpu(), qzeros.cpu())
+    awq_repack.clear_cache()
+    for call in range(2):
+        bias = (torch.randn(OC, device="cuda") * 2).to(dtype)
+        out = poisoned((M, OC), dtype)
+        awq_gemm(x, qweight, scales, qzeros, bias=bias, out=out, path="decode")
+        assert not out.isnan().any()
+        assert _err(out, ref + bias.double().cpu()) < TOL[dtype], call
+    assert awq_repack.cache_size() == 0  # the blob reader ran: no repack
+    tile = config.decode_tile("awq", M, OC, torch.cuda.get_device_properties(0).multi_processor_count, scaled=True,
+                              k=IC)
+    assert _err(awq_gemm(x, qweight, scales, qzeros, tile=tile), ref) < TOL[dtype]

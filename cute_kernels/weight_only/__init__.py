@@ -5,7 +5,8 @@
 * ``activations.py`` activation fragments (fp16/bf16, fp32 as two bf16 terms)
 * ``config.py``      tile shapes and the M dispatch (decode / tensor-core tiles / dense)
 * ``quantized_mm.py``, ``awq.py``  host ops (``dequantize_weights`` and the dense path live in quantized_mm.py);
-  ``awq_repack.py`` the cached checkpoint repack
+  ``awq_repack.py`` the cached checkpoint repack (mma.sync tiles), ``awq_sm90.py`` the SM90 blob both SM90 kernels read
+* ``blob_decode.py``  the template's decode tiles reading that blob (BlobDecodeGemm)
 * ``dequantize_kernel.py``         the 1/2/4/8-bit dequantize kernel (dense path of quantized_mm)
 * ``awq_dequantize_kernel.py``     the AWQ dequantize kernel
 """
@@ -24,11 +25,12 @@ def clear_weight_caches() -> None:
     update (``w.copy_(...)``, ``w[...] = ...``) rebuilds them by itself. Writes the version counter does not see -
     ``param.data.copy_(...)`` (weight loaders do this), an NCCL broadcast or a DLPack / IPC producer writing into the
     tensor - leave the cached layout stale: call this after them."""
-    from . import awq_repack, wgmma
+    from . import awq_repack, awq_sm90, wgmma
     from .awq import _plans as awq_plans
     from .quantized_mm import _plans as quantized_mm_plans
 
     awq_repack.clear_cache()
+    awq_sm90.clear_cache()
     wgmma.clear_cache()
     awq_plans.clear()
     quantized_mm_plans.clear()

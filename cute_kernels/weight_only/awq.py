@@ -33,7 +33,7 @@ from ..checks import check_bias
 from ..autograd import awq_grad_x, bias_grad, needs_grad, record, refuse_out
 from ..formats.awq import awq_dequantize_reference, check_awq_tensors
 from ..plan_cache import PlanCache
-from . import awq_repack, config, wgmma
+from . import awq_repack, awq_sm90, config, wgmma
 from .compile import compile_awq_dequantize
 from .kernel import TileShape
 from .quantized_mm import (aligned_copy, check_out, launch, out_needs_copy, pad_x, use_promoted_scales,
@@ -80,14 +80,13 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzero
         try:
             cache_key = awq_repack.cache_key(qweight, scales, qzeros)
             plan = _plans.get((x.shape, x.stride(), x.dtype, cache_key, bias is not None))
-            kw = awq_repack.cached(cache_key)
         except AttributeError:  # not tensors: the checks below say what is wrong
-            plan = kw = None
-        if plan is not None and kw is not None and (bias is None or warm_bias_ok(bias, x.dtype, kw.w.shape[0])):
-            fn, group = plan
-            res = warm_out(out, x.shape[0], kw.w.shape[0], x.dtype, x.device)
+            plan = None
+        derived = plan.derived(cache_key) if plan is not None else None
+        if derived is not None and (bias is None or warm_bias_ok(bias, x.dtype, derived.out_features)):
+            res = warm_out(out, x.shape[0], derived.out_features, x.dtype, x.device)
             if res is not None:
-                fn(x, kw.w, res, 1.0, kw.scales, kw.zeros, group, bias)
+                plan(x, derived, res, bias)
                 return res
 
     x = checks.check_tensor("x", x)
@@ -112,18 +111,25 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzero
         return out
     if out_needs_copy(out):
         return out.copy_(awq_gemm(x, qweight, scales, qzeros, split_k_iters, bias=bias, path=path, tile=tile))
-    kw = awq_repack.kernel_weights(qweight, scales, qzeros, group)
     sms = _arch.sm_count(device.index)
     wgmma_ok = tile is None and _wgmma_eligible(x, oc, ic, group, device)
     path_name, tl = config.select_tile(4, m, oc, sms, path, scaled=True, awq=True, k=ic, wgmma=wgmma_ok)
-    if path_name == "wgmma":
+    signature = (x.shape, x.stride(), x.dtype, awq_repack.cache_key(qweight, scales, qzeros), bias is not None)
+    if path_name == "wgmma" or (wgmma_ok and path_name == "decode" and config.AWQ_ONE_COPY
+                                and awq_sm90.decode_ok(tl, group, ic)):
+        # SM90: both kernels read one derived copy, the WGMMA blob (awq_sm90.py)
+        aw = awq_sm90.weights(qweight, scales, qzeros, group)
         xk = aligned_copy(x) if x_needs_copy(x) else x
-        fn = wgmma.WgmmaPlan(wgmma.awq_format(x.dtype, kw, m), 4, wgmma.select_config(m, oc, ic, sms), sms)
-        fn(xk, kw.w, out, 1.0, kw.scales, kw.zeros, group, bias)
+        if path_name == "wgmma":
+            fmt = wgmma.awq_format(x.dtype, aw, m)
+            run = awq_sm90.WgmmaRun(fmt, wgmma.WgmmaPlan(fmt, 4, wgmma.select_config(m, oc, ic, sms), sms))
+        else:
+            run = awq_sm90.DecodePlan(x.dtype, aw, m, tl, _arch.current_arch(device))
+        run(xk, aw, out, bias)
         if xk is x and path is None:
-            _plans[(x.shape, x.stride(), x.dtype, awq_repack.cache_key(qweight, scales, qzeros), bias is not None)] \
-                = (fn, group)
+            _plans[signature] = _Sm90Plan(run)
         return out
+    kw = awq_repack.kernel_weights(qweight, scales, qzeros, group)
     xk = x
     if ic % awq_repack.K_ALIGN != 0:
         xk = pad_x(x, awq_repack.K_ALIGN)
@@ -133,9 +139,36 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzero
     fn = launch(decode_format(path_name, x.dtype, kw, tl), xk, kw.w, out, 1.0, kw.scales, kw.zeros, group, tl,
                 device, bias)
     if fn is not None and xk is x and path is None and tile is None:
-        _plans[(x.shape, x.stride(), x.dtype, awq_repack.cache_key(qweight, scales, qzeros), bias is not None)] \
-            = (fn, group)
+        _plans[signature] = _RepackPlan(fn, group)
     return out
+
+
+class _RepackPlan:
+    """A warm call on the K-packed repack (``awq_repack``): ``plan(x, kw, out, bias)``."""
+
+    def __init__(self, fn, group: int):
+        self.fn, self.group = fn, group
+
+    @staticmethod
+    def derived(cache_key):
+        return awq_repack.cached(cache_key)
+
+    def __call__(self, x, kw, out, bias):
+        self.fn(x, kw.w, out, 1.0, kw.scales, kw.zeros, self.group, bias)
+
+
+class _Sm90Plan:
+    """A warm call on the SM90 blob (``awq_sm90``): ``plan(x, aw, out, bias)``."""
+
+    def __init__(self, run):
+        self.run = run
+
+    @staticmethod
+    def derived(cache_key):
+        return awq_sm90.cached(cache_key)
+
+    def __call__(self, x, aw, out, bias):
+        self.run(x, aw, out, bias)
 
 
 # x dtypes whose AWQ weights the decode path's tiles that fold the scale into the weight (not the promoted ones)

@@ -40,6 +40,10 @@ class AwqKernelWeights:
     group: int
     max_abs_scale: float = float("inf")  # max |s| (NaN scales: inf): both paths' choice of AWQ format reads it
 
+    @property
+    def out_features(self) -> int:
+        return self.w.shape[0]
+
 
 _cache: dict[tuple, AwqKernelWeights] = {}
 

@@ -76,6 +76,48 @@ def compile_with_cubin(fmt_key: str, x_dtype, out_dtype, scale_dtype, tile: Tile
                                                       promote_scales, has_bias))
 
 
+def _build_blob_decode(fmt_key: str, x_dtype: torch.dtype, out_dtype: torch.dtype, tile: TileShape, arch: str,
+                       options: dict, has_bias: bool, extra_options: str = ""):
+    import cutlass
+    import cutlass.cute as cute
+
+    from .blob_decode import K_TILE_BYTES, BlobDecodeGemm
+
+    xd, od = cutlass_dtype(x_dtype), cutlass_dtype(out_dtype)
+    m, n, k = cute.sym_int32(), cute.sym_int32(divisibility=8), cute.sym_int32(divisibility=8)
+    fx = cute.runtime.make_fake_tensor(xd, (m, k), stride=(cute.sym_int64(divisibility=8), 1), assumed_align=16)
+    words = K_TILE_BYTES // 8
+    fw = cute.runtime.make_fake_tensor(cutlass.Int64, (cute.sym_int32(), cute.sym_int32(divisibility=words)),
+                                       stride=(cute.sym_int64(divisibility=words), 1), assumed_align=16)
+    fo = cute.runtime.make_fake_tensor(od, (m, n), stride=(cute.sym_int64(), 1), assumed_align=od.width // 8)
+    fp = cute.runtime.make_fake_tensor(cutlass.Int32, (cute.sym_int32(), n), stride=(cute.sym_int64(), 1),
+                                       assumed_align=4)
+    kernel = BlobDecodeGemm(format_by_key(fmt_key), xd, od, tile, **options)
+    stream = cute.runtime.make_fake_stream(use_tvm_ffi_env_stream=True)
+    bias = (cute.runtime.make_fake_tensor(od, (n,), stride=(1,), assumed_align=od.width // 8),) if has_bias else ()
+    return cute.compile(kernel, fx, fw, fo, cutlass.Float32(1.0), fp, None, cutlass.Int32(128), stream, *bias,
+                        options=f"--enable-tvm-ffi --gpu-arch {arch} {extra_options}".strip())
+
+
+def compile_blob_decode(fmt_key: str, x_dtype: torch.dtype, out_dtype: torch.dtype, tile: TileShape,
+                        arch: str = "sm_90a", has_bias: bool = False, **options):
+    """The decode tiles over the WGMMA blob (blob_decode.py), cached: ``fn(x, blob, out, scale, params, None, group,
+    bias)``; ``options``: BlobDecodeGemm's (promote_scales, full_k_tiles, x_stage, group_per_step, x_rows)."""
+    key = (arch, fmt_key, str(x_dtype), str(out_dtype), tile.key, tuple(sorted(options.items()))) \
+        + (("bias",) if has_bias else ())
+    return cached_compile("blob_decode_gemm", key,
+                          lambda: _build_blob_decode(fmt_key, x_dtype, out_dtype, tile, arch, options, has_bias))
+
+
+def blob_decode_with_cubin(fmt_key: str, x_dtype, out_dtype, tile: TileShape, arch: str = "sm_90a",
+                           has_bias: bool = False, **options):
+    """Uncached ``compile_blob_decode`` that keeps the cubin and PTX, for SASS inspection in tests."""
+    from ..sass import compile_with_artifacts
+
+    return compile_with_artifacts(lambda opts: _build_blob_decode(fmt_key, x_dtype, out_dtype, tile, arch, options,
+                                                                  has_bias, opts))
+
+
 def _build_awq_dequantize(dtype: torch.dtype, arch: str, extra_options: str = ""):
     import cutlass
     import cutlass.cute as cute

@@ -233,7 +233,7 @@ class WeightOnlyGemm:
     def __call__(self, x: cute.Tensor, w: cute.Tensor, out: cute.Tensor, scale: Float32, group_scales, zeros,
                  group: Int32, stream, bias=None):
         tile = self.tile
-        grid_n = (w.shape[0] + tile.rows_per_cta - 1) // tile.rows_per_cta
+        grid_n = (self.weight_rows(w, out) + tile.rows_per_cta - 1) // tile.rows_per_cta
         grid_m = (x.shape[0] + tile.tokens_per_cta - 1) // tile.tokens_per_cta
         # Programmatic dependent launch: the grid may be scheduled while the previous kernel on the stream drains
         # (its launch latency hides behind that kernel's tail); the kernel waits for it before touching memory.
@@ -283,12 +283,13 @@ class WeightOnlyGemm:
         ops = self.step_operands()
         cur = ops.buffers()
         nxt = ops.buffers() if const_expr(tile.x_ahead) else cur
-        n_steps = (row_bytes + 63) // 64
+        n_steps = self.k_steps(w)
         if const_expr(tile.x_ahead):
             self.load_step_operands(x, th, cur, wk, t, group_scales, zeros, group)
         if const_expr(not tile.preload_weights):
             slot0 = self.ring_slot(tidx)
             self.first_weight_loads(th, wbuf, slot0, wk, t, row_bytes)
+        self.loop_prologue(x, th)
         if const_expr(tile.stages == 0 and tile.swap_registers):
             # Register double buffer, unrolled by two so that the buffers swap roles instead of being copied: a
             # copy of the next step's registers waits for their load to land, so the step after it could not issue
@@ -344,7 +345,22 @@ class WeightOnlyGemm:
                     ops.advance(cur, nxt)
             ptx.cp_async_wait(0)  # nothing may land in shared memory after the CTA's last use of it
 
+        self.drain()
         self.epilogue(acc, out, scale, n0, m0, g, t, lane, wn, wk, bias)
+
+    def loop_prologue(self, x: cute.Tensor, th):
+        """Hook right before the K loop, with the first weight loads in flight (``BlobDecodeGemm`` stages x)."""
+
+    def drain(self):
+        """Hook before the epilogue: asynchronous copies a subclass still has in flight must land first."""
+
+    def weight_rows(self, w: cute.Tensor, out: cute.Tensor):
+        """N, the weight rows the grid covers (``BlobDecodeGemm`` reads it from out: its weight is in blocks)."""
+        return w.shape[0]
+
+    def k_steps(self, w: cute.Tensor):
+        """K steps of the loop: 64 bytes of each weight row per step."""
+        return (w.shape[1] + 63) // 64
 
     def ring_slot(self, tidx):
         """With a cp.async ring (``stages`` > 0): allocate it and return this thread's vector 0 of stage 0."""

@@ -123,7 +123,7 @@ def split_bf16_pair(x_lo, x_hi, loc=None, ip=None):
 @dsl_user_op
 def ld_global(addr, pred, nwords: int, streaming: bool, zero_fill: bool = True, offset: int = 0,
               loc=None, ip=None) -> list:
-    """Predicated vector load of ``nwords`` (2 or 4) 32-bit words from global address ``addr + offset``.
+    """Predicated (vector) load of ``nwords`` (1, 2 or 4) 32-bit words from global address ``addr + offset``.
 
     ``pred`` is a Boolean bound straight to a PTX predicate register (constraint "b"), so loads that share it share
     one ISETP; ``offset`` is a compile-time immediate folded into the address operand. When ``pred`` is false no
@@ -132,11 +132,12 @@ def ld_global(addr, pred, nwords: int, streaming: bool, zero_fill: bool = True, 
     it to the activations, which every warp of the SM re-reads. Both use the read-only (``.nc``) path: the kernel
     never writes its inputs.
     """
-    assert nwords in (2, 4)
+    assert nwords in (1, 2, 4)
     outs = ",".join(f"${i}" for i in range(nwords))
     zero = " ".join(f"mov.b32 ${i}, 0;" for i in range(nwords)) if zero_fill else ""
     hint = ".L1::no_allocate" if streaming else ""
-    ptx = (f"{{{zero}\n @${nwords + 1} ld.global.nc{hint}.v{nwords}.u32 {{{outs}}}, [${nwords}+{offset}];}}")
+    vec, regs = (f".v{nwords}", f"{{{outs}}}") if nwords > 1 else ("", "$0")
+    ptx = (f"{{{zero}\n @${nwords + 1} ld.global.nc{hint}{vec}.u32 {regs}, [${nwords}+{offset}];}}")
     cons = ",".join(["=r"] * nwords) + ",l,b"
     res = llvm.inline_asm(_struct(nwords, T.i32()),
                           [Int64(addr).ir_value(loc=loc, ip=ip), Boolean(pred).ir_value(loc=loc, ip=ip)],
@@ -184,12 +185,14 @@ def st_global_v4(addr, words, pred, loc=None, ip=None) -> None:
 
 
 @dsl_user_op
-def cp_async_16(smem_addr, gmem_addr, pred, offset: int = 0, loc=None, ip=None) -> None:
-    """``cp.async.cg`` of 16 bytes global -> shared (L2 only); when ``pred`` is false it reads nothing and writes
-    zeros (src-size 0). ``offset``: compile-time byte offset added to the shared address."""
+def cp_async_16(smem_addr, gmem_addr, pred, offset: int = 0, l1: bool = False, loc=None, ip=None) -> None:
+    """``cp.async.cg`` of 16 bytes global -> shared (L2 only; ``l1``: ``.ca``, through L1, for data every warp of
+    the SM re-reads); when ``pred`` is false it reads nothing and writes zeros (src-size 0). ``offset``: compile-time
+    byte offset added to the shared address."""
+    op = "ca" if l1 else "cg"
     llvm.inline_asm(None, [Int32(smem_addr).ir_value(loc=loc, ip=ip), Int64(gmem_addr).ir_value(loc=loc, ip=ip),
                            Boolean(pred).ir_value(loc=loc, ip=ip)],
-                    f"{{.reg .u32 n; selp.u32 n, 16, 0, $2; cp.async.cg.shared.global [$0+{offset}], [$1], 16, n;}}",
+                    f"{{.reg .u32 n; selp.u32 n, 16, 0, $2; cp.async.{op}.shared.global [$0+{offset}], [$1], 16, n;}}",
                     "r,l,b", has_side_effects=True, is_align_stack=False)
 
 

@@ -113,10 +113,18 @@ def blob_from_packed(packed: torch.Tensor, bits: int, fmt_key: str, k: int, chun
 _blobs: dict[tuple, torch.Tensor] = {}
 
 
+def blob_order(bits: int, fmt_key: str) -> tuple:
+    """What a format's blob depends on: the pairing of each word's elements. Formats that pair alike (``awq`` and
+    ``awq_fma``, ``int4`` and ``int4_fma``) share one blob, so a weight run in both keeps one copy."""
+    fmt = format_by_key(fmt_key)
+    return (bits,) + tuple(fmt.pair_elems(q) for q in range(fmt.pairs_per_word))
+
+
 def cached_blob(packed: torch.Tensor, bits: int, fmt_key: str, k: int) -> torch.Tensor:
     """The blob of ``packed`` (``blob_from_packed``), built on first use; rebuilt after an in-place update of
-    ``packed`` (its version), dropped when ``packed`` is garbage collected."""
-    key = (packed.data_ptr(), packed._version, tuple(packed.shape), packed.dtype, packed.device, bits, fmt_key, k)
+    ``packed`` (its version), dropped when ``packed`` is garbage collected; one per ``blob_order``."""
+    key = (packed.data_ptr(), packed._version, tuple(packed.shape), packed.dtype, packed.device, bits,
+           blob_order(bits, fmt_key), k)
     return cached_for_tensor(_blobs, key, packed, lambda: blob_from_packed(packed, bits, fmt_key, k))
 
 
@@ -510,13 +518,17 @@ class WgmmaPlan:
         return blob, params
 
     def __call__(self, x, w, out, scale, group_scales, zeros, group, bias=None):
+        blob, params = self.derived_operands(w, group_scales, zeros, x.dtype, x.shape[1])
+        return self.launch(x, blob, params, out, scale, group, bias)
+
+    def launch(self, x, blob, params, out, scale, group, bias=None):
+        """Run on derived operands the caller already holds (AWQ's come from ``awq_sm90``, not from a repack)."""
         from ..ops.split_k import launch_planned
 
         m, k = x.shape
-        blob, params = self.derived_operands(w, group_scales, zeros, x.dtype, k)
         if params is None:
             group = NO_GROUP
-        key = (x.dtype, out.dtype, group_scales is not None, group, m, out.shape[1], k, bias is not None)
+        key = (x.dtype, out.dtype, params is not None, group, m, out.shape[1], k, bias is not None)
         if key != self._key:
             self._launch = prepare(self.fmt_key, x.dtype, out.dtype, key[2], group, self.cfg, self.sm_count,
                                    m, out.shape[1], k, has_bias=bias is not None)

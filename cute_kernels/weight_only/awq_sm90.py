@@ -1,0 +1,163 @@
+"""AWQ on SM90: the WGMMA path's weight blob, built once per checkpoint straight from AutoAWQ's tensors.
+
+``awq_gemm`` on an H100 / H200 runs the WGMMA path from ~12 tokens (6 or 1 on some layers) and the decode tiles
+below. The WGMMA path reads the blob (``wgmma.blob_from_codes``: each thread's A fragment of a 64 x 64 block in 16
+bytes) and its parameter words (``wgmma.param_words``), built here from the checkpoint without going through the
+K-packed repack (``awq_repack``), which only the repack reader of the decode tiles (and other GPUs) builds. The blob is
+one per checkpoint whatever the format (``awq`` and ``awq_fma`` pair a word's elements alike), the parameter words one
+set per format (``awq_fma`` at fp16 up to 512 tokens, ``awq`` otherwise).
+
+With ``config.AWQ_ONE_COPY`` the decode tiles read the same blob (``DecodePlan``, ``blob_decode.BlobDecodeGemm``) and
+no repack is built: a layer then holds the checkpoint, the blob and the words, ~2.1-2.2x the checkpoint (3.2-3.3x
+with the repack; 4.2-5.4x before session 41, when each format had its blob and the WGMMA path kept the repack too).
+
+* ``weights``: the cached ``AwqSm90Weights`` of (qweight, scales, qzeros), keyed on their storage and versions like
+  the repack, dropped with qweight.
+* ``DecodePlan``: the decode tiles on the blob, with the variant rule measured in session 41; ``WgmmaRun``: the WGMMA
+  path on the same operands.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import torch
+
+from ..formats.awq import unpack_int4
+from ..plan_cache import cached_for_tensor
+from ..streams import build_outside_graph_pools
+from . import blob_decode, wgmma
+from .compile import compile_blob_decode
+from .kernel import TileShape
+
+CHUNK_CODES = 1 << 22  # codes per chunk of output channels while the blob is built (int64 temporaries ~32 MB)
+
+
+@dataclass
+class AwqSm90Weights:
+    """What both SM90 kernels read: the blob of the checkpoint's codes [ceil(OC/64), ceil(IC/64) * 256] int64, the
+    scales transposed (a view of the checkpoint's) and the zero points [OC, groups] u8 the parameter words come
+    from, and those words per (format, x dtype), built on first use."""
+
+    blob: torch.Tensor
+    scales: torch.Tensor  # [OC, groups] view of the checkpoint's [groups, OC]
+    zeros: torch.Tensor  # uint8 [OC, groups]
+    in_features: int
+    group: int
+    max_abs_scale: float
+    _params: dict = field(default_factory=dict)
+
+    @property
+    def out_features(self) -> int:
+        return self.zeros.shape[0]
+
+    def params(self, fmt_key: str, dtype: torch.dtype) -> torch.Tensor:
+        words = self._params.get((fmt_key, dtype))
+        if words is None:  # first built inside a graph capture, perhaps: kept out of the graph's memory pool
+            words = self._params[(fmt_key, dtype)] = build_outside_graph_pools(
+                lambda: wgmma.param_words(fmt_key, self.scales, self.zeros, dtype), self.blob.device)
+        return words
+
+
+def blob_from_checkpoint(qweight: torch.Tensor) -> torch.Tensor:
+    """The AWQ blob from qweight int32 [IC, OC/8] directly, a chunk of 64-channel blocks at a time: the codes of
+    output channel o are nibble o of the checkpoint's rows, i.e. ``unpack_int4(qweight).t()``."""
+    ic, oc = qweight.shape[0], qweight.shape[1] * 8
+    blocks = -(-oc // wgmma.BLOCK_ROWS)
+    blob = torch.empty((blocks, -(-ic // wgmma.K_TILE) * wgmma.BLOCK_ROWS * 4), dtype=torch.int64,
+                       device=qweight.device)
+    step = max(wgmma.BLOCK_ROWS, CHUNK_CODES // max(ic, 1) // wgmma.BLOCK_ROWS * wgmma.BLOCK_ROWS)
+    for c0 in range(0, oc, step):
+        c1 = min(oc, c0 + step)
+        codes = unpack_int4(qweight[:, c0 // 8:c1 // 8]).t()  # [channels, IC] int32 0..15
+        blob[c0 // wgmma.BLOCK_ROWS:-(-c1 // wgmma.BLOCK_ROWS)] = wgmma.blob_from_codes(codes, 4, "awq")
+    return blob
+
+
+def build(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor, group: int) -> AwqSm90Weights:
+    top = scales.abs().max().item() if scales.numel() else 0.0
+    return AwqSm90Weights(blob=blob_from_checkpoint(qweight), scales=scales.t(),
+                          zeros=unpack_int4(qzeros).t().contiguous().to(torch.uint8), in_features=qweight.shape[0],
+                          group=group, max_abs_scale=top if top == top else float("inf"))
+
+
+_cache: dict[tuple, AwqSm90Weights] = {}
+
+
+def weights(qweight, scales, qzeros, group: int) -> AwqSm90Weights:
+    from .awq_repack import cache_key
+
+    return cached_for_tensor(_cache, cache_key(qweight, scales, qzeros), qweight,
+                             lambda: build(qweight, scales, qzeros, group))
+
+
+def cached(key: tuple):
+    """The cached weights for ``awq_repack.cache_key(...)``, or None."""
+    return _cache.get(key)
+
+
+def clear_cache() -> None:
+    _cache.clear()
+
+
+# ---------------------------------------------------------------------------------------------------- the decode
+# Session 41 (H100, benchmarks/experiments/awq_blob_decode41.py, the shipped decode tiles of 4096^2, 14336 x 4096 and
+# 4096 x 14336 at 1 and 4 tokens, fp16 and bf16; one run, medians of 3 interleaved rounds, docs/weight_only.md):
+# with x read by 4-byte loads the blob reader took 1.04-1.31x the repack reader's time; staging x in shared memory
+# and reading its B fragments with ldmatrix, two CTAs per SM, brought it to 0.95-1.05x. At one token the whole of
+# x's row once per CTA (``whole``) was 0.94-1.04x, per K step (``step``) 0.99-1.05x; at 4 tokens ``step`` 0.95-1.02x,
+# ``whole`` 0.98-1.05x. Without the 2-CTA cap (64 registers let a third CTA onto an SM) 1.11-1.28x.
+WHOLE_X_MAX_TOKENS = 1
+CTAS_PER_SM = 2
+
+
+def staged_rows(m: int, tile: TileShape) -> int:
+    """x rows a CTA stages: the next power of two >= its tokens (at most the tile's)."""
+    return next(r for r in (1, 2, 4, 8, 16, 32) if r >= min(m, tile.tokens_per_cta))
+
+
+def decode_ok(tile: TileShape, group: int, k: int) -> bool:
+    """Whether the blob reader runs this decode tile (register pipeline with x ahead, one group per K-tile)."""
+    return (tile is not None and tile.stages == 0 and tile.x_ahead and not tile.swap_registers
+            and not tile.fields_in_place and blob_decode.supports(group, k))
+
+
+class DecodePlan:
+    """The decode tiles on the blob for M tokens of x_dtype: ``plan(x, aw, out, bias)``, with the WGMMA path's
+    parameter words (fp16 with finite scales: ``awq_fma``, the small-M words of that path, any exponent; else
+    ``awq``, promoted on tiles with warps side by side as the repack reader does)."""
+
+    def __init__(self, x_dtype: torch.dtype, aw: AwqSm90Weights, m: int, tile: TileShape, arch: str):
+        k = aw.in_features
+        self.fmt_key = wgmma.awq_format(x_dtype, aw, 1)
+        self.promote = self.fmt_key == "awq" and tile.warps_n > 1
+        rows = staged_rows(m, tile)
+        whole = (m <= WHOLE_X_MAX_TOKENS and tile.mt == 1
+                 and rows * -(-k // blob_decode.STEP_VALUES) * blob_decode.STEP_VALUES * 2
+                 <= blob_decode.BlobDecodeGemm.X_WHOLE_BYTES)
+        self.tile = replace(tile, max_ctas_per_sm=CTAS_PER_SM)
+        self.options = dict(promote_scales=self.promote, full_k_tiles=k % blob_decode.K_TILE == 0,
+                            x_stage="whole" if whole else "step", x_rows=rows,
+                            group_per_step=aw.group % blob_decode.STEP_VALUES == 0 or aw.group >= k)
+        self.x_dtype, self.arch = x_dtype, arch
+        self._fns = {}  # with / without a bias: two variants
+
+    def __call__(self, x, aw: AwqSm90Weights, out, bias=None):
+        fn = self._fns.get(bias is not None)
+        if fn is None:
+            fn = self._fns[bias is not None] = compile_blob_decode(self.fmt_key, self.x_dtype, self.x_dtype,
+                                                                   self.tile, self.arch, has_bias=bias is not None,
+                                                                   **self.options)
+        params = aw.params(self.fmt_key, x.dtype)
+        fn(x, aw.blob, out, 2.0 ** getattr(params, "scale_exponent", 0), params, None, aw.group, bias)
+        return out
+
+
+class WgmmaRun:
+    """The WGMMA path on the same blob, with its parameter words: ``plan(x, aw, out, bias)``."""
+
+    def __init__(self, fmt_key: str, plan: "wgmma.WgmmaPlan"):
+        self.fmt_key, self.plan = fmt_key, plan
+
+    def __call__(self, x, aw: AwqSm90Weights, out, bias=None):
+        return self.plan.launch(x, aw.blob, aw.params(self.fmt_key, x.dtype), out, 1.0, aw.group, bias)
