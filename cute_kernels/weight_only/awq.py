@@ -8,8 +8,9 @@ int32 [IC, OC/8] (8 int4 along OC in the order 0,2,4,6,1,3,5,7); scales [IC/G, O
   once per weight tensor into the kernel's K-packed layout and cached (awq_repack.py says why and how); the same M
   dispatch as ``quantized_mm`` picks decode or tensor-core tiles, and on SM90 every M from 12 tokens, 6 on layers of
   >= 32M weights, 1 on long-K layers whose plan reduces its K slices in clusters (``config.wgmma_min_m``), runs the
-  WGMMA path (wgmma.py: the repacked weight re-ordered once more into a cached blob for WGMMA's register operand, its
-  scales and zero points into one word per group and row). The
+  WGMMA path (wgmma.py), which reads a blob built once from the checkpoint for WGMMA's register operand and its
+  scales and zero points as words per group and row (awq_sm90.py: one blob per weight, no repack). With
+  ``config.AWQ_ONE_COPY`` the SM90 decode tiles read that blob too (blob_decode.py) and no repack is built. The
   dequantized weight ``(q - z) * s`` is rounded to x's dtype before the MMA, as vLLM's kernel does; accumulation
   is fp32.
 * ``awq_dequantize`` -> [IC, OC] in the scales' dtype: a CuTe kernel on CUDA tensors (reads the checkpoint layout

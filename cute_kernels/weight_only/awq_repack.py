@@ -10,7 +10,8 @@ kernel's hot loop. The checkpoint is read once to build
     z   uint8 [OC, IC / G]    zero points, unpacked and transposed
 
 (the same 4.25 bits per weight: memory for the copy equals the checkpoint's). ``awq_gemm`` then runs the shared
-weight-only kernel with the ``awq`` format. The copy is cached per (qweight, qzeros, scales) storage and version:
+weight-only kernel with the ``awq`` format on its mma.sync tiles (on SM90 the WGMMA path reads its own blob instead,
+``awq_sm90.py``, and with ``config.AWQ_ONE_COPY`` the decode tiles too: then this copy is never built). The copy is cached per (qweight, qzeros, scales) storage and version:
 in-place updates of any of them (``_version``) rebuild it, and the entry is dropped when ``qweight`` is garbage
 collected. ``clear_cache()`` frees every copy (``cute_kernels.clear_weight_caches()`` every derived layout: needed
 after writes the version counter does not see, such as ``param.data.copy_``). Repacking costs a few torch ops over
