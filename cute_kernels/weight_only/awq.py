@@ -118,7 +118,7 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzero
     signature = (x.shape, x.stride(), x.dtype, awq_repack.cache_key(qweight, scales, qzeros), bias is not None)
     if path_name == "wgmma" or (wgmma_ok and path_name == "decode" and config.AWQ_ONE_COPY
                                 and awq_sm90.decode_ok(tl, group, ic)):
-        # SM90: both kernels read one derived copy, the WGMMA blob (awq_sm90.py)
+        # SM90: the WGMMA path, and with config.AWQ_ONE_COPY the decode tiles too, read the blob (awq_sm90.py)
         aw = awq_sm90.weights(qweight, scales, qzeros, group)
         xk = aligned_copy(x) if x_needs_copy(x) else x
         if path_name == "wgmma":
