@@ -29,7 +29,7 @@ def _checkpoint(ic, oc, group, seed=0):
 def test_blob_from_checkpoint_is_the_repack_routes_blob(ic, oc, group, chunk, monkeypatch):
     qweight, scales, qzeros = _checkpoint(ic, oc, group)
     if chunk:
-        monkeypatch.setattr(awq_sm90, "CHUNK_CODES", chunk)  # several chunks of output channels (or one per block)
+        monkeypatch.setattr(wgmma, "CHUNK_CODES", chunk)  # several chunks of output channels (or one per block)
     blob = awq_sm90.blob_from_checkpoint(qweight)
     kw = awq_repack.repack(qweight, scales, qzeros, group)
     assert torch.equal(blob, wgmma.blob_from_packed(kw.w, 4, "awq", ic))

@@ -11,8 +11,8 @@ kernel's hot loop. The checkpoint is read once to build
 
 (the same 4.25 bits per weight: memory for the copy equals the checkpoint's). ``awq_gemm`` then runs the shared
 weight-only kernel with the ``awq`` format on its mma.sync tiles (on SM90 the WGMMA path reads its own blob instead,
-``awq_sm90.py``, and with ``config.AWQ_ONE_COPY`` the decode tiles too: then this copy is never built). The copy is cached per (qweight, qzeros, scales) storage and version:
-in-place updates of any of them (``_version``) rebuild it, and the entry is dropped when ``qweight`` is garbage
+``awq_sm90.py``, and with ``config.AWQ_ONE_COPY`` the decode tiles too: then this copy is never built). The copy is
+cached per (qweight, qzeros, scales) storage and version: in-place updates of any of them (``_version``) rebuild it, and the entry is dropped when ``qweight`` is garbage
 collected. ``clear_cache()`` frees every copy (``cute_kernels.clear_weight_caches()`` every derived layout: needed
 after writes the version counter does not see, such as ``param.data.copy_``). Repacking costs a few torch ops over
 the checkpoint (chunked along IC to bound temporaries) - milliseconds for a 8192 x 8192 layer, paid on the first call
@@ -71,9 +71,14 @@ def repack(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor, gr
         qt = q.t()  # [OC, rows]
         w[:, r0 // 2:(r0 + qt.shape[1]) // 2] = (qt[:, 0::2] | (qt[:, 1::2] << 4)).to(torch.uint8)
     z = unpack_int4(qzeros)  # int32 [groups, OC]
-    top = scales.abs().max().item() if scales.numel() else 0.0
     return AwqKernelWeights(w=w, scales=scales.t().contiguous(), zeros=z.t().contiguous().to(torch.uint8),
-                            in_features=ic, group=group, max_abs_scale=top if top == top else float("inf"))
+                            in_features=ic, group=group, max_abs_scale=max_abs_scale(scales))
+
+
+def max_abs_scale(scales: torch.Tensor) -> float:
+    """max |s| over the scales (0.0 for none, inf if any is NaN): the AWQ format choices of both SM90 paths read it."""
+    top = scales.abs().max().item() if scales.numel() else 0.0
+    return top if top == top else float("inf")
 
 
 def kernel_weights(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor, group: int) -> AwqKernelWeights:

@@ -27,11 +27,9 @@ from ..formats.awq import unpack_int4
 from ..plan_cache import cached_for_tensor
 from ..streams import build_outside_graph_pools
 from . import blob_decode, wgmma
+from .awq_repack import cache_key, max_abs_scale
 from .compile import compile_blob_decode
 from .kernel import TileShape
-
-CHUNK_CODES = 1 << 22  # codes per chunk of output channels while the blob is built (int64 temporaries ~32 MB)
-
 
 @dataclass
 class AwqSm90Weights:
@@ -62,31 +60,20 @@ class AwqSm90Weights:
 def blob_from_checkpoint(qweight: torch.Tensor) -> torch.Tensor:
     """The AWQ blob from qweight int32 [IC, OC/8] directly, a chunk of 64-channel blocks at a time: the codes of
     output channel o are nibble o of the checkpoint's rows, i.e. ``unpack_int4(qweight).t()``."""
-    ic, oc = qweight.shape[0], qweight.shape[1] * 8
-    blocks = -(-oc // wgmma.BLOCK_ROWS)
-    blob = torch.empty((blocks, -(-ic // wgmma.K_TILE) * wgmma.BLOCK_ROWS * 4), dtype=torch.int64,
-                       device=qweight.device)
-    step = max(wgmma.BLOCK_ROWS, CHUNK_CODES // max(ic, 1) // wgmma.BLOCK_ROWS * wgmma.BLOCK_ROWS)
-    for c0 in range(0, oc, step):
-        c1 = min(oc, c0 + step)
-        codes = unpack_int4(qweight[:, c0 // 8:c1 // 8]).t()  # [channels, IC] int32 0..15
-        blob[c0 // wgmma.BLOCK_ROWS:-(-c1 // wgmma.BLOCK_ROWS)] = wgmma.blob_from_codes(codes, 4, "awq")
-    return blob
+    return wgmma.blob_from_row_chunks(qweight.shape[1] * 8, qweight.shape[0], 4, "awq",
+                                      lambda c0, c1: unpack_int4(qweight[:, c0 // 8:c1 // 8]).t(), qweight.device)
 
 
 def build(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor, group: int) -> AwqSm90Weights:
-    top = scales.abs().max().item() if scales.numel() else 0.0
     return AwqSm90Weights(blob=blob_from_checkpoint(qweight), scales=scales.t(),
                           zeros=unpack_int4(qzeros).t().contiguous().to(torch.uint8), in_features=qweight.shape[0],
-                          group=group, max_abs_scale=top if top == top else float("inf"))
+                          group=group, max_abs_scale=max_abs_scale(scales))
 
 
 _cache: dict[tuple, AwqSm90Weights] = {}
 
 
 def weights(qweight, scales, qzeros, group: int) -> AwqSm90Weights:
-    from .awq_repack import cache_key
-
     return cached_for_tensor(_cache, cache_key(qweight, scales, qzeros), qweight,
                              lambda: build(qweight, scales, qzeros, group))
 

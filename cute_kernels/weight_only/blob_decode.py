@@ -41,7 +41,7 @@ from cutlass import Float32, Int32, Int64, Uint32, const_expr
 
 from . import ptx
 from .formats import WeightFormat
-from .kernel import TileShape, WeightOnlyGemm
+from .kernel import StepOperands, TileShape, WeightOnlyGemm
 
 BLOCK_ROWS = 64  # rows of one blob block (the WGMMA path's warpgroup)
 K_TILE = 64  # K values of one blob K-tile
@@ -306,7 +306,4 @@ class _BlobStepOperands:
     def buffers(self) -> dict:
         return {"p": cute.make_rmem_tensor((self.params,), Uint32)}
 
-    @staticmethod
-    def advance(cur: dict, nxt: dict) -> None:
-        for name, t in cur.items():
-            t.store(nxt[name].load())
+    advance = staticmethod(StepOperands.advance)

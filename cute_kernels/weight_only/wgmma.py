@@ -92,27 +92,31 @@ def codes_from_blob(blob: torch.Tensor, bits: int, fmt_key: str, n: int, k: int)
     dense = blocks.view(rb, kt, BLOCK_ROWS, K_TILE).permute(0, 2, 1, 3).reshape(rb * BLOCK_ROWS, kt * K_TILE)
     return dense[:n, :k]
 
-CHUNK_CODES = 1 << 22  # codes per chunk of rows in ``blob_from_packed`` (int64 temporaries of ~32 MB each)
+CHUNK_CODES = 1 << 22  # codes per chunk of rows while a blob is built (int64 temporaries of ~32 MB each)
 
 
-def blob_from_packed(packed: torch.Tensor, bits: int, fmt_key: str, k: int, chunk_rows: int | None = None):
-    """``blob_from_codes`` of a packed weight (uint8 [N, K * bits / 8], LSB-first), a chunk of 64-row blocks at a
-    time so that the temporaries stay small next to the layer (an 8192 x 28672 weight in one piece would take
-    several GB of int64 intermediates)."""
-    n = packed.shape[0]
-    blob = torch.empty((-(-n // BLOCK_ROWS), -(-k // K_TILE) * BLOCK_ROWS * bits), dtype=torch.int64,
-                       device=packed.device)
+def blob_from_row_chunks(n: int, k: int, bits: int, fmt_key: str, codes_of, device, chunk_rows: int | None = None):
+    """``blob_from_codes`` of an N x K weight whose codes ``codes_of(r0, r1)`` gives for rows r0..r1 ([r1 - r0, K]
+    integers), a chunk of 64-row blocks at a time so that the temporaries stay small next to the layer (an
+    8192 x 28672 weight in one piece would take several GB of int64 intermediates)."""
+    blob = torch.empty((-(-n // BLOCK_ROWS), -(-k // K_TILE) * BLOCK_ROWS * bits), dtype=torch.int64, device=device)
     step = chunk_rows or max(BLOCK_ROWS, CHUNK_CODES // max(k, 1) // BLOCK_ROWS * BLOCK_ROWS)
     for r0 in range(0, n, step):  # step is whole row blocks: every chunk starts at a block boundary
         r1 = min(n, r0 + step)
-        blob[r0 // BLOCK_ROWS:-(-r1 // BLOCK_ROWS)] = blob_from_codes(codes_from_packed(packed[r0:r1], bits, k),
-                                                                      bits, fmt_key)
+        blob[r0 // BLOCK_ROWS:-(-r1 // BLOCK_ROWS)] = blob_from_codes(codes_of(r0, r1), bits, fmt_key)
     return blob
+
+
+def blob_from_packed(packed: torch.Tensor, bits: int, fmt_key: str, k: int, chunk_rows: int | None = None):
+    """``blob_from_row_chunks`` of a packed weight (uint8 [N, K * bits / 8], LSB-first)."""
+    return blob_from_row_chunks(packed.shape[0], k, bits, fmt_key,
+                                lambda r0, r1: codes_from_packed(packed[r0:r1], bits, k), packed.device, chunk_rows)
 
 
 _blobs: dict[tuple, torch.Tensor] = {}
 
 
+@lru_cache(maxsize=None)
 def blob_order(bits: int, fmt_key: str) -> tuple:
     """What a format's blob depends on: the pairing of each word's elements. Formats that pair alike (``awq`` and
     ``awq_fma``, ``int4`` and ``int4_fma``) share one blob, so a weight run in both keeps one copy."""
