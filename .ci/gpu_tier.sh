@@ -12,7 +12,7 @@ group() {
     (python3 -m pytest -q -p no:cacheprovider "$@" > "$LOGS/$name.log" 2>&1; echo "rc=$? $*" >> "$LOGS/$name.log") &
 }
 group wgmma tests/test_weight_only_wgmma_gpu.py
-group awq_dense tests/test_awq_gpu.py tests/test_weight_only_dense.py
+group awq_dense tests/test_awq_gpu.py tests/test_awq_blob_gpu.py tests/test_weight_only_dense.py
 group weight_only tests/test_weight_only_gpu.py
 group int8 tests/test_int8_scaled_mm_gpu.py tests/test_split_k_gpu.py
 group fp8 tests/test_fp8_blockwise_gpu.py

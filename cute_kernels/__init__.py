@@ -11,8 +11,8 @@ from .ops.fp8_blockwise_grouped_mm import fp8_blockwise_grouped_mm, fp8_blockwis
 from .ops.fp8_blockwise_scaled_mm import fp8_blockwise_scaled_mm
 from .ops.int8_scaled_mm import fp8_scaled_mm, int8_scaled_mm
 from .quantize import per_token_group_quant_fp8, per_token_quant_fp8, per_token_quant_int8, per_token_quant_int8_azp
-from .weight_only import (awq_dequantize, awq_gemm, awq_linear, clear_weight_caches, dequantize_weights,
-                          quantized_mm)
+from .weight_only import (awq_blob, awq_blob_linear, awq_blob_to_qweight, awq_dequantize, awq_gemm, awq_linear,
+                          clear_weight_caches, dequantize_weights, quantized_mm)
 from . import torch_ops  # noqa: F401 - registers torch.ops.cute_kernels.* (torch.compile / torch.export)
 from . import nn  # noqa: F401 - linear layers over the ops (AwqLinear, QuantizedLinear, Int8Linear, Fp8Linear,
 #                                            Fp8RowwiseLinear)
@@ -21,6 +21,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "TileConfig",
+    "awq_blob",
+    "awq_blob_linear",
+    "awq_blob_to_qweight",
     "awq_dequantize",
     "awq_gemm",
     "awq_linear",

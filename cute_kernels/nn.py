@@ -3,7 +3,9 @@
 =================  ==============================================================================================
 ``AwqLinear``      AutoAWQ int4 (``awq_linear``). Buffers and state-dict keys are those of AutoAWQ's
                    ``WQLinear_GEMM`` (``qweight``, ``qzeros``, ``scales``, ``bias``): a checkpoint's layer loads as it
-                   is, with ``load_state_dict`` or ``from_autoawq``.
+                   is, with ``load_state_dict`` or ``from_autoawq``. ``set_weight_layout_("sm90_blob")`` (or
+                   ``set_awq_weight_layout_(model, ...)``) keeps the SM90 kernels' blob in place of ``qweight``:
+                   1.2-1.3x qweight's bytes on an H100 instead of 3.2-3.4x, the same state dict.
 ``QuantizedLinear`` 1/2/4/8-bit symmetric weights (``quantized_mm``; ``formats.bitpack``): ``w_packed``,
                    ``group_scales``, the per-tensor ``scale`` in the extra state.
 ``Int8Linear``     W8A8 (``int8_scaled_mm``): int8 ``weight`` [N, K] with a float32 ``weight_scale`` per output channel;
@@ -43,6 +45,9 @@ from .ops.fp8_blockwise_scaled_mm import fp8_blockwise_scaled_mm as _fp8_blockwi
 from .ops.int8_scaled_mm import fp8_scaled_mm as _fp8_scaled_mm
 from .ops.int8_scaled_mm import int8_scaled_mm as _int8_scaled_mm
 from .quantize import per_token_group_quant_fp8, per_token_quant_fp8, per_token_quant_int8
+from .weight_only import awq_blob as _awq_blob
+from .weight_only import awq_blob_linear as _awq_blob_linear
+from .weight_only import awq_blob_to_qweight as _awq_blob_to_qweight
 from .weight_only import awq_linear as _awq_linear
 from .weight_only import quantized_mm as _quantized_mm
 
@@ -89,7 +94,17 @@ class _QuantizedLinear(nn.Module):
 
 class AwqLinear(_QuantizedLinear):
     """AWQ int4 linear layer (``awq_linear``) with AutoAWQ's ``WQLinear_GEMM`` buffers: ``qweight`` int32 [IC, OC/8],
-    ``qzeros`` int32 [IC/G, OC/8], ``scales`` [IC/G, OC] and ``bias`` [OC] in ``dtype`` (x's dtype)."""
+    ``qzeros`` int32 [IC/G, OC/8], ``scales`` [IC/G, OC] and ``bias`` [OC] in ``dtype`` (x's dtype).
+
+    ``weight_layout``: ``"checkpoint"`` (as built or loaded) or ``"sm90_blob"`` (``set_weight_layout_``): the layer
+    then holds the SM90 kernels' blob (``awq_blob``, a non-persistent buffer ``blob``) instead of ``qweight`` and runs
+    ``awq_blob_linear``. Measured on an H100 (docs/layers.md, session 42), GPU memory held as a multiple of qweight's
+    bytes: 1.18x (1.30x once fp16 calls ran at both <= 512 and more tokens) against 2.1x for the checkpoint layout
+    after 1-4 tokens and 3.2-3.4x after more (2.2-2.3x on 8192^2); the time 1.00x from 16 tokens on, 0.98-1.09x at
+    1-4. The state dict is the same in both: its ``qweight`` is rebuilt from the blob (exact), and a loaded
+    ``qweight`` is turned into the blob."""
+
+    WEIGHT_LAYOUTS = ("checkpoint", "sm90_blob")
 
     def __init__(self, in_features: int, out_features: int, group_size: int = 128, bias: bool = True,
                  dtype: torch.dtype = torch.float16, device=None):
@@ -106,9 +121,62 @@ class AwqLinear(_QuantizedLinear):
         self.register_buffer("qweight", torch.zeros(in_features, out_features // 8, dtype=torch.int32, device=device))
         self.register_buffer("qzeros", torch.zeros(groups, out_features // 8, dtype=torch.int32, device=device))
         self.register_buffer("scales", torch.zeros(groups, out_features, dtype=dtype, device=device))
+        self.weight_layout = "checkpoint"
 
     def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, group_size={self.group_size}, dtype={self.scales.dtype}"
+        layout = "" if self.weight_layout == "checkpoint" else f", weight_layout={self.weight_layout}"
+        return f"{super().extra_repr()}, group_size={self.group_size}, dtype={self.scales.dtype}{layout}"
+
+    def set_weight_layout_(self, layout: str) -> "AwqLinear":
+        """Hold the weight as ``layout`` (``WEIGHT_LAYOUTS``), in place; returns the layer. ``"sm90_blob"`` needs
+        in_features a multiple of 8 and group_size 32 or a multiple of 64 (the SM90 kernels' rule); its forward runs
+        on SM90 GPUs only. Converting costs a few ms per layer on a GPU (a chunked permutation of the codes)."""
+        if layout not in self.WEIGHT_LAYOUTS:
+            raise ValueError(f"layout must be one of {self.WEIGHT_LAYOUTS}; got {layout!r}")
+        if layout == self.weight_layout:
+            return self
+        if layout == "sm90_blob":
+            if self.in_features % 8 or (self.group_size != 32 and self.group_size % 64):
+                raise ValueError(f"layout 'sm90_blob' needs in_features a multiple of 8 and group_size 32 or a "
+                                 f"multiple of 64 (the SM90 kernels' rule); got in_features = {self.in_features}, "
+                                 f"group_size = {self.group_size}")
+            blob = _awq_blob(self._buffers.pop("qweight"))
+            self.register_buffer("blob", blob, persistent=False)
+        else:
+            self.register_buffer("qweight", self.checkpoint_qweight(), persistent=True)
+            del self._buffers["blob"]
+        self.weight_layout = layout
+        return self
+
+    def checkpoint_qweight(self) -> torch.Tensor:
+        """AutoAWQ's qweight: the buffer, or in the ``"sm90_blob"`` layout rebuilt from the blob (a new tensor)."""
+        if self.weight_layout == "checkpoint":
+            return self.qweight
+        return _awq_blob_to_qweight(self.blob, self.in_features, self.out_features)
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        if self.weight_layout == "sm90_blob":
+            destination[prefix + "qweight"] = self.checkpoint_qweight()
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        key = prefix + "qweight"
+        if self.weight_layout == "sm90_blob" and key in state_dict:
+            # popped as torch's own quantized modules do with their extra keys: the rest loads as usual
+            qweight = state_dict.pop(key)
+            shape = (self.in_features, self.out_features // 8)
+            if not isinstance(qweight, torch.Tensor) or qweight.dtype != torch.int32 or tuple(qweight.shape) != shape:
+                got = (f"{str(qweight.dtype).replace('torch.', '')} {list(qweight.shape)}"
+                       if isinstance(qweight, torch.Tensor) else type(qweight).__name__)
+                error_msgs.append(f"{key}: must be an int32 tensor {list(shape)} (AutoAWQ's qweight); got {got}")
+            else:
+                with torch.no_grad():
+                    self.blob.copy_(_awq_blob(qweight.to(self.blob.device)))
+        elif self.weight_layout == "sm90_blob" and strict:
+            missing_keys.append(key)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
 
     @classmethod
     def from_linear(cls, linear: nn.Linear, group_size: int = 128, dtype: Optional[torch.dtype] = None):
@@ -140,8 +208,25 @@ class AwqLinear(_QuantizedLinear):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         _check_input(self, x)
+        if self.weight_layout == "sm90_blob":
+            op = torch.ops.cute_kernels.awq_blob_linear if _compiling() else _awq_blob_linear
+            return op(x, self.blob, self.scales, self.qzeros, self.bias)
         op = torch.ops.cute_kernels.awq_linear if _compiling() else _awq_linear
         return op(x, self.qweight, self.scales, self.qzeros, self.bias)
+
+
+def set_awq_weight_layout_(model: nn.Module, layout: str) -> int:
+    """``AwqLinear.set_weight_layout_(layout)`` on every AwqLinear of ``model``; returns how many there were. A layer
+    that cannot take the layout raises (its name in the message) before any later layer is converted."""
+    count = 0
+    for name, module in model.named_modules():
+        if isinstance(module, AwqLinear):
+            try:
+                module.set_weight_layout_(layout)
+            except ValueError as e:
+                raise ValueError(f"{name or 'model'}: {e}") from None
+            count += 1
+    return count
 
 
 class QuantizedLinear(_QuantizedLinear):

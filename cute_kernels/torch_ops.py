@@ -18,6 +18,7 @@ Registered (the plain functions' arguments, without their tuning knobs ``out=``,
                                       scale_granularity=None) -> [M, N]: MoE experts, contiguous layout
 ``quantized_mm``                      (x, w_packed, scale: float, bits, group_scales=None, out_dtype=None, bias=None)
 ``awq_gemm`` / ``awq_linear``         (x, qweight, scales, qzeros[, bias]) -> [M, OC] / [..., OC]
+``awq_blob_linear``                   (x, blob, scales, qzeros, bias=None) -> [..., OC]: AWQ from the SM90 blob
 ``awq_dequantize``                    (qweight, scales, qzeros) -> [IC, OC]
 ``dequantize_weights``                (w_packed, bits, k, group_scales=None, dtype=bfloat16) -> [N, K]
 ``per_token_quant_int8``              (x) -> (q int8 [..., K], scale [...])
@@ -27,7 +28,7 @@ Registered (the plain functions' arguments, without their tuning knobs ``out=``,
 ====================================  ===========================================================================
 
 Each has an autograd registration with the plain functions' rules (``autograd.py``): quantized_mm / awq_gemm /
-awq_linear differentiate x (and their bias) through the dequantized weight, so a compiled training step of
+awq_linear / awq_blob_linear differentiate x (and their bias) through the dequantized weight, so a compiled training step of
 adapters on a frozen quantized layer works; the int8 / FP8 GEMMs differentiate their bias only; a gradient asked of
 any other input raises when backward reaches the op.
 
@@ -194,6 +195,19 @@ def _awq_linear_fake(x, qweight, scales, qzeros, bias=None):
     return _awq_fake_out(x, qweight, tuple(x.shape[:-1]))
 
 
+def _awq_blob_linear(x, blob, scales, qzeros, bias=None):
+    from .weight_only import awq_blob_linear
+
+    return awq_blob_linear(x, blob, scales, qzeros, bias)
+
+
+def _awq_blob_linear_fake(x, blob, scales, qzeros, bias=None):
+    from .weight_only.awq_blob import check_blob_operands
+
+    _, oc, _ = check_blob_operands(x, blob, scales, qzeros)
+    return x.new_empty((*x.shape[:-1], oc))
+
+
 def _awq_dequantize(qweight, scales, qzeros):
     from .weight_only import awq_dequantize
 
@@ -284,6 +298,8 @@ SCHEMAS = {
                  _awq_gemm, _awq_gemm_fake),
     "awq_linear": ("awq_linear(Tensor x, Tensor qweight, Tensor scales, Tensor qzeros, Tensor? bias=None) -> Tensor",
                    _awq_linear, _awq_linear_fake),
+    "awq_blob_linear": ("awq_blob_linear(Tensor x, Tensor blob, Tensor scales, Tensor qzeros, Tensor? bias=None) "
+                        "-> Tensor", _awq_blob_linear, _awq_blob_linear_fake),
     "awq_dequantize": ("awq_dequantize(Tensor qweight, Tensor scales, Tensor qzeros) -> Tensor", _awq_dequantize,
                        _awq_dequantize_fake),
     "dequantize_weights": ("dequantize_weights(Tensor w_packed, int bits, int k, Tensor? group_scales=None, "
@@ -319,6 +335,7 @@ def _keep_weights(ctx, inputs, output):
     ctx.save_for_backward(*[t if isinstance(t, Tensor) else None for t in inputs[1:]])
     ctx.others = [None if isinstance(t, Tensor) else t for t in inputs[1:]]
     ctx.x_dtype = inputs[0].dtype
+    ctx.in_features = inputs[0].shape[-1] if inputs[0].dim() else None  # awq_blob_linear: qweight's IC
 
 
 def _inputs(ctx, op: str) -> list:
@@ -358,6 +375,20 @@ def _awq_backward(op: str):
     return backward
 
 
+def _awq_blob_backward(ctx, grad):
+    """awq_blob_linear: as awq_linear's, qweight rebuilt from the blob (exact)."""
+    _refuse_others(ctx, "awq_blob_linear", ("x", "bias"))
+    blob, scales, qzeros, bias = _inputs(ctx, "awq_blob_linear")
+    grad_x = None
+    if _needs(ctx, 0):
+        from .weight_only.awq_sm90 import qweight_from_blob
+
+        qweight = qweight_from_blob(blob, ctx.in_features, scales.shape[1])
+        grad_x = awq_grad_x(grad, qweight, scales, qzeros, ctx.x_dtype)
+    grad_bias = bias_grad(grad).to(bias.dtype) if _needs(ctx, 4) else None
+    return _grads(ctx, grad_x, None, None, None, grad_bias)
+
+
 def _bias_only_backward(op: str):
     """int8 / FP8 GEMMs: their quantized operands have no gradient; an output-dtype bias has d bias = sum of d out."""
     def backward(ctx, grad):
@@ -380,7 +411,8 @@ def _no_backward(op: str):
 
 
 _BACKWARDS = {"quantized_mm": _quantized_mm_backward, "awq_gemm": _awq_backward("awq_gemm"),
-              "awq_linear": _awq_backward("awq_linear"), "int8_scaled_mm": _bias_only_backward("int8_scaled_mm"),
+              "awq_linear": _awq_backward("awq_linear"), "awq_blob_linear": _awq_blob_backward,
+              "int8_scaled_mm": _bias_only_backward("int8_scaled_mm"),
               "fp8_blockwise_scaled_mm": _bias_only_backward("fp8_blockwise_scaled_mm"),
               "fp8_scaled_mm": _bias_only_backward("fp8_scaled_mm")}
 for _name in SCHEMAS:

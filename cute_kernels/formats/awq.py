@@ -65,7 +65,7 @@ def _check_nibbles(name: str, t: torch.Tensor) -> None:
         raise ValueError(f"{name} values must be unsigned 4-bit (0..15); got min {int(t.min())}, max {int(t.max())}")
 
 
-def _pack_int4(u: torch.Tensor) -> torch.Tensor:
+def pack_int4(u: torch.Tensor) -> torch.Tensor:
     """[R, OC] values 0..15 -> int32 [R, OC/8] in AutoAWQ order."""
     R, OC = u.shape
     slots = u.to(torch.int64).reshape(R, OC // PACK, PACK)[:, :, list(AWQ_ORDER)]
@@ -130,7 +130,7 @@ def awq_pack(int_weight: torch.Tensor, zeros: torch.Tensor, scales: torch.Tensor
     check_shape("scales", scales, (IC // G, OC), "[IC / group_size, OC]")
     _check_nibbles("int_weight", int_weight)
     _check_nibbles("zeros", zeros)
-    return _pack_int4(int_weight), _pack_int4(zeros), scales.contiguous()
+    return pack_int4(int_weight), pack_int4(zeros), scales.contiguous()
 
 
 def awq_unpack(qweight: torch.Tensor, qzeros: torch.Tensor):

@@ -121,11 +121,8 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzero
         # SM90: the WGMMA path, and with config.AWQ_ONE_COPY the decode tiles too, read the blob (awq_sm90.py)
         aw = awq_sm90.weights(qweight, scales, qzeros, group)
         xk = aligned_copy(x) if x_needs_copy(x) else x
-        if path_name == "wgmma":
-            fmt = wgmma.awq_format(x.dtype, aw, m)
-            run = awq_sm90.WgmmaRun(fmt, wgmma.WgmmaPlan(fmt, 4, wgmma.select_config(m, oc, ic, sms), sms))
-        else:
-            run = awq_sm90.DecodePlan(x.dtype, aw, m, tl, _arch.current_arch(device))
+        run = awq_sm90.sm90_run(x.dtype, aw, m, sms, _arch.current_arch(device),
+                                tl if path_name == "decode" else None)
         run(xk, aw, out, bias)
         if xk is x and path is None:
             _plans[signature] = _Sm90Plan(run)

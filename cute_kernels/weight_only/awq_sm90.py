@@ -12,9 +12,10 @@ no repack is built: a layer then holds the checkpoint, the blob and the words, ~
 with the repack; 4.2-5.4x before session 41, when each format had its blob and the WGMMA path kept the repack too).
 
 * ``weights``: the cached ``AwqSm90Weights`` of (qweight, scales, qzeros), keyed on their storage and versions like
-  the repack, dropped with qweight.
+  the repack, dropped with qweight. ``blob_weights``: the same around a blob the caller holds instead of qweight
+  (``awq_blob.py``, session 42); ``qweight_from_blob`` the exact inverse of ``blob_from_checkpoint``.
 * ``DecodePlan``: the decode tiles on the blob, with the variant rule measured in session 41; ``WgmmaRun``: the WGMMA
-  path on the same operands.
+  path on the same operands; ``sm90_run`` picks one of the two for a call.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from ..formats.awq import unpack_int4
+from ..formats.awq import pack_int4, unpack_int4
 from ..plan_cache import cached_for_tensor
 from ..streams import build_outside_graph_pools
 from . import blob_decode, wgmma
@@ -37,7 +38,7 @@ class AwqSm90Weights:
     scales transposed (a view of the checkpoint's) and the zero points [OC, groups] u8 the parameter words come
     from, and those words per (format, x dtype), built on first use."""
 
-    blob: torch.Tensor
+    blob: torch.Tensor | None  # None where the caller holds it (``blob_weights``): the runs take it as an argument
     scales: torch.Tensor  # [OC, groups] view of the checkpoint's [groups, OC]
     zeros: torch.Tensor  # uint8 [OC, groups]
     in_features: int
@@ -53,7 +54,7 @@ class AwqSm90Weights:
         words = self._params.get((fmt_key, dtype))
         if words is None:  # first built inside a graph capture, perhaps: kept out of the graph's memory pool
             words = self._params[(fmt_key, dtype)] = build_outside_graph_pools(
-                lambda: wgmma.param_words(fmt_key, self.scales, self.zeros, dtype), self.blob.device)
+                lambda: wgmma.param_words(fmt_key, self.scales, self.zeros, dtype), self.zeros.device)
         return words
 
 
@@ -64,10 +65,26 @@ def blob_from_checkpoint(qweight: torch.Tensor) -> torch.Tensor:
                                       lambda c0, c1: unpack_int4(qweight[:, c0 // 8:c1 // 8]).t(), qweight.device)
 
 
+def qweight_from_blob(blob: torch.Tensor, in_features: int, out_features: int) -> torch.Tensor:
+    """The inverse of ``blob_from_checkpoint`` (exact): AutoAWQ's qweight int32 [IC, OC/8], a chunk of 64-channel
+    blocks at a time (the inverse's int64 temporaries are 8 bytes per code)."""
+    qweight = torch.empty((in_features, out_features // 8), dtype=torch.int32, device=blob.device)
+    blocks = max(1, wgmma.CHUNK_CODES // max(in_features, 1) // wgmma.BLOCK_ROWS)
+    for b0 in range(0, blob.shape[0], blocks):
+        c0, c1 = b0 * wgmma.BLOCK_ROWS, min(out_features, (b0 + blocks) * wgmma.BLOCK_ROWS)
+        codes = wgmma.codes_from_blob(blob[b0:b0 + blocks], 4, "awq", c1 - c0, in_features)  # [channels, IC]
+        qweight[:, c0 // 8:c1 // 8] = pack_int4(codes.t())
+    return qweight
+
+
+def _from_blob(blob: torch.Tensor | None, in_features: int, scales: torch.Tensor, qzeros: torch.Tensor,
+               group: int) -> AwqSm90Weights:
+    return AwqSm90Weights(blob=blob, scales=scales.t(), zeros=unpack_int4(qzeros).t().contiguous().to(torch.uint8),
+                          in_features=in_features, group=group, max_abs_scale=max_abs_scale(scales))
+
+
 def build(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor, group: int) -> AwqSm90Weights:
-    return AwqSm90Weights(blob=blob_from_checkpoint(qweight), scales=scales.t(),
-                          zeros=unpack_int4(qzeros).t().contiguous().to(torch.uint8), in_features=qweight.shape[0],
-                          group=group, max_abs_scale=max_abs_scale(scales))
+    return _from_blob(blob_from_checkpoint(qweight), qweight.shape[0], scales, qzeros, group)
 
 
 _cache: dict[tuple, AwqSm90Weights] = {}
@@ -78,8 +95,21 @@ def weights(qweight, scales, qzeros, group: int) -> AwqSm90Weights:
                              lambda: build(qweight, scales, qzeros, group))
 
 
+def blob_weights(blob: torch.Tensor, in_features: int, scales, qzeros, group: int) -> AwqSm90Weights:
+    """The ``AwqSm90Weights`` of a blob the caller holds (``awq_blob.py``; ``AwqLinear`` in its ``"sm90_blob"``
+    layout): the zero points as bytes and, on first use, the parameter words, kept while the blob lives and keyed
+    like ``weights``. Its ``blob`` is None - a reference from this cache would keep the blob alive for ever -, so
+    the runs are given the blob at each call."""
+    return cached_for_tensor(_cache, blob_key(blob, scales, qzeros), blob,
+                             lambda: _from_blob(None, in_features, scales, qzeros, group))
+
+
+def blob_key(blob, scales, qzeros) -> tuple:
+    return ("blob",) + cache_key(blob, scales, qzeros)
+
+
 def cached(key: tuple):
-    """The cached weights for ``awq_repack.cache_key(...)``, or None."""
+    """The cached weights for ``awq_repack.cache_key(...)`` or ``blob_key(...)``, or None."""
     return _cache.get(key)
 
 
@@ -110,9 +140,9 @@ def decode_ok(tile: TileShape, group: int, k: int) -> bool:
 
 
 class DecodePlan:
-    """The decode tiles on the blob for M tokens of x_dtype: ``plan(x, aw, out, bias)``, with the WGMMA path's
-    parameter words (fp16 with finite scales: ``awq_fma``, the small-M words of that path, any exponent; else
-    ``awq``, promoted on tiles with warps side by side as the repack reader does)."""
+    """The decode tiles on the blob for M tokens of x_dtype, with the WGMMA path's parameter words (fp16 with finite
+    scales: ``awq_fma``, the small-M words of that path, any exponent; else ``awq``, promoted on tiles with warps side
+    by side as the repack reader does): ``plan(x, aw, out, bias[, blob])`` as ``WgmmaRun``."""
 
     def __init__(self, x_dtype: torch.dtype, aw: AwqSm90Weights, m: int, tile: TileShape, arch: str):
         k = aw.in_features
@@ -129,22 +159,36 @@ class DecodePlan:
         self.x_dtype, self.arch = x_dtype, arch
         self._fns = {}  # with / without a bias: two variants
 
-    def __call__(self, x, aw: AwqSm90Weights, out, bias=None):
+    def __call__(self, x, aw: AwqSm90Weights, out, bias=None, blob=None):
         fn = self._fns.get(bias is not None)
         if fn is None:
             fn = self._fns[bias is not None] = compile_blob_decode(self.fmt_key, self.x_dtype, self.x_dtype,
                                                                    self.tile, self.arch, has_bias=bias is not None,
                                                                    **self.options)
         params = aw.params(self.fmt_key, x.dtype)
-        fn(x, aw.blob, out, 2.0 ** getattr(params, "scale_exponent", 0), params, None, aw.group, bias)
+        fn(x, aw.blob if blob is None else blob, out, 2.0 ** getattr(params, "scale_exponent", 0), params, None,
+           aw.group, bias)
         return out
 
 
+def sm90_run(x_dtype: torch.dtype, aw: AwqSm90Weights, m: int, sm_count: int, arch: str,
+             decode_tile: TileShape | None = None):
+    """The kernel that runs M tokens on ``aw``: the decode tiles on the blob where ``decode_tile`` is given and
+    ``decode_ok`` holds for it, else the WGMMA path (any M)."""
+    if decode_tile is not None and decode_ok(decode_tile, aw.group, aw.in_features):
+        return DecodePlan(x_dtype, aw, m, decode_tile, arch)
+    fmt = wgmma.awq_format(x_dtype, aw, m)
+    return WgmmaRun(fmt, wgmma.WgmmaPlan(fmt, 4, wgmma.select_config(m, aw.out_features, aw.in_features, sm_count),
+                                         sm_count))
+
+
 class WgmmaRun:
-    """The WGMMA path on the same blob, with its parameter words: ``plan(x, aw, out, bias)``."""
+    """The WGMMA path on the same blob, with its parameter words: ``plan(x, aw, out, bias[, blob])`` (``blob``: the
+    caller's, where ``aw.blob`` is None)."""
 
     def __init__(self, fmt_key: str, plan: "wgmma.WgmmaPlan"):
         self.fmt_key, self.plan = fmt_key, plan
 
-    def __call__(self, x, aw: AwqSm90Weights, out, bias=None):
-        return self.plan.launch(x, aw.blob, aw.params(self.fmt_key, x.dtype), out, 1.0, aw.group, bias)
+    def __call__(self, x, aw: AwqSm90Weights, out, bias=None, blob=None):
+        return self.plan.launch(x, aw.blob if blob is None else blob, aw.params(self.fmt_key, x.dtype), out, 1.0,
+                                aw.group, bias)

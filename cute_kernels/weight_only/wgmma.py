@@ -580,17 +580,10 @@ def signed_format(bits: int, grouped: bool, m: int) -> str:
 
 
 def awq_format(x_dtype: torch.dtype, kw, m: int) -> str:
-    """The format key of M tokens with AWQ weights ``kw`` (``awq_repack.AwqKernelWeights``) on this path for x of
-    ``x_dtype``: ``awq_fma`` where ``AWQ_ONE_FMA_DTYPES`` has the dtype, M is at most ``AWQ_ONE_FMA_MAX_M`` and the
-    scales are finite, else the exact ``awq``."""
+    """The format key of M tokens with AWQ weights ``kw`` (anything with their ``max_abs_scale``:
+    ``awq_sm90.AwqSm90Weights``, ``awq_repack.AwqKernelWeights``) on this path for x of ``x_dtype``: ``awq_fma``
+    where ``AWQ_ONE_FMA_DTYPES`` has the dtype, M is at most ``AWQ_ONE_FMA_MAX_M`` and the scales are finite, else
+    the exact ``awq``."""
     if x_dtype in AWQ_ONE_FMA_DTYPES and m <= AWQ_ONE_FMA_MAX_M and math.isfinite(kw.max_abs_scale):
         return "awq_fma"
     return "awq"
-
-
-def awq_gemm_wgmma(x: torch.Tensor, kw, out: torch.Tensor, sm_count: int,
-                   cfg: TileConfig | None = None) -> torch.Tensor:
-    """``awq_gemm`` on this path; ``kw``: the checkpoint's ``awq_repack.AwqKernelWeights``."""
-    m, k = x.shape
-    cfg = cfg or select_config(m, kw.w.shape[0], k, sm_count)
-    return WgmmaPlan(awq_format(x.dtype, kw, m), 4, cfg, sm_count)(x, kw.w, out, 1.0, kw.scales, kw.zeros, kw.group)
