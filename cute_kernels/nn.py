@@ -6,6 +6,8 @@
                    is, with ``load_state_dict`` or ``from_autoawq``. ``set_weight_layout_("sm90_blob")`` (or
                    ``set_awq_weight_layout_(model, ...)``) keeps the SM90 kernels' blob in place of ``qweight``:
                    1.2-1.3x qweight's bytes on an H100 instead of 3.2-3.4x, the same state dict.
+                   ``replace_autoawq_linears_(model, weight_layout)`` swaps a loaded AutoAWQ model's
+                   ``WQLinear_GEMM`` modules for AwqLinear layers in one call.
 ``QuantizedLinear`` 1/2/4/8-bit symmetric weights (``quantized_mm``; ``formats.bitpack``): ``w_packed``,
                    ``group_scales``, the per-tensor ``scale`` in the extra state.
 ``Int8Linear``     W8A8 (``int8_scaled_mm``): int8 ``weight`` [N, K] with a float32 ``weight_scale`` per output channel;
@@ -92,6 +94,30 @@ class _QuantizedLinear(nn.Module):
             layer.bias.copy_(linear.bias.detach().to(layer.bias.dtype))
 
 
+def _check_blob_layout(in_features: int, group_size: int) -> None:
+    if in_features % 8 or (group_size != 32 and group_size % 64):
+        raise ValueError(f"layout 'sm90_blob' needs in_features a multiple of 8 and group_size 32 or a multiple of 64 "
+                         f"(the SM90 kernels' rule); got in_features = {in_features}, group_size = {group_size}")
+
+
+def _check_autoawq_module(module: nn.Module) -> None:
+    """An AutoAWQ GEMM module's int4 width and tensors (shapes, dtypes), before anything is built from it."""
+    if getattr(module, "w_bit", 4) != 4:
+        raise ValueError(f"module.w_bit must be 4 (AWQ GEMM int4); got {module.w_bit}")
+    ic, oc, g = module.in_features, module.out_features, module.group_size
+    g = ic if g == -1 else g
+    dtype = module.scales.dtype
+    expected = {"qweight": (torch.int32, (ic, oc // 8)), "qzeros": (torch.int32, (ic // g, oc // 8)),
+                "scales": (dtype, (ic // g, oc)), "bias": (dtype, (oc,))}
+    for name, (want_dtype, shape) in expected.items():
+        t = getattr(module, name)
+        if t is not None and (tuple(t.shape) != shape or t.dtype != want_dtype):
+            # e.g. AutoAWQ's GEMV modules pack qweight along IC: [OC, IC / 8], the transpose of GEMM's
+            raise ValueError(f"module.{name} must be {str(want_dtype).replace('torch.', '')} {list(shape)} "
+                             f"(WQLinear_GEMM's layout for in_features = {ic}, out_features = {oc}, group_size = "
+                             f"{module.group_size}); got {str(t.dtype).replace('torch.', '')} {list(t.shape)}")
+
+
 class AwqLinear(_QuantizedLinear):
     """AWQ int4 linear layer (``awq_linear``) with AutoAWQ's ``WQLinear_GEMM`` buffers: ``qweight`` int32 [IC, OC/8],
     ``qzeros`` int32 [IC/G, OC/8], ``scales`` [IC/G, OC] and ``bias`` [OC] in ``dtype`` (x's dtype).
@@ -136,10 +162,7 @@ class AwqLinear(_QuantizedLinear):
         if layout == self.weight_layout:
             return self
         if layout == "sm90_blob":
-            if self.in_features % 8 or (self.group_size != 32 and self.group_size % 64):
-                raise ValueError(f"layout 'sm90_blob' needs in_features a multiple of 8 and group_size 32 or a "
-                                 f"multiple of 64 (the SM90 kernels' rule); got in_features = {self.in_features}, "
-                                 f"group_size = {self.group_size}")
+            _check_blob_layout(self.in_features, self.group_size)
             blob = _awq_blob(self._buffers.pop("qweight"))
             self.register_buffer("blob", blob, persistent=False)
         else:
@@ -197,8 +220,7 @@ class AwqLinear(_QuantizedLinear):
     def from_autoawq(cls, module: nn.Module):
         """The same layer from an AutoAWQ ``WQLinear_GEMM`` (or anything with its attributes): its tensors, shared,
         not copied."""
-        if getattr(module, "w_bit", 4) != 4:
-            raise ValueError(f"module.w_bit must be 4 (AWQ GEMM int4); got {module.w_bit}")
+        _check_autoawq_module(module)
         layer = cls(module.in_features, module.out_features, module.group_size, module.bias is not None,
                     module.scales.dtype, module.qweight.device)
         for name in ("qweight", "qzeros", "scales", "bias"):
@@ -213,6 +235,39 @@ class AwqLinear(_QuantizedLinear):
             return op(x, self.blob, self.scales, self.qzeros, self.bias)
         op = torch.ops.cute_kernels.awq_linear if _compiling() else _awq_linear
         return op(x, self.qweight, self.scales, self.qzeros, self.bias)
+
+
+def replace_autoawq_linears_(model: nn.Module, weight_layout: str = "checkpoint",
+                             classes: tuple = ("WQLinear_GEMM",)) -> int:
+    """Swap every AutoAWQ GEMM-layout linear module of ``model`` (a module whose class name is in ``classes``) for
+    an ``AwqLinear`` sharing its tensors (``from_autoawq``), in ``weight_layout``; returns how many were swapped.
+    Every module is checked first (a refusal names it and leaves the model as it was), then swapped one at a time:
+    with ``"sm90_blob"`` a module's qweight is freed (unless the caller holds it elsewhere) before the next blob is
+    built, so the peak above the end state is the chunked build's temporaries whatever the model's size (H100: ~190
+    MB over 16 x 8192^2 and 32 x 14336 x 4096 modules, 20-30 ms per module). Other AutoAWQ kernels' modules (GEMV,
+    Marlin, Exllama) pack differently and are not in ``classes``."""
+    if weight_layout not in AwqLinear.WEIGHT_LAYOUTS:
+        raise ValueError(f"weight_layout must be one of {AwqLinear.WEIGHT_LAYOUTS}; got {weight_layout!r}")
+    if type(model).__name__ in classes:
+        raise ValueError("model is itself an AutoAWQ linear module: use AwqLinear.from_autoawq(model)")
+    names = [name for name, m in model.named_modules() if type(m).__name__ in classes]
+    for name in names:  # every module checked before the first is swapped: a refusal leaves the model as it was
+        module = model.get_submodule(name)
+        try:
+            _check_autoawq_module(module)
+            if weight_layout == "sm90_blob":
+                _check_blob_layout(module.in_features,
+                                   module.in_features if module.group_size == -1 else module.group_size)
+        except ValueError as e:
+            raise ValueError(f"{name}: {e}") from None
+    module = None  # no reference of ours keeps a swapped module's tensors alive
+    for name in names:
+        parent_name, _, child = name.rpartition(".")
+        parent = model.get_submodule(parent_name)
+        layer = AwqLinear.from_autoawq(getattr(parent, child))
+        setattr(parent, child, layer)  # drops the model's reference to the AutoAWQ module
+        layer.set_weight_layout_(weight_layout)
+    return len(names)
 
 
 def set_awq_weight_layout_(model: nn.Module, layout: str) -> int:

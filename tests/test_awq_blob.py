@@ -160,3 +160,59 @@ def test_blob_weights_do_not_keep_the_blob_alive():
 def test_public_names():
     assert ck.awq_blob is awq_blob and ck.awq_blob_linear is awq_blob_linear
     assert ck.awq_blob_to_qweight is awq_blob_to_qweight
+
+
+class WQLinear_GEMM(torch.nn.Module):  # noqa: N801 - AutoAWQ's class name and attributes, without AutoAWQ
+    def __init__(self, ic, oc, g, bias=True, seed=0):
+        super().__init__()
+        self.w_bit, self.group_size, self.in_features, self.out_features = 4, g, ic, oc
+        qweight, scales, qzeros = _checkpoint(ic, oc, ic if g == -1 else g, seed)
+        self.register_buffer("qweight", qweight)
+        self.register_buffer("qzeros", qzeros)
+        self.register_buffer("scales", scales)
+        self.register_buffer("bias", torch.randn(oc).half() if bias else None)
+
+
+class _Block(torch.nn.Module):
+    def __init__(self, g=128):
+        super().__init__()
+        self.q_proj = WQLinear_GEMM(256, 128, g, seed=1)
+        self.mlp = torch.nn.Sequential(WQLinear_GEMM(128, 64, 64, bias=False, seed=2), torch.nn.GELU())
+
+
+@pytest.mark.parametrize("layout", ["checkpoint", "sm90_blob"])
+def test_replace_autoawq_linears(layout):
+    """Every WQLinear_GEMM of a nested model becomes an AwqLinear over the same tensors (the blob layout: the same
+    state dict), other modules untouched."""
+    model = torch.nn.ModuleDict({"a": _Block(), "b": _Block(), "norm": torch.nn.LayerNorm(8)})
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    scales = model["a"].q_proj.scales
+    assert ck.nn.replace_autoawq_linears_(model, layout) == 4
+    layers = [m for m in model.modules() if isinstance(m, AwqLinear)]
+    assert len(layers) == 4 and all(m.weight_layout == layout for m in layers)
+    assert not any(type(m).__name__ == "WQLinear_GEMM" for m in model.modules())
+    assert model["a"].q_proj.scales is scales and isinstance(model["a"].mlp[1], torch.nn.GELU)
+    after = model.state_dict()
+    assert set(after) == set(before) and all(torch.equal(after[k], before[k]) for k in before)
+
+
+def test_replace_autoawq_linears_refuses_before_swapping():
+    model = torch.nn.ModuleDict({"a": _Block(), "b": _Block(g=32)})
+    model["b"].q_proj.scales = model["b"].q_proj.scales[:, :64]  # the second block is malformed: nothing swapped
+    with pytest.raises(ValueError, match=r"^b.q_proj: module.scales must be float16 \[8, 128\]"):
+        ck.nn.replace_autoawq_linears_(model, "sm90_blob")
+    assert not any(isinstance(m, AwqLinear) for m in model.modules())
+    model = torch.nn.ModuleDict({"a": _Block(), "b": _Block(g=32)})
+    model["b"].mlp[0] = WQLinear_GEMM(96, 64, 96)
+    with pytest.raises(ValueError, match=r"^b.mlp.0: layout 'sm90_blob' needs .* group_size = 96"):
+        ck.nn.replace_autoawq_linears_(model, "sm90_blob")
+    assert not any(isinstance(m, AwqLinear) for m in model.modules())
+    assert ck.nn.replace_autoawq_linears_(model) == 4  # the checkpoint layout takes any group
+    with pytest.raises(ValueError, match="^weight_layout must be one of"):
+        ck.nn.replace_autoawq_linears_(model, "blob")
+    gemv = WQLinear_GEMM(256, 128, 128)
+    gemv.qweight = gemv.qweight.reshape(128, 32)[:, :16].contiguous()  # GEMV's [OC, IC / 8]
+    with pytest.raises(ValueError, match=r"^module.qweight must be int32 \[256, 16\]"):
+        AwqLinear.from_autoawq(gemv)
+    with pytest.raises(ValueError, match="^model is itself"):
+        ck.nn.replace_autoawq_linears_(WQLinear_GEMM(256, 128, 128))

@@ -133,3 +133,41 @@ def test_layer_blob_layout_gradient_and_compile(M):
     x = torch.randn(M, 512, dtype=torch.float16, device="cuda")
     with torch.no_grad():
         assert torch.equal(torch.compile(blob, fullgraph=True)(x), blob(x))
+
+
+def test_replace_autoawq_linears_one_module_at_a_time():
+    """16 AutoAWQ-style 8192^2 modules swapped into the blob layout: each qweight is freed before the next blob is
+    built, so the peak above the end state stays far below the model's qweight bytes (converting all at once would
+    add all of them), the end state holds the blobs instead of the qweights, and the layers compute what the
+    checkpoint did."""
+    class WQLinear_GEMM(torch.nn.Module):  # noqa: N801 - AutoAWQ's class name and attributes, without AutoAWQ
+        def __init__(self, seed):
+            super().__init__()
+            self.w_bit, self.group_size, self.in_features, self.out_features = 4, 128, 8192, 8192
+            g = torch.Generator("cuda").manual_seed(seed)
+            self.register_buffer("qweight", torch.randint(-2**31, 2**31 - 1, (8192, 1024), dtype=torch.int32,
+                                                          device="cuda", generator=g))
+            self.register_buffer("qzeros", torch.randint(-2**31, 2**31 - 1, (64, 1024), dtype=torch.int32,
+                                                         device="cuda", generator=g))
+            self.register_buffer("scales", (torch.rand(64, 8192, device="cuda", generator=g) * 0.01 + 0.001).half())
+            self.register_buffer("bias", None)
+
+    from cute_kernels.nn import replace_autoawq_linears_
+
+    clear_weight_caches()
+    model = torch.nn.Sequential(*[WQLinear_GEMM(i) for i in range(16)])
+    x = torch.randn(3, 8192, dtype=torch.float16, device="cuda")
+    first = model[0]
+    ref = awq_gemm_ref(x.cpu(), first.qweight.cpu(), first.scales.cpu(), first.qzeros.cpu())
+    del first
+    qweight_bytes = 16 * 8192 * 8192 // 2
+    gc.collect()
+    torch.cuda.synchronize()
+    start = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    assert replace_autoawq_linears_(model, "sm90_blob") == 16
+    torch.cuda.synchronize()
+    end, peak = torch.cuda.memory_allocated(), torch.cuda.max_memory_allocated()
+    assert end == start  # the blob has qweight's bytes here (whole 64 x 64 blocks)
+    assert peak - end < 0.5 * qweight_bytes, (peak - end) / qweight_bytes
+    assert _err(model[0](x), ref) < TOL[torch.float16]
