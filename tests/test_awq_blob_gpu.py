@@ -171,3 +171,25 @@ def test_replace_autoawq_linears_one_module_at_a_time():
     assert end == start  # the blob has qweight's bytes here (whole 64 x 64 blocks)
     assert peak - end < 0.5 * qweight_bytes, (peak - end) / qweight_bytes
     assert _err(model[0](x), ref) < TOL[torch.float16]
+
+
+@pytest.mark.parametrize("m", [4, 40])  # decode tiles on the blob, the WGMMA path
+def test_blob_layout_under_reduce_overhead(m):
+    """torch.compile(mode="reduce-overhead") of a blob-layout layer: the zero points and parameter words first built
+    inside inductor's CUDA-graph warm-up come from the regular pool; replays read the new inputs."""
+    torch._dynamo.reset()
+    torch.manual_seed(11)
+    layer = AwqLinear.from_linear(torch.nn.Linear(4096, 4096, device="cuda"), 128, torch.float16)
+    layer.set_weight_layout_("sm90_blob")
+    clear_weight_caches()
+    f = torch.compile(layer, mode="reduce-overhead", fullgraph=True)
+    with torch.no_grad():
+        for _ in range(3):
+            x = torch.randn(m, 4096, device="cuda", dtype=torch.float16)
+            assert torch.equal(f(x).clone(), layer(x))
+
+
+def test_blob_linear_opcheck():
+    qweight, scales, qzeros = _checkpoint(256, 64, 64, torch.float16, seed=2)
+    x = torch.randn(3, 3, 256, device="cuda", dtype=torch.float16)
+    torch.library.opcheck(torch.ops.cute_kernels.awq_blob_linear.default, (x, awq_blob(qweight), scales, qzeros, None))
