@@ -51,6 +51,7 @@ from .weight_only import awq_blob as _awq_blob
 from .weight_only import awq_blob_linear as _awq_blob_linear
 from .weight_only import awq_blob_to_qweight as _awq_blob_to_qweight
 from .weight_only import awq_linear as _awq_linear
+from .weight_only.awq_blob import layout_fits as _blob_layout_fits
 from .weight_only import quantized_mm as _quantized_mm
 
 _HALF = (torch.float16, torch.bfloat16)
@@ -95,7 +96,7 @@ class _QuantizedLinear(nn.Module):
 
 
 def _check_blob_layout(in_features: int, group_size: int) -> None:
-    if in_features % 8 or (group_size != 32 and group_size % 64):
+    if not _blob_layout_fits(in_features, group_size):
         raise ValueError(f"layout 'sm90_blob' needs in_features a multiple of 8 and group_size 32 or a multiple of 64 "
                          f"(the SM90 kernels' rule); got in_features = {in_features}, group_size = {group_size}")
 
@@ -271,17 +272,21 @@ def replace_autoawq_linears_(model: nn.Module, weight_layout: str = "checkpoint"
 
 
 def set_awq_weight_layout_(model: nn.Module, layout: str) -> int:
-    """``AwqLinear.set_weight_layout_(layout)`` on every AwqLinear of ``model``; returns how many there were. A layer
-    that cannot take the layout raises (its name in the message) before any later layer is converted."""
-    count = 0
-    for name, module in model.named_modules():
-        if isinstance(module, AwqLinear):
+    """``AwqLinear.set_weight_layout_(layout)`` on every AwqLinear of ``model``; returns how many there were. Every
+    layer is checked first: one that cannot take the layout raises (its name in the message) with the model as it
+    was."""
+    if layout not in AwqLinear.WEIGHT_LAYOUTS:
+        raise ValueError(f"layout must be one of {AwqLinear.WEIGHT_LAYOUTS}; got {layout!r}")
+    layers = [(name, m) for name, m in model.named_modules() if isinstance(m, AwqLinear)]
+    if layout == "sm90_blob":
+        for name, layer in layers:
             try:
-                module.set_weight_layout_(layout)
+                _check_blob_layout(layer.in_features, layer.group_size)
             except ValueError as e:
                 raise ValueError(f"{name or 'model'}: {e}") from None
-            count += 1
-    return count
+    for _, layer in layers:
+        layer.set_weight_layout_(layout)
+    return len(layers)
 
 
 class QuantizedLinear(_QuantizedLinear):

@@ -118,6 +118,7 @@ def test_layer_blob_layout_errors():
     model = torch.nn.Sequential(AwqLinear(256, 64), torch.nn.ReLU(), AwqLinear(96, 64, group_size=96))
     with pytest.raises(ValueError, match=r"^2: layout 'sm90_blob'"):
         set_awq_weight_layout_(model, "sm90_blob")
+    assert model[0].weight_layout == "checkpoint"  # every layer checked before the first is converted
     model = torch.nn.Sequential(AwqLinear(256, 64), torch.nn.ReLU(), AwqLinear(64, 64, group_size=64))
     assert set_awq_weight_layout_(model, "sm90_blob") == 2
     state = model.state_dict()

@@ -45,11 +45,22 @@ X_DTYPES = (torch.float16, torch.bfloat16)
 _plans = PlanCache()  # awq_gemm call signature (incl. the repack cache key) -> (compiled fn, group)
 
 
+def check_int32(name: str, t) -> None:
+    """qweight / qzeros: AutoAWQ's int32 words (other types are left to the shape checks)."""
+    if isinstance(t, torch.Tensor) and t.dtype != torch.int32:
+        raise TypeError(f"{name} must be an int32 tensor (AutoAWQ packs 8 int4 per int32); got "
+                        f"{str(t.dtype).replace('torch.', '')}")
+
+
+def check_scales_dtype(scales: torch.Tensor, x: torch.Tensor) -> None:
+    if scales.dtype != x.dtype:
+        raise TypeError(f"scales must have x's dtype {str(x.dtype).replace('torch.', '')}; got "
+                        f"{str(scales.dtype).replace('torch.', '')}")
+
+
 def _check_awq(qweight, scales, qzeros) -> tuple[int, int, int]:
-    for name, t in (("qweight", qweight), ("qzeros", qzeros)):
-        if isinstance(t, torch.Tensor) and t.dtype != torch.int32:
-            raise TypeError(f"{name} must be an int32 tensor (AutoAWQ packs 8 int4 per int32); got "
-                            f"{str(t.dtype).replace('torch.', '')}")
+    check_int32("qweight", qweight)
+    check_int32("qzeros", qzeros)
     return check_awq_tensors(qweight, scales, qzeros)
 
 
@@ -94,9 +105,7 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzero
     ic, oc, group = _check_awq(qweight, scales, qzeros)
     checks.check_dtype("x", x, X_DTYPES)
     checks.check_ndim("x", x, (2,))
-    if scales.dtype != x.dtype:
-        raise TypeError(f"scales must have x's dtype {str(x.dtype).replace('torch.', '')}; got "
-                        f"{str(scales.dtype).replace('torch.', '')}")
+    check_scales_dtype(scales, x)
     if x.shape[1] != ic:
         raise ValueError(f"x must be [M, IC] with IC = qweight.shape[0] = {ic}; got {tuple(x.shape)}")
     if split_k_iters is not None and (isinstance(split_k_iters, bool) or not isinstance(split_k_iters, int)
@@ -239,9 +248,7 @@ def awq_linear(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qze
     if tokens >= threshold:  # either path checks the bias (check_bias)
         checks.check_dtype("x", x, X_DTYPES)
         _, oc, _ = _check_awq(qweight, scales, qzeros)
-        if scales.dtype != x.dtype:
-            raise TypeError(f"scales must have x's dtype {str(x.dtype).replace('torch.', '')}; got "
-                            f"{str(scales.dtype).replace('torch.', '')}")
+        check_scales_dtype(scales, x)
         bias = check_bias(bias, oc, x.dtype)
         checks.check_cuda({"x": x, "qweight": qweight, "scales": scales, "qzeros": qzeros, "bias": bias})
         w = awq_dequantize(qweight, scales, qzeros)

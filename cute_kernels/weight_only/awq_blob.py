@@ -39,11 +39,16 @@ from ..autograd import awq_grad_x, bias_grad, needs_grad, record, refuse_out
 from ..checks import check_bias
 from ..plan_cache import PlanCache
 from . import awq_sm90, config, wgmma
+from .awq import X_DTYPES, check_int32, check_scales_dtype
 from .quantized_mm import aligned_copy, warm_bias_ok, x_needs_copy
 
-X_DTYPES = (torch.float16, torch.bfloat16)
-
 _plans = PlanCache()  # (x signature, blob key, bias?) -> the run (awq_sm90.DecodePlan / WgmmaRun)
+
+
+def layout_fits(in_features: int, group: int) -> bool:
+    """Whether the blob's kernels take a layer (``wgmma.eligible``'s rule): IC a multiple of 8, groups that tile
+    the 64-value K-tile."""
+    return in_features % 8 == 0 and wgmma.group_tiles_k(group)
 
 
 def blob_shape(in_features: int, out_features: int) -> tuple[int, int]:
@@ -54,9 +59,7 @@ def blob_shape(in_features: int, out_features: int) -> tuple[int, int]:
 def awq_blob(qweight: torch.Tensor) -> torch.Tensor:
     """The SM90 blob of AutoAWQ's qweight int32 [IC, OC/8] (any device; chunked, a few ms per layer on a GPU)."""
     qweight = checks.check_tensor("qweight", qweight)
-    if qweight.dtype != torch.int32:
-        raise TypeError(f"qweight must be an int32 tensor (AutoAWQ packs 8 int4 per int32); got "
-                        f"{str(qweight.dtype).replace('torch.', '')}")
+    check_int32("qweight", qweight)
     checks.check_ndim("qweight", qweight, (2,))
     return awq_sm90.blob_from_checkpoint(qweight)
 
@@ -93,11 +96,8 @@ def check_blob_operands(x, blob, scales, qzeros) -> tuple[int, int, int]:
     qzeros = checks.check_tensor("qzeros", qzeros)
     checks.check_ndim("scales", scales, (2,))
     checks.check_ndim("qzeros", qzeros, (2,))
-    if scales.dtype != x.dtype:
-        raise TypeError(f"scales must have x's dtype {str(x.dtype).replace('torch.', '')}; got "
-                        f"{str(scales.dtype).replace('torch.', '')}")
-    if qzeros.dtype != torch.int32:
-        raise TypeError(f"qzeros must be an int32 tensor; got {str(qzeros.dtype).replace('torch.', '')}")
+    check_scales_dtype(scales, x)
+    check_int32("qzeros", qzeros)
     ic, (groups, oc) = x.shape[-1], scales.shape
     if oc % 8 or ic % 8 or groups == 0 or ic % groups:
         raise ValueError(f"x's IC = {ic} and scales' OC = {oc} must be multiples of 8 and scales' rows "
@@ -105,7 +105,7 @@ def check_blob_operands(x, blob, scales, qzeros) -> tuple[int, int, int]:
     if tuple(qzeros.shape) != (groups, oc // 8):
         raise ValueError(f"qzeros must be [IC / G, OC / 8] = {[groups, oc // 8]}; got {list(qzeros.shape)}")
     group = ic // groups
-    if group != 32 and group % wgmma.K_TILE:
+    if not wgmma.group_tiles_k(group):
         raise ValueError(f"group size G = IC / scales.shape[0] = {group} must be 32 or a multiple of 64 for the "
                          f"SM90 blob's kernels (use the checkpoint's tensors with awq_linear otherwise)")
     _check_blob(blob, ic, oc)

@@ -449,7 +449,12 @@ def eligible(x: torch.Tensor, bits: int, n: int, k: int, group: int | None, out_
     64; None: no group parameters)."""
     return (arch == "sm_90a" and x.dtype in (torch.float16, torch.bfloat16) and out_dtype == x.dtype
             and bits in (1, 2, 4, 8) and k % 8 == 0 and n % 8 == 0
-            and (group is None or group == 32 or group % K_TILE == 0))
+            and (group is None or group_tiles_k(group)))
+
+
+def group_tiles_k(group: int) -> bool:
+    """Groups that tile the 64-value K-tile: 32, or a multiple of 64."""
+    return group == 32 or group % K_TILE == 0
 
 
 PAD_X_ROWS = True  # ``x_rows``'s padding on/off (experiments time both)
