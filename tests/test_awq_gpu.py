@@ -62,6 +62,28 @@ def test_awq_gemm_default_dispatch_large_layers(M, OC, IC):
     assert _err(out[:, cols], ref) < TOL[torch.float16]
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("M,OC,IC", [(1, 14328, 2176), (5, 15360, 3072), (7, 14336, 2048)])
+def test_awq_side_by_side_ring_tile(dtype, M, OC, IC):
+    """config.AWQ_SIDE_BY_SIDE_RING (session 43): the dispatch's decode tile with 4 warps side by side runs from the
+    cp.async ring, first steps preloaded; an OC tail (14328) and an odd count of K steps per warp (IC = 2176: 17 steps
+    over 2 warps) included. Checked on the last 512 output channels, all tokens, against float64."""
+    from cute_kernels.weight_only import config
+
+    path, tile = config.select_tile(4, M, OC, torch.cuda.get_device_properties(0).multi_processor_count, scaled=True,
+                                    awq=True, k=IC, wgmma=False)
+    assert path == "decode" and tile.warps_n == 4 and tile.stages == config.AWQ_SIDE_BY_SIDE_RING["stages"]
+    qweight, scales, qzeros = _awq(IC, OC, 128, dtype, seed=M + OC + IC)
+    x = torch.randn(M, IC, dtype=dtype, device="cuda")
+    out = poisoned((M, OC), dtype)
+    awq_gemm(x, qweight, scales, qzeros, out=out, path="decode")
+    assert not out.isnan().any()
+    cols = slice(OC - 512, OC)
+    ref = awq_gemm_ref(x.cpu(), qweight[:, cols.start // 8:].contiguous().cpu(), scales[:, cols].contiguous().cpu(),
+                       qzeros[:, cols.start // 8:].contiguous().cpu())
+    assert _err(out[:, cols], ref) < TOL[dtype]
+
+
 @pytest.mark.parametrize("path,M,OC,IC", [("decode", 1, 1032, 2048), ("decode", 4, 4096, 4096),
                                           ("decode", 8, 264, 4096), ("wgmma", 1, 520, 2176), ("wgmma", 16, 4104, 1024),
                                           ("wgmma", 40, 264, 4096), ("wgmma", 300, 520, 2176)])

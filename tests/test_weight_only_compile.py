@@ -62,11 +62,13 @@ def test_decode_l2_prefetch_rule_and_sass():
     assert on.l2_prefetch_mb == config.DECODE_L2_PREFETCH_MB > 0
     assert config.decode_tile(4, m=16, n=14336, sm_count=132, scaled=True, k=4096).l2_prefetch_mb > 0
     assert config.decode_tile(2, m=8, n=8192, sm_count=132, k=8192).l2_prefetch_mb > 0
-    assert config.decode_tile("awq", m=4, n=14336, sm_count=132, scaled=True, k=4096).l2_prefetch_mb > 0
+    assert config.decode_tile("awq", m=4, n=14336, sm_count=132, scaled=True, k=4096,
+                              blob_reader=True).l2_prefetch_mb > 0  # the ring tile of the repack reader has none
     for n, k in ((4096, 14336), (1536, 8960)):  # N < K, 256 / 96 CTAs: one wave
         assert config.decode_tile("awq", m=1, n=n, sm_count=132, scaled=True, k=k).l2_prefetch_mb > 0
     for fmt, m, n, k in ((4, 1, 4096, 14336), (2, 16, 8192, 8192), (1, 1, 8192, 8192), (8, 1, 8192, 8192),
                          ("awq", 16, 8192, 8192), ("awq", 1, 5120, 13824), ("awq", 9, 4096, 14336),
+                         ("awq", 4, 14336, 4096),
                          (4, 1, 8192, None)):
         assert config.decode_tile(fmt, m=m, n=n, sm_count=132, k=k).l2_prefetch_mb == 0, (fmt, m, n, k)
     s = _sass("int4", torch.bfloat16, None, on)
@@ -184,6 +186,35 @@ def test_one_bit_in_place_decode_is_lop3_and_fma():
     s = _sass("int1", torch.bfloat16, None, tile)
     assert not s.spills
     assert s.instructions.get("HFMA2", 0) >= 512  # one per pair: 2 row slots x 4 tiles x 4 words x 16 pairs
+
+
+def test_awq_side_by_side_ring_rule_and_sass():
+    """Session 43's rule (config.AWQ_SIDE_BY_SIDE_RING): AWQ's 1-8 token tiles with 4 warps side by side run from a
+    3-stage cp.async ring, first steps preloaded before the PDL wait, no L2 prefetch; other AWQ tiles, the blob reader's
+    tiles and a forced register pipeline keep the register double buffer. The ring tile compiles (promoted, as
+    quantized_mm.use_promoted_scales picks for side-by-side warps) without spills, its first copies before ACQBULK."""
+    rule = config.AWQ_SIDE_BY_SIDE_RING
+    for n, k in ((14336, 4096), (16384, 2048), (15360, 3072)):
+        for m in (1, 4, 8):
+            tile = config.decode_tile("awq", m, n, 132, scaled=True, k=k)
+            assert tile.warps_n >= rule["min_warps_n"], (n, k, m)
+            assert (tile.stages, tile.preload_weights, tile.l2_prefetch_mb) == (rule["stages"], True, 0), (n, k, m)
+            blob = config.decode_tile("awq", m, n, 132, scaled=True, k=k, blob_reader=True)
+            assert blob.stages == 0 and blob.warps_n == tile.warps_n and blob.l2_prefetch_mb > 0
+            assert config.decode_tile("awq", m, n, 132, scaled=True, k=k, ring=False).stages == 0
+        path, chosen = config.select_tile(4, 1, n, 132, scaled=True, awq=True, k=k, wgmma=True)
+        assert path == "decode" and chosen.stages == rule["stages"]
+        assert config.select_tile(4, 1, n, 132, scaled=True, awq=True, k=k, wgmma=True, blob_reader=True)[1].stages == 0
+    for n, k in ((4096, 4096), (4096, 14336), (8192, 4096), (11008, 4096)):  # fewer warps side by side
+        tile = config.decode_tile("awq", 1, n, 132, scaled=True, k=k)
+        assert tile.warps_n < rule["min_warps_n"] and tile.stages == 0, (n, k)
+    tile = config.decode_tile("awq", 1, 14336, 132, scaled=True, k=4096)
+    for x_dtype in (torch.float16, torch.bfloat16):
+        s = summarize_cubin(compile_with_cubin("awq", x_dtype, x_dtype, x_dtype, tile, promote_scales=True)
+                            .artifacts.CUBIN)
+        head = s.text[:s.text.index("ACQBULK")]
+        assert "LDGSTS" in head and "UBLKPF" not in s.instructions and not s.spills, x_dtype
+        assert s.mma.get("HMMA.16816.F32" + (".BF16" if x_dtype == torch.bfloat16 else ""), 0) > 0
 
 
 def test_decode_preload_rule_and_sass(monkeypatch):

@@ -342,13 +342,17 @@ def test_awq_gemm_one_fma_decode_emulated(emulated_ops, monkeypatch, M, IC, OC, 
     assert _rel_err(out, awq_gemm_ref(x, qweight, scales, qzeros)) < _TOL[torch.float16]
 
 
-@pytest.mark.parametrize("M,warps_n", [(3, 4), (16, 2)])
-def test_awq_gemm_side_by_side_warps_emulated(emulated_ops, M, warps_n):
+@pytest.mark.parametrize("M,warps_n,ring", [(3, 4, False), (16, 2, False), (3, 4, True)])
+def test_awq_gemm_side_by_side_warps_emulated(emulated_ops, M, warps_n, ring):
+    """``ring``: the cp.async ring of config.AWQ_SIDE_BY_SIDE_RING (3 stages, preloaded, no L2 prefetch)."""
     torch.manual_seed(M * warps_n)
     qweight, qzeros, scales = awq_quantize(torch.randn(384, 72), 128, scale_dtype=torch.float16)
     x = torch.randn(M, 384, dtype=torch.float16)
     out = torch.full((M, 72), float("nan"), dtype=torch.float16)
     tile = dataclasses.replace(config.decode_tile("awq", M, 72, 132), warps_n=warps_n, warps_k=8 // warps_n)
+    if ring:
+        tile = dataclasses.replace(tile, stages=config.AWQ_SIDE_BY_SIDE_RING["stages"], preload_weights=True,
+                                   l2_prefetch_mb=0)
     awq_ops.awq_gemm(x, qweight, scales, qzeros, out=out, tile=tile)
     assert _rel_err(out, awq_gemm_ref(x, qweight, scales, qzeros)) < _TOL[torch.float16]
 

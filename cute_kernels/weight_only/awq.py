@@ -123,7 +123,8 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzero
         return out.copy_(awq_gemm(x, qweight, scales, qzeros, split_k_iters, bias=bias, path=path, tile=tile))
     sms = _arch.sm_count(device.index)
     wgmma_ok = tile is None and _wgmma_eligible(x, oc, ic, group, device)
-    path_name, tl = config.select_tile(4, m, oc, sms, path, scaled=True, awq=True, k=ic, wgmma=wgmma_ok)
+    path_name, tl = config.select_tile(4, m, oc, sms, path, scaled=True, awq=True, k=ic, wgmma=wgmma_ok,
+                                       blob_reader=wgmma_ok and config.AWQ_ONE_COPY)
     signature = (x.shape, x.stride(), x.dtype, awq_repack.cache_key(qweight, scales, qzeros), bias is not None)
     if path_name == "wgmma" or (wgmma_ok and path_name == "decode" and config.AWQ_ONE_COPY
                                 and awq_sm90.decode_ok(tl, group, ic)):

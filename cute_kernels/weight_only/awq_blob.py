@@ -162,7 +162,8 @@ def awq_blob_linear(x: torch.Tensor, blob: torch.Tensor, scales: torch.Tensor, q
         return result
     sms = _arch.sm_count(device.index)
     aw = awq_sm90.blob_weights(blob, ic, scales, qzeros, group)
-    path_name, tile = config.select_tile(4, m, oc, sms, None, scaled=True, awq=True, k=ic, wgmma=True)
+    path_name, tile = config.select_tile(4, m, oc, sms, None, scaled=True, awq=True, k=ic, wgmma=True,
+                                         blob_reader=True)
     run = awq_sm90.sm90_run(x.dtype, aw, m, sms, arch, tile if path_name == "decode" else None)
     xk = aligned_copy(x2) if x_needs_copy(x2) else x2
     run(xk, aw, out, bias, blob)

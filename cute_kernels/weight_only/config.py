@@ -406,6 +406,20 @@ DECODE_L2_PREFETCH_ONE_WAVE = ("awq",)  # formats that take it on N < K layers w
 # already).
 DECODE_CTA_CAP_FORMATS = (4, 8)
 
+# Session 43 (H100, benchmarks/experiments/awq_ring43.py: forced tiles through awq_gemm, CUDA-graph medians of 5
+# interleaved rounds over 240 MB of rotating weight sets, float64-checked): AWQ's 1-8 token tiles with 4 warps side by
+# side (layers of ~14-16K rows and K <= 4096, side_by_side_warps) run faster from a 3-stage cp.async ring whose first
+# 2 steps load before the PDL wait (DECODE_PRELOAD), without the L2 prefetch, than from the register double buffer:
+# 14336 x 4096 at 1 / 4 tokens fp16 15.16 / 15.35 -> 14.39 / 14.70 µs, bf16 15.08 / 15.37 -> 14.15 / 14.69; on six
+# layers measured after the rule was drawn (16384 x 4096, 14336 x 2048 / 3584, 15360 x 3072, 13824 x 4096, 16384 x
+# 2048) at 1 / 4 / 5 tokens 0.95-1.00x, median 0.965x. Not taken (same runs, time / shipped): 2 warps side by side
+# (8192 x 4096 / 6144 0.99-1.00x; 8192^2 and 7168 x 8192 0.98-1.07x, slower at 4 tokens); one warp across (4096^2
+# 1.05-1.26x; multi-wave K = 4096 layers 0.76-0.95x in fp16 but 1.05-1.10x in bf16; 18944 x 3584 1.02-1.23x); 4
+# stages (1.00-1.02x the 3-stage ring); the ring with the 2-CTA cap (its shared memory shrinks L1: up to 1.36x the
+# uncapped ring); a ring of 4 K steps in registers (the loop unrolled by 4: 1.05-1.24x; data archive
+# session43/dropped/).
+AWQ_SIDE_BY_SIDE_RING = {"min_warps_n": 4, "stages": 3}
+
 # Session 12 (H100, benchmarks/experiments/wo_warps_n16.py, ABBA, µs 4 tiles per warp -> 2 tiles with twice the warps
 # side by side, the same rows per CTA): 4-bit with group scales at 12 / 16 tokens on layers of <= 40 K steps per row
 # (K <= 5120): 11008 x 4096 19.10 / 19.42 -> 17.15 / 18.41, 14336 x 4096 21.22 / 21.53 -> 17.79 / 18.85 (and
@@ -423,11 +437,13 @@ SCALED_16_SPLIT_RING_STAGES = 3  # AWQ's split tile: the ring stages (the scaled
 def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None = None,
                 x_ahead: bool | None = None, token_major: bool | None = None, scaled: bool = False,
                 swap_registers: bool | None = None, k: int | None = None,
-                fields_in_place: bool | None = None) -> TileShape:
+                fields_in_place: bool | None = None, blob_reader: bool = False) -> TileShape:
     """The decode tile of ``decode_plan(fmt, m, scaled)``; ``ring`` / ``x_ahead`` / ``token_major`` /
     ``swap_registers`` / ``fields_in_place`` override it. ``k`` (the reduction length) enables the side-by-side warps
     of multi-wave grids (``side_by_side_warps``) and of short-K layers at 9-16 tokens (``SCALED_16_SPLIT_MAX_K_STEPS``);
-    small one-tile grids get the CTA cap (``DECODE_CTA_CAP_FORMATS``)."""
+    small one-tile grids get the CTA cap (``DECODE_CTA_CAP_FORMATS``). AWQ tiles with 4 warps side by side run from
+    the cp.async ring (``AWQ_SIDE_BY_SIDE_RING``) unless ``blob_reader`` (the SM90 blob's reader, ``blob_decode.py``,
+    runs the register pipeline only)."""
     plan = decode_plan(fmt, m, scaled)
     if plan.narrow is not None and -(-n // (16 * plan.nt)) < plan.min_ctas_per_sm * sm_count:
         plan = plan.narrow
@@ -451,10 +467,14 @@ def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None
         nt, warps_n = 2, 2 * warps_n  # the same rows per CTA over twice the warps (comment above)
         if not ring:  # AWQ: from the ring, without the register plan's prefetch of x
             ring, stages, x_ahead, swap = True, SCALED_16_SPLIT_RING_STAGES, False, False
+    side_ring = (fmt == "awq" and not ring_forced and not blob_reader and not ring and m <= plan.max_m
+                 and warps_n >= AWQ_SIDE_BY_SIDE_RING["min_warps_n"])
+    if side_ring:
+        ring, stages = True, AWQ_SIDE_BY_SIDE_RING["stages"]
     in_place = plan.fields_in_place or 0 < plan.fields_in_place_min_nt <= nt
     in_place = in_place if fields_in_place is None else fields_in_place
     one_wave = -(-n // (16 * nt * warps_n)) <= DECODE_CTAS_PER_SM * sm_count
-    prefetch = (DECODE_L2_PREFETCH_MB if m <= DECODE_L2_PREFETCH_MAX_M.get(fmt, 0) and k is not None
+    prefetch = (DECODE_L2_PREFETCH_MB if m <= DECODE_L2_PREFETCH_MAX_M.get(fmt, 0) and k is not None and not side_ring
                 and (n >= k or (fmt in DECODE_L2_PREFETCH_ONE_WAVE and one_wave)) else 0)
     tile = TileShape(nt=nt, mt=mt, warps_n=warps_n, warps_k=8 // warps_n, stages=stages if ring else 0,
                      x_ahead=x_ahead, token_major=token_major, swap_registers=swap and not ring,
@@ -497,12 +517,13 @@ def tensor_core_tile(m: int, scaled: bool = False, fmt: int | str | None = None)
 
 def select_tile(bits: int, m: int, n: int, sm_count: int, path: str | None = None,
                 decode_max_m: int | None = None, scaled: bool = False, dense: bool = False,
-                dense_min_m: int | None = None, awq: bool = False, k: int | None = None, wgmma: bool = False
-                ) -> tuple[str, TileShape | None]:
+                dense_min_m: int | None = None, awq: bool = False, k: int | None = None, wgmma: bool = False,
+                blob_reader: bool = False) -> tuple[str, TileShape | None]:
     """(path name, tile) for a problem; ``path`` forces "decode", "tensor_core", "wgmma" or "dense"; ``scaled``:
     group scales; ``dense``: the caller can run the dense path (fp16/bf16 activations); ``wgmma``: the problem is
     eligible for the WGMMA path (``wgmma.eligible``). The dense and WGMMA paths have no TileShape (the WGMMA path
-    picks its TileConfig itself). ``awq``: the AWQ format (its own decode plans)."""
+    picks its TileConfig itself). ``awq``: the AWQ format (its own decode plans); ``blob_reader``: its decode tile is
+    for the SM90 blob's reader (``decode_tile``)."""
     if path is None:
         decode = m <= (DECODE_MAX_M if decode_max_m is None else decode_max_m)
         early = decode_max_m is None and m >= wgmma_min_m(bits, scaled, awq, None if k is None else n * k, n, k,
@@ -522,7 +543,7 @@ def select_tile(bits: int, m: int, n: int, sm_count: int, path: str | None = Non
     if path == "decode":
         if m > 16:
             raise ValueError(f"the decode path handles M <= 16 tokens; got M = {m}")
-        return path, decode_tile("awq" if awq else bits, m, n, sm_count, scaled=scaled, k=k)
+        return path, decode_tile("awq" if awq else bits, m, n, sm_count, scaled=scaled, k=k, blob_reader=blob_reader)
     if path == "tensor_core":
         return path, tensor_core_tile(m, scaled, "awq" if awq else bits)
     if path == "dense":
