@@ -186,10 +186,11 @@ RASTER_SWIZZLE = (4, 2)  # tried in this order; the first that divides the swizz
 RASTER_MIN_WAVES = 4  # smaller problems keep the plain order
 RASTER_MIN_BYTES = 32 << 20  # per batch: the operand the raster walks (A for 1x2 clusters, B for 2x1), 1-byte elements
 # Below RASTER_MIN_BYTES the plain order of 2x1 clusters runs N fastest when A is the operand that exceeds it: M
-# fastest, every wave takes ~132 token tiles of one weight column, so each of the N / tile_n columns re-reads all of
-# A from DRAM (M = 30720, K = 7168: 4.6 GB a call). Session 39 (H100, benchmarks/experiments/fp8_raster_rule39.py,
-# FP8 blockwise 128x192 / 128x128 2x1; docs/fp8_blockwise.md): the five problems it changes (M = 8192-16384, A 34-117
-# MB, B 8-29 MB) ran 0.71-0.91x the old time; three it leaves alone 1.00-1.03x. False restores the old rule.
+# fastest, every wave takes ~132 token tiles of one weight column, so each of the N / tile_n columns re-reads all of A
+# from DRAM (M = 30720, K = 7168: 4.6 GB a call). Session 39 (H100, fp8_raster_rule39.py in the data archive's
+# session43/moved/, FP8 blockwise 128x192 / 128x128 2x1; docs/fp8_blockwise.md): the five problems it changes (M =
+# 8192-16384, A 34-117 MB, B 8-29 MB) ran 0.71-0.91x the old time; three it leaves alone 1.00-1.03x. False restores the
+# old rule.
 RASTER_ALONG_N_FOR_LARGE_A = True
 
 

@@ -152,6 +152,7 @@ def test_blob_weights_do_not_keep_the_blob_alive():
     aw = awq_sm90.blob_weights(blob, 256, scales, qzeros, 128)
     assert aw.blob is None and aw.out_features == 64 and aw.group == 128
     assert aw.params("awq", torch.float16).shape == (2 * 2, 64)  # the words: 2 per (group, row), built without it
+    assert aw.params("awq_fma", torch.float16).shape == (2, 64)  # one-fma words: 1 per (group, row)
     assert awq_sm90.cached(awq_sm90.blob_key(blob, scales, qzeros)) is aw
     del blob, aw
     gc.collect()

@@ -102,8 +102,8 @@ def test_layer_layouts_agree_and_what_they_hold(dtype):
         assert _err(outs["sm90_blob"][m], outs["checkpoint"][m].double()) < TOL[dtype]
     qweight_bytes, groups = ic * oc // 2, ic // g
     small = groups * oc * (2 + 0.5)  # scales, qzeros
-    formats = 2 if dtype == torch.float16 else 1
-    expected = qweight_bytes + small + groups * oc * (1 + 8 * formats)  # + zero points as bytes + 2 words / format
+    words = 4 + 8 if dtype == torch.float16 else 8  # bytes per (row, group): awq_fma's one word, awq's two
+    expected = qweight_bytes + small + groups * oc * (1 + words)  # + zero points as bytes + the words
     assert held["sm90_blob"] == (qweight_bytes + small, expected), held
     assert held["checkpoint"][1] > 2.9 * qweight_bytes, held
     gc.collect()

@@ -69,12 +69,17 @@ def test_weights_cache_follows_the_checkpoint():
 
 
 def test_decode_variant_rule():
-    """``config.AWQ_ONE_COPY``'s decode plans: x staged whole at one token where it fits, per step above; the
-    WGMMA path's small-M words (awq_fma) at fp16, awq (promoted with warps side by side) at bf16; 2 CTAs per SM."""
+    """The blob's decode plans: x staged whole at one token where it fits, per step above; the exact ``awq`` words
+    (promoted with warps side by side) at fp16 and bf16 (``BLOB_DECODE_ONE_FMA`` off: awq_fma's one-word words ran
+    these tiles slower, session 43), awq_fma at fp16 with it on; 2 CTAs per SM."""
     qweight, scales, qzeros = _checkpoint(4096, 64, 128)
     aw = awq_sm90.build(qweight, scales, qzeros, 128)
     one = awq_sm90.DecodePlan(torch.float16, aw, 1, DECODE_1, "sm_90a")
-    assert (one.fmt_key, one.options["x_stage"], one.options["x_rows"]) == ("awq_fma", "whole", 1)
+    assert (one.fmt_key, one.options["x_stage"], one.options["x_rows"]) == ("awq", "whole", 1)
+    assert not one.promote and awq_sm90.DecodePlan(torch.float16, aw, 1, DECODE_4, "sm_90a").promote
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(awq_sm90, "BLOB_DECODE_ONE_FMA", True)
+        assert awq_sm90.DecodePlan(torch.float16, aw, 1, DECODE_1, "sm_90a").fmt_key == "awq_fma"
     assert one.tile.max_ctas_per_sm == awq_sm90.CTAS_PER_SM and one.options["group_per_step"]
     four = awq_sm90.DecodePlan(torch.float16, aw, 3, DECODE_1, "sm_90a")
     assert (four.options["x_stage"], four.options["x_rows"]) == ("step", 4)

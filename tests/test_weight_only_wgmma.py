@@ -58,9 +58,10 @@ def test_blob_cache_follows_the_weight():
 @pytest.mark.parametrize("x_dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("fmt_key", ["int8", "int4", "int2", "int1", "awq"])
 def test_param_words_layout(scale_dtype, x_dtype, fmt_key):
-    """Rows g * W + i of the kernel's group parameters = context word i of group g, per weight row: word 0 the scale
-    of (n, g) rounded once to x's dtype (what ``.to(x_dtype)`` gives) in both halves; AWQ's word 1 -(MAGIC + zero
-    point) in both halves, MAGIC = 1024 (fp16) / 128 (bf16): the decode's (MAGIC + u) + word 1 = u - z exactly."""
+    """Rows g * W .. g * W + W - 1 of the kernel's group parameters = the context words of group g, per weight row:
+    word 0 holds the scale of (n, g) rounded once to x's dtype (what ``.to(x_dtype)`` gives) in both halves; AWQ's
+    word 1 -(MAGIC + zero point) in both halves, MAGIC = 1024 (fp16) / 128 (bf16): the decode's (MAGIC + u) + word 1
+    = u - z exactly. (``awq_fma``'s one word: ``test_awq_one_fma_decode_from_staged_words``.)"""
     n, groups = 72, 5
     scales = (torch.rand(n, groups, dtype=torch.float64) * 2 - 1).to(scale_dtype)  # negative scales too
     zeros = torch.randint(0, 16, (n, groups), dtype=torch.uint8) if fmt_key == "awq" else None
@@ -143,16 +144,17 @@ def test_awq_one_fma_decode_from_staged_words(x_dtype, max_scale):
     scales, zeros, words, codes = _awq_fma_case(max_scale, x_dtype)
     staged = wgmma.param_words("awq_fma", scales, zeros, x_dtype)
     assert staged.scale_exponent == e  # what WgmmaPlan multiplies the scalar with (2^e)
-    halves = staged.view(torch.int16).view(2, 32, 2).view(x_dtype).double()  # [word, row, half]
+    assert staged.shape == (1, 32)  # one word per (row, group): S in the low half, C in the high half
+    halves = staged.view(torch.int16).view(32, 2).view(x_dtype).double()  # [row, half]
     s, z = scales.double()[:, 0], zeros.double()[:, 0]
     shift = {torch.float16: 24 - 6, torch.bfloat16: 133 - 3}[x_dtype] - e
-    assert torch.equal(halves[0, :, 0], s * 2.0 ** shift) and torch.equal(halves[0, :, 1], halves[0, :, 0])
-    assert torch.equal(halves[1, :, 0], (-z * s * 2.0 ** -e).to(x_dtype).double())
+    assert torch.equal(halves[:, 0], s * 2.0 ** shift)
+    assert torch.equal(halves[:, 1], (-z * s * 2.0 ** -e).to(x_dtype).double())
     exact = (codes - zeros.to(torch.int64)).double() * s[:, None]
-    c = halves[1, :, 0]
+    c = halves[:, 1]
     eps = 2.0 ** (-11 if x_dtype == torch.float16 else -8)
     with simt.emulated(simt.Memory()):
-        ctx = AWQ_ONE_FMA.group_ctx_words(ct, [simt.u32(staged[i].numpy()) for i in range(2)])
+        ctx = AWQ_ONE_FMA.group_ctx_words(ct, [simt.u32(staged[0].numpy())])
         for q in range(4):
             lo, hi = simt._halves(AWQ_ONE_FMA.decode_pair(simt.u32(words.numpy()), q, ct, ctx), ct.x2)
             for half, el in zip((lo, hi), AWQ_ONE_FMA.pair_elems(q)):

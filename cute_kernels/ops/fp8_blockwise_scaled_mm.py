@@ -117,7 +117,7 @@ MID_M_CLUSTER = True
 TILE_N_COST = {128: 1.0, 160: 1.08, 192: 1.0, 64: 1.05}
 # The large-M row (128 rows, 2x1 cluster) when a_scale is staged by TMA, which the 160/192-wide tiles do and the
 # 128-wide one does not (it would cost an A/B stage): the wide tiles are then cheaper per column. Fitted on an H100
-# (session 24, benchmarks/experiments/fp8_large_m_widths.py: M = 1024 / 2048 / 4096 on seven layers, every width
+# (session 24, fp8_large_m_widths.py, data archive session43/moved/: M = 1024 / 2048 / 4096 on seven layers, every width
 # forced, CUDA-graph medians) as the costs whose wave-model pick comes closest to the fastest width: mean 0.4% and at
 # most 2.4% slower than the best of the three, where TILE_N_COST's picks were 6.2% / 16.6% slower (7168 x 16384 at
 # M = 1024: 244 -> 209 µs; 7168 x 2048 at M = 4096: 123 -> 109; 24576 x 1536 at M = 4096: 344 -> 310). With a_scale

@@ -139,14 +139,24 @@ def decode_ok(tile: TileShape, group: int, k: int) -> bool:
             and not tile.fields_in_place and blob_decode.supports(group, k))
 
 
+# Whether the blob's decode tiles run fp16 x with ``awq_fma``'s words (the WGMMA path's small-M words) rather than the
+# exact ``awq`` ones. Session 43 (H100, benchmarks/experiments/awq_ring43.py variant "blob", old and new package in
+# alternating processes, 2 x 3 interleaved rounds): once awq_fma's two values share one 4-byte word per (row, group)
+# (formats.AwqInt4OneFma; the WGMMA path 0.95-0.97x at 1-16 tokens in fp16), these tiles ran 1.04-1.16x slower on
+# them at one token (14336 x 4096 15.64 -> 18.15 µs, 4096 x 14336 14.50 -> 15.04); on ``awq``'s two words they run
+# as before (0.98-1.03x the old awq_fma words at 1 / 4 tokens on 14336 x 4096, 4096 x 14336, 4096^2). Not
+# understood: their SASS differs by a few instructions (fewer loads, two byte permutes per word), registers equal.
+BLOB_DECODE_ONE_FMA = False
+
+
 class DecodePlan:
-    """The decode tiles on the blob for M tokens of x_dtype, with the WGMMA path's parameter words (fp16 with finite
-    scales: ``awq_fma``, the small-M words of that path, any exponent; else ``awq``, promoted on tiles with warps side
-    by side as the repack reader does): ``plan(x, aw, out, bias[, blob])`` as ``WgmmaRun``."""
+    """The decode tiles on the blob for M tokens of x_dtype, with the WGMMA path's parameter words (``awq``, promoted
+    on tiles with warps side by side as the repack reader does; with ``BLOB_DECODE_ONE_FMA`` fp16 with finite scales
+    takes ``awq_fma``): ``plan(x, aw, out, bias[, blob])`` as ``WgmmaRun``."""
 
     def __init__(self, x_dtype: torch.dtype, aw: AwqSm90Weights, m: int, tile: TileShape, arch: str):
         k = aw.in_features
-        self.fmt_key = wgmma.awq_format(x_dtype, aw, 1)
+        self.fmt_key = wgmma.awq_format(x_dtype, aw, 1) if BLOB_DECODE_ONE_FMA else "awq"
         self.promote = self.fmt_key == "awq" and tile.warps_n > 1
         rows = staged_rows(m, tile)
         whole = (m <= WHOLE_X_MAX_TOKENS and tile.mt == 1

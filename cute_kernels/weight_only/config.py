@@ -152,16 +152,16 @@ WGMMA_MAX_M = 4096
 # AWQ on SM90 with one derived copy of the weight: the decode tiles read the WGMMA path's blob and parameter words
 # (blob_decode.py) instead of a K-packed repack, so a layer holds the checkpoint + blob + ~0.12x of parameter words
 # per format (2.1-2.2x the checkpoint) rather than + repack too (3.2-3.3x). Off by default: session 41 (H100,
-# benchmarks/experiments/awq_ab41.py, 1 / 4 tokens on 4096^2, 14336 x 4096 and 4096 x 14336, fp16 / bf16, one
+# awq_ab41.py (data archive session43/moved/), 1 / 4 tokens on 4096^2, 14336 x 4096 and 4096 x 14336, fp16 / bf16, one
 # process; docs/weight_only.md) measured the blob reader at 0.98-1.09x the repack reader's time (median 1.02x; 1.05x /
 # 1.09x on 14336 x 4096 at one token) with bench_awq.py's rotation of 240 MB of weights, 0.95-1.05x with 120 MB.
 # Set it before a layer's first call (or call clear_weight_caches() after): warm calls keep the path they took.
 AWQ_ONE_COPY = False
-# Session 15 (H100, benchmarks/experiments/wo_crossover.py, both paths forced through the ops, the four layers of the
-# issues; docs/weight_only.md): with 16-token tiles, four K-tiles of WGMMAs in flight and two K-tiles per stage at
-# 1/2 bits, the WGMMA path beats the decode path from 8 tokens on for 1/2-bit weights (M = 16, 8192^2: 1-bit 16.6 ->
-# 11.7 us, 2-bit 17.8 -> 14.2; at 8 tokens 2-bit 8192^2 is the one layer 4% slower) and from 12 for 4-bit (M = 16
-# 4096 x 14336: 19.6 -> 16.2; at 12 tokens 8192^2 3% slower, the other three layers faster or equal).
+# Session 15 (H100, wo_crossover.py in the data archive's session43/moved/, both paths forced through the ops, the four
+# layers of the issues; docs/weight_only.md): with 16-token tiles, four K-tiles of WGMMAs in flight and two K-tiles per
+# stage at 1/2 bits, the WGMMA path beats the decode path from 8 tokens on for 1/2-bit weights (M = 16, 8192^2: 1-bit
+# 16.6 -> 11.7 us, 2-bit 17.8 -> 14.2; at 8 tokens 2-bit 8192^2 is the one layer 4% slower) and from 12 for 4-bit (M =
+# 16 4096 x 14336: 19.6 -> 16.2; at 12 tokens 8192^2 3% slower, the other three layers faster or equal).
 WGMMA_MIN_M = {1: 8, 2: 8, 4: 12}  # bits -> fewest tokens on the WGMMA path (formats without group parameters)
 # Session 16 (same script and machine): once the WGMMA path's group parameters came with its TMA stages (they had
 # been loaded from global memory by the consumers), weights with group scales and AWQ took it earlier. g128, bf16

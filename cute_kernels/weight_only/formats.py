@@ -247,6 +247,12 @@ class SignedInt8(WeightFormat):
         return ptx.cvt_pair_f32(ct.x2, halves[1], halves[0])
 
 
+def split_context_word(word):
+    """Kernel side: a context word of two 16-bit values -> (low half in both halves, high half in both halves), the
+    packed operands the decode's fmas take (two byte permutes per word, against two words' loads)."""
+    return ptx.prmt(word, word, 0x1010), ptx.prmt(word, word, 0x3232)
+
+
 class AwqInt4(WeightFormat):
     """AutoAWQ's unsigned int4 with a zero point and a scale per (output channel, group).
 
@@ -268,7 +274,9 @@ class AwqInt4(WeightFormat):
 
     def context_words(self, ct, scale16, zeros):
         # -(MAGIC + z) in both halves (the fields-not-in-place offset, j = 0 in ``group_ctx``): z sits in the
-        # mantissa of MAGIC, whose ULP is 1
+        # mantissa of MAGIC, whose ULP is 1. Two words where one could hold both values (as ``AwqInt4OneFma``'s):
+        # in one word the WGMMA path ran 1.03-1.09x slower in bf16 on three of four layers (session 43, H100;
+        # awq_sm90.BLOB_DECODE_ONE_FMA's comment has the run).
         return [scale16 * 0x00010001, (zeros | ct.neg(ct.magic)) * 0x00010001]
 
     def group_ctx_words(self, ct, words):
@@ -343,11 +351,16 @@ class OneFma:
         return s, self.word((s * 2.0 ** (self.lift(ct) - e)).to(dtype)), dtype
 
     @staticmethod
-    def word(v16):
-        """A 16-bit tensor's values in both halves of int64-held 32-bit words."""
+    def bits16(v16):
+        """A 16-bit float tensor's bit patterns, as int64 in 0 .. 0xFFFF."""
         import torch
 
-        return (v16.view(torch.int16).to(torch.int64) & 0xFFFF) * 0x00010001
+        return v16.view(torch.int16).to(torch.int64) & 0xFFFF
+
+    @classmethod
+    def word(cls, v16):
+        """A 16-bit tensor's values in both halves of int64-held 32-bit words."""
+        return cls.bits16(v16) * 0x00010001
 
     def fma_decode(self, w, q, ct, scale, offset, flip: int = 0):
         """h = the field's u 2^(j - E) (``flip``: bits XOR-ed into the field, e.g. two's complement -> offset binary);
@@ -380,12 +393,18 @@ class AwqInt4OneFma(OneFma, AwqInt4):
         offset = neg_z * scale
         return ptx.cvt_pair_f32(ct.x2, s_lift, s_lift), ptx.cvt_pair_f32(ct.x2, offset, offset)
 
+    def context_word_count(self, has_scale):
+        return 1
+
     def context_words(self, ct, scale16, zeros, e: int):
-        s, s_words, dtype = self.host_scale_words(ct, scale16, e)
-        return [s_words, self.word((-zeros.double() * s * 2.0 ** -e).to(dtype))]  # C: exact, then one rounding
+        # One word, two 16-bit values: S (low half) and C (high half, exact, then one rounding); the kernel spreads
+        # each over both halves of a register (``split_context_word``): 4 bytes per (row, group), not 8.
+        s, dtype = self.host_scales(ct, scale16)
+        s16 = self.bits16((s * 2.0 ** (self.lift(ct) - e)).to(dtype))
+        return [s16 | (self.bits16((-zeros.double() * s * 2.0 ** -e).to(dtype)) << 16)]
 
     def group_ctx_words(self, ct, words):
-        return words[0], words[1]
+        return split_context_word(words[0])
 
     def decode_pair(self, w, q, ct, ctx, in_place=False):
         return self.fma_decode(w, q, ct, *ctx)  # u s 2^-e - z s 2^-e

@@ -134,8 +134,9 @@ def cached_blob(packed: torch.Tensor, bits: int, fmt_key: str, k: int) -> torch.
 
 def param_words(fmt_key: str, group_scales, zeros, dtype: torch.dtype) -> torch.Tensor:
     """The kernel's group parameters: int32 [groups * W, N], rows g * W .. g * W + W - 1 = the W decode-context
-    words of group g (``WeightFormat.context_words``: the scale rounded to ``dtype``, x's, in both halves - round
-    to nearest, as the decode path's conversion of a loaded scale; AWQ adds -(MAGIC + zero point) in both halves).
+    words of group g (``WeightFormat.context_words``; W = 1 for the shipped formats: the scale rounded to ``dtype``,
+    x's, in the low half - round to nearest, as the decode path's conversion of a loaded scale - and in the high half
+    the scale again, or AWQ's -(MAGIC + zero point), or the one-fma formats' C; 4 bytes per (row, group)).
     N is the contiguous axis; the kernel's TMA takes a (rows of a tile x the groups of a stage) box of it."""
     from .formats import BF16, F16
 
