@@ -16,10 +16,10 @@ Layouts (host: ``weight_only/wgmma.py``)
   x     [M, K] fp16/bf16, K contiguous: WGMMA's B operand (shared memory, 128B-swizzled, TMA).
   out   [M, N] row-major, x's dtype (the host routes other output dtypes elsewhere).
   params int32 [K / G * W, N] (with group scales / zero points; host: ``param_words``): the format's W decode-context
-        words per (row, group) (``WeightFormat.context_words``; W = 1 for every shipped format: the scale already
-        rounded to x's dtype in the low half, the high half the scale again or AWQ's -(MAGIC + zero point) / one-fma
-        constant), precomputed once per weight. N is the contiguous axis: the producer's TMA stages a (tile_m rows x
-        the stage's groups' words) box of it with each stage.
+        words per (row, group) (``WeightFormat.context_words``: the scale already rounded to x's dtype in the low
+        half of word 0, the high half the scale again or the one-fma constant C, W = 1; AWQ's exact format W = 2,
+        -(MAGIC + zero point) in word 1), precomputed once per weight. N is the contiguous axis: the producer's TMA
+        stages a (tile_m rows x the stage's groups' words) box of it with each stage.
 
 Pipeline (``Sm90GemmKernel``: producer warp, two consumer warpgroups of 64 weight rows, persistent schedule,
 epilogue tree -> stmatrix -> TMA store, in-kernel split-K): the producer's TMA stages k_tiles_per_stage K-tiles of the

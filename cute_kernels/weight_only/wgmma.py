@@ -134,9 +134,10 @@ def cached_blob(packed: torch.Tensor, bits: int, fmt_key: str, k: int) -> torch.
 
 def param_words(fmt_key: str, group_scales, zeros, dtype: torch.dtype) -> torch.Tensor:
     """The kernel's group parameters: int32 [groups * W, N], rows g * W .. g * W + W - 1 = the W decode-context
-    words of group g (``WeightFormat.context_words``; W = 1 for the shipped formats: the scale rounded to ``dtype``,
-    x's, in the low half - round to nearest, as the decode path's conversion of a loaded scale - and in the high half
-    the scale again, or AWQ's -(MAGIC + zero point), or the one-fma formats' C; 4 bytes per (row, group)).
+    words of group g (``WeightFormat.context_words``: the scale rounded to ``dtype``, x's - round to nearest, as the
+    decode path's conversion of a loaded scale - in the low half of word 0; its high half the scale again (signed
+    formats) or the one-fma formats' C (W = 1); ``awq``'s W = 2: the scale in both halves, then -(MAGIC + zero point)
+    in both halves).
     N is the contiguous axis; the kernel's TMA takes a (rows of a tile x the groups of a stage) box of it."""
     from .formats import BF16, F16
 
