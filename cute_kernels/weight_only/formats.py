@@ -399,9 +399,8 @@ class AwqInt4OneFma(OneFma, AwqInt4):
     def context_words(self, ct, scale16, zeros, e: int):
         # One word, two 16-bit values: S (low half) and C (high half, exact, then one rounding); the kernel spreads
         # each over both halves of a register (``split_context_word``): 4 bytes per (row, group), not 8.
-        s, dtype = self.host_scales(ct, scale16)
-        s16 = self.bits16((s * 2.0 ** (self.lift(ct) - e)).to(dtype))
-        return [s16 | (self.bits16((-zeros.double() * s * 2.0 ** -e).to(dtype)) << 16)]
+        s, s_words, dtype = self.host_scale_words(ct, scale16, e)
+        return [(s_words & 0xFFFF) | (self.bits16((-zeros.double() * s * 2.0 ** -e).to(dtype)) << 16)]
 
     def group_ctx_words(self, ct, words):
         return split_context_word(words[0])
