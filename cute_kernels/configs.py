@@ -244,7 +244,7 @@ def weight_preload_ktiles(op: str, m: int) -> int:
 
 # Tile widths an unswapped int8 row may take instead of its own (keyed by the row's tile_n), picked by the wave model
 # (``fit_tile_width``) with these per-column cost factors; ties keep the row's width. Measured on an H100 (session 23,
-# benchmarks/experiments/wave_fit.py, CUDA-graph medians, µs shipped -> fitted):
+# wave_fit.py (data archive session44/moved/), CUDA-graph medians, µs shipped -> fitted):
 # * 129-512 tokens on 4096-wide layers: 128x128 tiles are 2 x 32 = 64 tiles at M = 256 (half the SMs idle); 128x64
 #   makes 128: M = 192 / 256, N = K = 4096 15.60 / 15.10 -> 11.89 / 11.37; 4096 x 14336 40.88 / 40.48 -> 31.94 /
 #   31.99. At M = 384 (96 tiles of 128 or 192 of 64: the same waves x width, the tie keeps 128) 128x64 was 1.15-1.34x

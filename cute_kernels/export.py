@@ -182,6 +182,10 @@ def _build_weight_only(fmt_key: str, bits: int, scaled: bool):
             typical = SimpleNamespace(max_abs_scale=0.0, group=128)
             fmt = (wgmma.awq_format(x_dtype, typical, spec.m) if path == "wgmma"
                    else decode_format(path, x_dtype, typical, tile))
+            if path != "wgmma":
+                from .weight_only.config import tile_for_format
+
+                tile = tile_for_format(fmt, tile)  # the accumulator sets the call keeps for this format
         else:
             fmt = wgmma.signed_format(bits, scaled, spec.m) if path == "wgmma" else fmt_key
         if path == "wgmma":

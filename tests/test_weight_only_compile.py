@@ -217,6 +217,32 @@ def test_awq_side_by_side_ring_rule_and_sass():
         assert s.mma.get("HMMA.16816.F32" + (".BF16" if x_dtype == torch.bfloat16 else ""), 0) > 0
 
 
+def test_awq_decode_acc_chains_rule_and_sass():
+    """Session 44's rule (config.AWQ_DECODE_ACC_CHAINS): AWQ's decode tiles with one warp across on the register
+    pipeline alternate their MMAs between 2 accumulator sets (kept for awq_fma only: config.tile_for_format); the
+    side-by-side ring tiles, the blob reader's tiles and the other formats keep one. In the SASS the step's 8 MMAs
+    write two accumulator sets (4 each), no spills (both AWQ formats compile with it)."""
+    import re
+
+    for n, k in ((4096, 4096), (4096, 14336), (2048, 8192)):
+        for m in (1, 4, 8):
+            tile = config.decode_tile("awq", m, n, 132, scaled=True, k=k)
+            assert tile.warps_n == 1 and tile.stages == 0 and tile.acc_chains == config.AWQ_DECODE_ACC_CHAINS, (n, k)
+            assert config.decode_tile("awq", m, n, 132, scaled=True, k=k, blob_reader=True).acc_chains == 1
+    assert config.decode_tile("awq", 1, 14336, 132, scaled=True, k=4096).acc_chains == 1  # the ring tile
+    assert config.decode_tile("awq", 1, 8192, 132, scaled=True, k=8192).acc_chains == 1  # 2 warps side by side
+    assert config.decode_tile(4, 1, 4096, 132, scaled=True, k=4096).acc_chains == 1
+    tile = config.decode_tile("awq", 1, 4096, 132, scaled=True, k=4096)
+    # the call keeps the sets only for the formats measured faster with them (fp16's awq_fma, not bf16's awq)
+    assert config.tile_for_format("awq_fma", tile).acc_chains == 2
+    assert config.tile_for_format("awq", tile).acc_chains == 1
+    for fmt_key, x_dtype in (("awq_fma", torch.float16), ("awq", torch.bfloat16)):
+        s = summarize_cubin(compile_with_cubin(fmt_key, x_dtype, x_dtype, x_dtype, tile).artifacts.CUBIN)
+        dsts = [m.group(1) for m in re.finditer(r"HMMA\.16816\.F32\S*\s+(R\d+),", s.text)]
+        assert len(dsts) == 8 and sorted(dsts.count(r) for r in set(dsts)) == [4, 4], (fmt_key, dsts)
+        assert not s.spills, fmt_key
+
+
 def test_decode_preload_rule_and_sass(monkeypatch):
     """``TileShape.preload_weights`` (config.DECODE_PRELOAD_FORMATS, session 27): a cp.async-ring decode tile issues
     its first weight copies (LDGSTS) before the PDL wait (ACQBULK) with it and none without; the off switch

@@ -129,6 +129,7 @@ def test_forced_tiles_that_cannot_launch_are_named():
                        (TileShape(nt=0, mt=1, warps_n=1, warps_k=8), "nt must be >= 1"),
                        (TileShape(nt=1, mt=1, warps_n=8, warps_k=8), "1024"),
                        (TileShape(nt=1, mt=1, warps_n=1, warps_k=8, stages=1), "stages must be 0"),
+                       (TileShape(nt=1, mt=1, warps_n=1, warps_k=8, acc_chains=0), "acc_chains must be >= 1"),
                        (TileShape(nt=4, mt=2, warps_n=1, warps_k=8, stages=3, max_ctas_per_sm=2), "already exceeds")):
         with pytest.raises(ValueError, match=match):
             bad.validate()

@@ -300,7 +300,7 @@ def run_kernel(k: "kernel_mod.WeightOnlyGemm", x: torch.Tensor, w: torch.Tensor,
                     for wk in range(tile.warps_k):  # kernel(): the K-step loop of each warp
                         warp = wk * tile.warps_n + wn
                         th = k.thread_setup(X, W, n0, m0, g, t)
-                        acc = Regs(n_acc, np.float32)
+                        acc = Regs(tile.acc_chains * n_acc, np.float32)
                         wbuf = Regs(tile.vectors * 4, np.uint32)
                         cur = _step_buffers(k)
                         nxt = _step_buffers(k) if tile.x_ahead else cur
@@ -351,6 +351,9 @@ def run_kernel(k: "kernel_mod.WeightOnlyGemm", x: torch.Tensor, w: torch.Tensor,
                                                 W.shape[1])
                                 k.mma_step(X, th, wbuf, cur, acc, step, t)
                                 _advance(cur, nxt)
+                        for c in range(1, tile.acc_chains):  # kernel(): the extra accumulator sets folded in
+                            for e in range(n_acc):
+                                acc[e] = (acc[e] + acc[c * n_acc + e]).astype(np.float32)
                         for e in range(n_acc):  # epilogue(): the split-K sum
                             total[e] = (total[e] + acc[e]).astype(np.float32)
                     for e in range(n_acc):  # store(): slot e -> (m, n)

@@ -101,8 +101,9 @@ MID_M_64_ROWS = (128, 8192)  # (max tokens, max K)
 # the opposite at 7168 x 16384, M = 96 (42.7 vs 51.7 us); not re-measured on an H200.
 MID_M_64_ROWS_LONG_K = True
 # Those two 64-row token tiles run as one 2x1 cluster: each weight tile (the kernel's B) is read from L2 once and
-# multicast to both CTAs instead of once per token tile. Measured on an H100 (session 30, benchmarks/experiments/
-# wave_fit.py WF_FP8_MID_CLUSTER, CUDA-graph medians of 3 interleaved rounds, float64-checked): M = 96 / 128 on
+# multicast to both CTAs instead of once per token tile. Measured on an H100 (session 30, wave_fit.py
+# WF_FP8_MID_CLUSTER, in the data archive's session44/moved/; CUDA-graph medians of 3 interleaved rounds,
+# float64-checked): M = 96 / 128 on
 # 7168 x 16384 0.95 / 0.97x the time, 4096 x 7168 0.95 / 0.94x, 7168 x 2048 0.96 / 0.95x, 2112 x 7168 0.96 / 0.96x.
 # (The int8 analogue - a 2-CTA cluster along the swapped weight tiles multicasting the tokens - gained nothing:
 # 1.00-1.02x.) At <= 64 tokens there is one token tile, so the row stays 1x1 there.
@@ -126,7 +127,8 @@ TILE_N_COST = {128: 1.0, 160: 1.08, 192: 1.0, 64: 1.05}
 # average there, so they keep it.
 LARGE_M_STAGED_TILE_N_COST = {128: 1.0, 160: 0.92, 192: 0.89}
 # 64 is offered to the 129-256-token problems of the 128x128 split-K row only: there it halves the tiles' width where 128-wide
-# tiles leave SMs idle. Measured on an H100 (session 23, benchmarks/experiments/wave_fit.py WF_FP8_MID, CUDA-graph
+# tiles leave SMs idle. Measured on an H100 (session 23, wave_fit.py WF_FP8_MID in the data archive's
+# session44/moved/, CUDA-graph
 # medians, µs 128 -> 64 wide): M = 192 / 256, 2112 x 7168 17.43 / 17.61 -> 15.79 / 15.99; 4096 x 7168 24.86 / 24.99 ->
 # 23.91 / 23.53; the model keeps 128 on the 7168-row layers, where 64 was 1.2-1.4x slower. Offered to every row, the
 # model's ties would move the swapped decode tiles and the large-M rows too (not measured there).

@@ -144,8 +144,10 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzero
     elif x_needs_copy(x):
         xk = aligned_copy(x)
     tl = tile.validate() if tile else tl
-    fn = launch(decode_format(path_name, x.dtype, kw, tl), xk, kw.w, out, 1.0, kw.scales, kw.zeros, group, tl,
-                device, bias)
+    fmt_key = decode_format(path_name, x.dtype, kw, tl)
+    if tile is None:
+        tl = config.tile_for_format(fmt_key, tl)
+    fn = launch(fmt_key, xk, kw.w, out, 1.0, kw.scales, kw.zeros, group, tl, device, bias)
     if fn is not None and xk is x and path is None and tile is None:
         _plans[signature] = _RepackPlan(fn, group)
     return out

@@ -140,7 +140,7 @@ def decode_ok(tile: TileShape, group: int, k: int) -> bool:
 
 
 # Whether the blob's decode tiles run fp16 x with ``awq_fma``'s words (the WGMMA path's small-M words) rather than the
-# exact ``awq`` ones. Session 43 (H100, benchmarks/experiments/awq_ring43.py variant "blob", old and new package in
+# exact ``awq`` ones. Session 43 (H100, awq_ring43.py (archive session44/moved/) variant "blob", old and new package in
 # alternating processes, 2 x 3 interleaved rounds): once awq_fma's two values share one 4-byte word per (row, group)
 # (formats.AwqInt4OneFma; the WGMMA path 0.95-0.97x at 1-16 tokens in fp16), these tiles ran 1.04-1.16x slower on
 # them at one token (14336 x 4096 15.64 -> 18.15 µs, 4096 x 14336 14.50 -> 15.04); on ``awq``'s two words they run

@@ -406,7 +406,7 @@ DECODE_L2_PREFETCH_ONE_WAVE = ("awq",)  # formats that take it on N < K layers w
 # already).
 DECODE_CTA_CAP_FORMATS = (4, 8)
 
-# Session 43 (H100, benchmarks/experiments/awq_ring43.py: forced tiles through awq_gemm, CUDA-graph medians of 5
+# Session 43 (H100, awq_ring43.py, data archive session44/moved/: forced tiles through awq_gemm, CUDA-graph medians of 5
 # interleaved rounds over 240 MB of rotating weight sets, float64-checked): AWQ's 1-8 token tiles with 4 warps side by
 # side (layers of ~14-16K rows and K <= 4096, side_by_side_warps) run faster from a 3-stage cp.async ring whose first
 # 2 steps load before the PDL wait (DECODE_PRELOAD), without the L2 prefetch, than from the register double buffer:
@@ -419,6 +419,25 @@ DECODE_CTA_CAP_FORMATS = (4, 8)
 # uncapped ring); a ring of 4 K steps in registers (the loop unrolled by 4: 1.05-1.24x; data archive
 # session43/dropped/).
 AWQ_SIDE_BY_SIDE_RING = {"min_warps_n": 4, "stages": 3}
+
+# Session 44 (H100, benchmarks/experiments/awq_ablate44.py: the dispatch's tile compiled with and without the change,
+# called directly on the repack, CUDA-graph medians of 5-7 interleaved rounds over 240 MB of rotating weight sets, fp16
+# x): AWQ's decode tiles with one warp across (the register pipeline; 4096^2, 4096 x 14336 at 1 / 4 tokens) alternate
+# their MMAs between 2 accumulator sets (TileShape.acc_chains), so consecutive MMAs of a step do not wait for each
+# other: 0.98-1.00x in two runs (4096 x 14336 at 1 token 14.40 -> 14.14 and 14.35 -> 14.11 µs; 4096^2 at 1 token
+# 5.34 -> 5.26, 5.45 -> 5.39); 4 sets 1.03-1.05x slower (124 registers). A third run at 1 / 4 / 8 tokens: fp16
+# 0.985-1.00x (4096 x 14336 at 1 token 14.34 -> 14.12), but bf16 (the exact ``awq`` format) 1.014-1.03x slower
+# (4096^2 at 4 tokens 5.81 -> 5.97): only the formats in AWQ_DECODE_ACC_CHAIN_FORMATS keep the sets
+# (``tile_for_format``; decode_tile gives them to the AWQ family, whose exact format is picked at the call).
+AWQ_DECODE_ACC_CHAINS = 2
+AWQ_DECODE_ACC_CHAIN_FORMATS = ("awq_fma",)
+
+
+def tile_for_format(fmt_key: str, tile: TileShape) -> TileShape:
+    """``tile`` for the format key a call runs: one accumulator set unless the format keeps AWQ_DECODE_ACC_CHAINS."""
+    if tile.acc_chains != 1 and fmt_key not in AWQ_DECODE_ACC_CHAIN_FORMATS:
+        return replace(tile, acc_chains=1)
+    return tile
 
 # Session 12 (H100, benchmarks/experiments/wo_warps_n16.py, ABBA, µs 4 tiles per warp -> 2 tiles with twice the warps
 # side by side, the same rows per CTA): 4-bit with group scales at 12 / 16 tokens on layers of <= 40 K steps per row
@@ -443,7 +462,9 @@ def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None
     of multi-wave grids (``side_by_side_warps``) and of short-K layers at 9-16 tokens (``SCALED_16_SPLIT_MAX_K_STEPS``);
     small one-tile grids get the CTA cap (``DECODE_CTA_CAP_FORMATS``). AWQ tiles with 4 warps side by side run from
     the cp.async ring (``AWQ_SIDE_BY_SIDE_RING``) unless ``blob_reader`` (the SM90 blob's reader, ``blob_decode.py``,
-    runs the register pipeline only)."""
+    runs the register pipeline only); AWQ tiles with one warp across on the register pipeline get
+    ``AWQ_DECODE_ACC_CHAINS`` accumulator sets (not the blob reader's: its own MMA loop uses one), which the call
+    keeps for the formats that gain from them (``tile_for_format``)."""
     plan = decode_plan(fmt, m, scaled)
     if plan.narrow is not None and -(-n // (16 * plan.nt)) < plan.min_ctas_per_sm * sm_count:
         plan = plan.narrow
@@ -476,9 +497,11 @@ def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None
     one_wave = -(-n // (16 * nt * warps_n)) <= DECODE_CTAS_PER_SM * sm_count
     prefetch = (DECODE_L2_PREFETCH_MB if m <= DECODE_L2_PREFETCH_MAX_M.get(fmt, 0) and k is not None and not side_ring
                 and (n >= k or (fmt in DECODE_L2_PREFETCH_ONE_WAVE and one_wave)) else 0)
+    chains = AWQ_DECODE_ACC_CHAINS if fmt == "awq" and warps_n == 1 and not ring and not blob_reader else 1
     tile = TileShape(nt=nt, mt=mt, warps_n=warps_n, warps_k=8 // warps_n, stages=stages if ring else 0,
                      x_ahead=x_ahead, token_major=token_major, swap_registers=swap and not ring,
-                     fields_in_place=in_place, l2_prefetch_mb=prefetch, preload_weights=ring and decode_preload(fmt))
+                     fields_in_place=in_place, l2_prefetch_mb=prefetch, preload_weights=ring and decode_preload(fmt),
+                     acc_chains=chains)
     ctas = -(-n // tile.rows_per_cta) * (-(-m // tile.tokens_per_cta) if token_major else 1)
     if (fmt in DECODE_CTA_CAP_FORMATS and nt == 1 and ctas <= DECODE_CTAS_PER_SM * sm_count
             and tile.ring_bytes + tile.reduction_bytes <= TileShape.cap_smem_bytes(DECODE_CTAS_PER_SM)):

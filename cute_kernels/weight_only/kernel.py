@@ -87,6 +87,8 @@ class TileShape:
     on some SMs while others have fewer (measured in session 12, docs/weight_only.md).
     preload_weights: the first weight loads (the register buffer's first K step, or the ring's first stages - 1)
     are issued before the wait for the previous grid (configs.WEIGHT_PRELOAD's contract; session 27).
+    acc_chains: independent accumulator sets a warp's MMAs alternate between (summed before the epilogue), so that
+    consecutive MMAs of a step do not wait for each other's results.
     """
 
     nt: int
@@ -101,6 +103,7 @@ class TileShape:
     l2_prefetch_mb: int = 0
     max_ctas_per_sm: int = 0
     preload_weights: bool = False
+    acc_chains: int = 1
 
     @property
     def rows_per_cta(self) -> int:
@@ -132,7 +135,8 @@ class TileShape:
     def key(self) -> tuple:
         return (self.nt, self.mt, self.warps_n, self.warps_k, self.stages, self.x_ahead, self.token_major,
                 self.swap_registers, self.fields_in_place, self.l2_prefetch_mb, self.max_ctas_per_sm) + (
-                    ("preload",) if self.preload_weights else ())
+                    ("preload",) if self.preload_weights else ()) + (
+                    (("acc_chains", self.acc_chains),) if self.acc_chains != 1 else ())
 
     def validate(self) -> "TileShape":
         """Raise ValueError naming the field when the tile cannot launch (a caller-forced ``tile=``); else self."""
@@ -141,6 +145,8 @@ class TileShape:
                 raise ValueError(f"TileShape.{name} must be >= 1; got {getattr(self, name)}")
         if self.threads > 1024:
             raise ValueError(f"TileShape: warps_n * warps_k * 32 = {self.threads} threads per CTA exceeds 1024")
+        if self.acc_chains < 1:
+            raise ValueError(f"TileShape.acc_chains must be >= 1; got {self.acc_chains}")
         if self.stages == 1 or self.stages < 0:
             raise ValueError(f"TileShape.stages must be 0 (register pipeline) or >= 2 (ring); got {self.stages}")
         smem = self.ring_bytes + self.reduction_bytes
@@ -278,7 +284,7 @@ class WeightOnlyGemm:
         if const_expr(not tile.preload_weights):
             th = self.thread_setup(x, w, n0, m0, g, t)
 
-        acc = cute.make_rmem_tensor((nt * mt * 4,), Float32)
+        acc = cute.make_rmem_tensor((tile.acc_chains * nt * mt * 4,), Float32)
         acc.fill(0.0)
         ops = self.step_operands()
         cur = ops.buffers()
@@ -346,6 +352,9 @@ class WeightOnlyGemm:
             ptx.cp_async_wait(0)  # nothing may land in shared memory after the CTA's last use of it
 
         self.drain()
+        for c in range_constexpr(1, tile.acc_chains):  # fold the extra accumulator chains into the first
+            for e in range_constexpr(nt * mt * 4):
+                acc[e] = acc[e] + acc[c * nt * mt * 4 + e]
         self.epilogue(acc, out, scale, n0, m0, g, t, lane, wn, wk, bias)
 
     def loop_prologue(self, x: cute.Tensor, th):
@@ -533,10 +542,12 @@ class WeightOnlyGemm:
                                     c = part.get((j, i), [Float32(0.0)] * 4)
                                     part[(j, i)] = ptx.mma_m16n8k16(ct.name, a, [b[i][0][p], b[i][1][p]], c)
                                 else:
-                                    c = [acc[base + e] for e in range(4)]
+                                    chain = (2 * wi + q2) % tile.acc_chains  # alternate over the step's MMAs
+                                    at = base + chain * nt * mt * 4
+                                    c = [acc[at + e] for e in range(4)]
                                     d = ptx.mma_m16n8k16(ct.name, a, [b[i][0][p], b[i][1][p]], c)
                                     for e in range(4):
-                                        acc[base + e] = d[e]
+                                        acc[at + e] = d[e]
         if const_expr(self.promote):
             for (j, i), d in part.items():
                 base = (j * mt + i) * 4

@@ -1,0 +1,185 @@
+"""Session 44: where does AWQ's decode tile spend its time at a few tokens? Ablations of the repack reader.
+
+Each variant is the dispatch's decode tile (``config.select_tile`` for the layer, the format ``awq.decode_format``
+picks, ``config.tile_for_format``) compiled uncached, called directly on the repack. The ablations (nop, nox, noxp,
+now) compile a subclass of ``WeightOnlyGemm`` that replaces one kind of load with constants, so the kernel does the
+same arithmetic without those loads (wrong results by design); they need fewer registers, so they are capped at
+the shipped kernel's 2 CTAs per SM. The other variants are checked against awq_gemm (equal, or within 1e-3 of
+max|ref| where the summation order moves) before timing:
+
+  ship      the shipped kernel, compiled uncached (its time must match awq_gemm's: printed side by side)
+  shipcap   the same with the cap
+  nop       no scale / zero-point loads (constant decode contexts)
+  nox       no activation loads (constant x words)
+  noxp      neither: only the weight stream is loaded
+  now       no weight loads (constant weight words): x and the parameters only
+  accC      the dispatch's tile with TileShape.acc_chains = C (C accumulator chains; the sum order moves: checked to
+            1e-3 of max|ref|); since session 44 the dispatch gives AWQ's one-warp-across tiles 2 (acc1 = before)
+  nozf      x loads without zero-filling predicated-off lanes (exact at these K: checked); nozf_acc2 with acc2
+
+Timed like bench_awq.py (CUDA graphs of >= 16 calls over rotating weight sets, medians of interleaved rounds).
+
+    python benchmarks/experiments/awq_ablate44.py OUT_JSON [--layers 4096x4096,...] [--ms 1,4] [--variants ...]
+        [--dtype fp16|bf16]
+
+Session 44's other variants (L1/L2 prefetches, a per-thread cp.async ring for x and the parameters, operands two
+steps ahead, the CTA's x and parameters staged in shared memory) were slower and are in the data archive
+(session44/dropped/, with their patches).
+"""
+
+import argparse
+import json
+import statistics
+from dataclasses import replace
+
+import torch
+
+import cutlass
+from cutlass import Float32, Int64, Uint32, const_expr
+
+from cute_kernels import arch
+from cute_kernels.bench import graph_time_us
+from cute_kernels.weight_only import awq_gemm, awq_repack, compile as wo_compile, config, ptx
+from cute_kernels.weight_only.awq import decode_format
+from cute_kernels.weight_only.kernel import WeightOnlyGemm
+from cute_kernels.weight_only.quantized_mm import use_promoted_scales
+
+CALLS = 16
+
+
+def ablated(no_x=False, no_params=False, no_weights=False):
+    class Ablated(WeightOnlyGemm):
+        def load_weights(self, th, buf, step, t, row_bytes):
+            if const_expr(no_weights):
+                for i in range(self.tile.row_slots * 4):
+                    buf[i] = Uint32(0x19A2B3C4) ^ Uint32(step * 0x01010101 + i)
+            else:
+                super().load_weights(th, buf, step, t, row_bytes)
+
+        def load_step_operands(self, x, th, buf, step, t, group_scales, zeros, group):
+            fmt, act, tile = self.fmt, self.act, self.tile
+            vpv = fmt.values_per_vector
+            k_chunk = step * (4 * vpv) + t * vpv
+            if const_expr(tile.x_ahead):
+                run = act.words_per_run(vpv)
+                for i in range(tile.mt):
+                    for v in range(0, run, 4):
+                        if const_expr(no_x):
+                            words = [Uint32(0x3C003C00) ^ Uint32(step + j) for j in range(4)]
+                        else:
+                            words = self.x_run(x, th, step, t, i, 4 * v, 4)
+                        for j in range(4):
+                            buf["x"][i * run + v + j] = words[j]
+            if const_expr(self.scale_dtype is not None):
+                for blk in range(self.blocks):
+                    gi = cutlass.min((k_chunk + 32 * blk) // group, group_scales.shape[1] - 1)
+                    for r in range(tile.row_slots):
+                        row = th["rows"][r]
+                        if const_expr(no_params):
+                            buf["s"][blk * tile.row_slots + r] = Float32(0.01) + Float32(gi) * Float32(1e-6)
+                            if const_expr(fmt.has_zeros):
+                                buf["z"][blk * tile.row_slots + r] = Uint32(8)
+                        else:
+                            buf["s"][blk * tile.row_slots + r] = group_scales[row, gi].to(Float32)
+                            if const_expr(fmt.has_zeros):
+                                buf["z"][blk * tile.row_slots + r] = Uint32(zeros[row, gi])
+
+    return Ablated
+
+
+class NoZeroFill(WeightOnlyGemm):
+    """x runs loaded without zeroing the registers of predicated-off loads: exact where K is a whole number of K
+    steps (no run past K) - dead-token lanes keep stale registers, which reach only columns that are never stored."""
+
+    def x_run(self, x, th, step, t, i, first_byte, nwords):
+        vpv, bpv = self.fmt.values_per_vector, self.act.bytes_per_value
+        pred = (step * (4 * vpv) + t * vpv < x.shape[1]) & th["x_live"][i]
+        x_off = Int64(step * (4 * vpv * bpv))
+        return ptx.ld_global(th["x_rows"][i] + x_off, pred, nwords, streaming=False, zero_fill=False,
+                             offset=first_byte)
+
+
+VARIANTS = {"ship": WeightOnlyGemm, "shipcap": WeightOnlyGemm, "nop": ablated(no_params=True),
+            "nox": ablated(no_x=True), "noxp": ablated(no_x=True, no_params=True), "now": ablated(no_weights=True),
+            "acc1": WeightOnlyGemm, "acc2": WeightOnlyGemm, "acc4": WeightOnlyGemm, "nozf": NoZeroFill,
+            "nozf_acc2": NoZeroFill}
+TILE_OVERRIDES = {"acc1": {"acc_chains": 1}, "acc2": {"acc_chains": 2}, "acc4": {"acc_chains": 4},
+                  "nozf_acc2": {"acc_chains": 2}}
+EXACT = ("ship", "nozf")  # run on the dispatch's tile itself (the others not in TILE_OVERRIDES: capped at 2 CTAs)
+ABLATIONS = ("nop", "nox", "noxp", "now")  # wrong results by design: not checked
+
+
+def build(variant, fmt_key, dtype, tile, promote):
+    wo_compile.WeightOnlyGemm = VARIANTS[variant]
+    try:
+        return wo_compile._build(fmt_key, dtype, dtype, dtype, tile, arch.current_arch(torch.device("cuda")), "",
+                                 promote, False)
+    finally:
+        wo_compile.WeightOnlyGemm = WeightOnlyGemm
+
+
+def _set(ic, oc, dtype):
+    return (torch.randint(-2**31, 2**31 - 1, (ic, oc // 8), dtype=torch.int32, device="cuda"),
+            (torch.rand(ic // 128, oc, device="cuda") * 0.01 + 0.001).to(dtype),
+            torch.randint(-2**31, 2**31 - 1, (ic // 128, oc // 8), dtype=torch.int32, device="cuda"))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--variants", default="ship,shipcap,nop,nox,noxp,now")
+    ap.add_argument("--layers", default="4096x4096,4096x14336")
+    ap.add_argument("--ms", default="1,4")
+    ap.add_argument("--sets-mb", type=float, default=240.0)
+    ap.add_argument("--dtype", default="fp16", choices=("fp16", "bf16"))
+    args = ap.parse_args()
+    variants = args.variants.split(",")
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[args.dtype]
+    sms = arch.sm_count(0)
+    rows = []
+    for layer in args.layers.split(","):
+        oc, ic = map(int, layer.split("x"))
+        n = min(16, max(2, -(-int(args.sets_mb * 2**20) // (ic * oc // 2))))
+        sets = [_set(ic, oc, dtype) for _ in range(n)]
+        kws = [awq_repack.kernel_weights(*s, 128) for s in sets]
+        for m in map(int, args.ms.split(",")):
+            x = torch.randn(m, ic, device="cuda", dtype=dtype)
+            path, tile = config.select_tile(4, m, oc, sms, None, scaled=True, awq=True, k=ic, wgmma=False)
+            if path != "decode":
+                continue
+            fmt_key = decode_format(path, dtype, kws[0], tile)
+            tile = config.tile_for_format(fmt_key, tile)  # as awq_gemm runs it
+            promote = use_promoted_scales(fmt_key, True, 128, dtype, tile)
+            # Ablated kernels need fewer registers: cap them at the shipped kernel's 2 CTAs per SM (102 registers).
+            capped = replace(tile, max_ctas_per_sm=2)
+            fns = {v: build(v, fmt_key, dtype, replace(tile, **TILE_OVERRIDES[v]) if v in TILE_OVERRIDES
+                             else tile if v.startswith(EXACT) else capped, promote) for v in variants}
+            ref = awq_gemm(x, *sets[0])
+            ok = {}
+            for v in variants:
+                if v not in ABLATIONS:  # equal to awq_gemm (or, with acc chains, within 1e-3 of max|ref|)
+                    out = torch.full((m, oc), float("nan"), device="cuda", dtype=dtype)
+                    fns[v](x, kws[0].w, out, 1.0, kws[0].scales, kws[0].zeros, 128, None)
+                    err = ((out.double() - ref.double()).abs().max() / ref.double().abs().max()).item()
+                    ok[v] = "equal" if torch.equal(out, ref) else f"{err:.1e}" if err < 1e-3 else f"WRONG {err:.1e}"
+            t = {v: [] for v in variants + ["awq_gemm"]}
+            for _ in range(args.rounds):
+                for v in variants:
+                    o = torch.empty(m, oc, device="cuda", dtype=dtype)
+                    t[v].append(graph_time_us([lambda kw=kw, f=fns[v]: f(x, kw.w, o, 1.0, kw.scales, kw.zeros, 128,
+                                                                             None) for kw in kws],
+                                              min_calls=CALLS)[0])
+                t["awq_gemm"].append(graph_time_us([lambda s=s: awq_gemm(x, *s) for s in sets], min_calls=CALLS)[0])
+            med = {k: statistics.median(v) for k, v in t.items()}
+            rows.append(dict(oc=oc, ic=ic, m=m, fmt=fmt_key, tile=str(tile), ship_equal=ok, rounds=t, median=med))
+            print(f"{oc}x{ic} M={m} {fmt_key} equal:{ok}  " +
+                  "  ".join(f"{k} {v:.2f}" for k, v in med.items()), flush=True)
+        del sets, kws
+        awq_repack.clear_cache()
+    with open(args.out, "w") as f:
+        json.dump(dict(device=torch.cuda.get_device_name(), rows=rows), f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
