@@ -185,7 +185,7 @@ def _build_weight_only(fmt_key: str, bits: int, scaled: bool):
             if path != "wgmma":
                 from .weight_only.config import tile_for_format
 
-                tile = tile_for_format(fmt, tile)  # the accumulator sets the call keeps for this format
+                tile = tile_for_format(fmt, tile)  # the accumulator sets awq_gemm adds for this format
         else:
             fmt = wgmma.signed_format(bits, scaled, spec.m) if path == "wgmma" else fmt_key
         if path == "wgmma":

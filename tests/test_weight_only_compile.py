@@ -218,24 +218,25 @@ def test_awq_side_by_side_ring_rule_and_sass():
 
 
 def test_awq_decode_acc_chains_rule_and_sass():
-    """Session 44's rule (config.AWQ_DECODE_ACC_CHAINS): AWQ's decode tiles with one warp across on the register
-    pipeline alternate their MMAs between 2 accumulator sets (kept for awq_fma only: config.tile_for_format); the
-    side-by-side ring tiles, the blob reader's tiles and the other formats keep one. In the SASS the step's 8 MMAs
-    write two accumulator sets (4 each), no spills (both AWQ formats compile with it)."""
+    """Session 44's rule (config.AWQ_DECODE_ACC_CHAINS, applied by the call: config.tile_for_format): AWQ's decode
+    tiles with one warp across on the register pipeline alternate their MMAs between 2 accumulator sets for awq_fma
+    (fp16) only; bf16's awq, the side-by-side ring tiles, tiles with 2 warps side by side and the tiles decode_tile
+    gives (the blob reader's among them) keep one. In the SASS the step's 8 MMAs write two accumulator sets (4 each),
+    no spills (both AWQ formats compile with it)."""
     import re
 
+    chains = config.AWQ_DECODE_ACC_CHAINS
     for n, k in ((4096, 4096), (4096, 14336), (2048, 8192)):
         for m in (1, 4, 8):
             tile = config.decode_tile("awq", m, n, 132, scaled=True, k=k)
-            assert tile.warps_n == 1 and tile.stages == 0 and tile.acc_chains == config.AWQ_DECODE_ACC_CHAINS, (n, k)
+            assert tile.warps_n == 1 and tile.stages == 0 and tile.acc_chains == 1, (n, k)
+            assert config.tile_for_format("awq_fma", tile).acc_chains == chains, (n, k, m)
+            assert config.tile_for_format("awq", tile).acc_chains == 1, (n, k, m)
             assert config.decode_tile("awq", m, n, 132, scaled=True, k=k, blob_reader=True).acc_chains == 1
-    assert config.decode_tile("awq", 1, 14336, 132, scaled=True, k=4096).acc_chains == 1  # the ring tile
-    assert config.decode_tile("awq", 1, 8192, 132, scaled=True, k=8192).acc_chains == 1  # 2 warps side by side
+    for n, k in ((14336, 4096), (8192, 8192)):  # the ring tile; 2 warps side by side
+        assert config.tile_for_format("awq_fma", config.decode_tile("awq", 1, n, 132, scaled=True, k=k)).acc_chains == 1
     assert config.decode_tile(4, 1, 4096, 132, scaled=True, k=4096).acc_chains == 1
-    tile = config.decode_tile("awq", 1, 4096, 132, scaled=True, k=4096)
-    # the call keeps the sets only for the formats measured faster with them (fp16's awq_fma, not bf16's awq)
-    assert config.tile_for_format("awq_fma", tile).acc_chains == 2
-    assert config.tile_for_format("awq", tile).acc_chains == 1
+    tile = config.tile_for_format("awq_fma", config.decode_tile("awq", 1, 4096, 132, scaled=True, k=4096))
     for fmt_key, x_dtype in (("awq_fma", torch.float16), ("awq", torch.bfloat16)):
         s = summarize_cubin(compile_with_cubin(fmt_key, x_dtype, x_dtype, x_dtype, tile).artifacts.CUBIN)
         dsts = [m.group(1) for m in re.finditer(r"HMMA\.16816\.F32\S*\s+(R\d+),", s.text)]

@@ -427,16 +427,17 @@ AWQ_SIDE_BY_SIDE_RING = {"min_warps_n": 4, "stages": 3}
 # other: 0.98-1.00x in two runs (4096 x 14336 at 1 token 14.40 -> 14.14 and 14.35 -> 14.11 µs; 4096^2 at 1 token
 # 5.34 -> 5.26, 5.45 -> 5.39); 4 sets 1.03-1.05x slower (124 registers). A third run at 1 / 4 / 8 tokens: fp16
 # 0.985-1.00x (4096 x 14336 at 1 token 14.34 -> 14.12), but bf16 (the exact ``awq`` format) 1.014-1.03x slower
-# (4096^2 at 4 tokens 5.81 -> 5.97): only the formats in AWQ_DECODE_ACC_CHAIN_FORMATS keep the sets
-# (``tile_for_format``; decode_tile gives them to the AWQ family, whose exact format is picked at the call).
+# (4096^2 at 4 tokens 5.81 -> 5.97): only the formats in AWQ_DECODE_ACC_CHAIN_FORMATS take the sets. The exact format
+# is picked at the call (awq.decode_format), so the call applies the rule (``tile_for_format``), not decode_tile.
 AWQ_DECODE_ACC_CHAINS = 2
 AWQ_DECODE_ACC_CHAIN_FORMATS = ("awq_fma",)
 
 
 def tile_for_format(fmt_key: str, tile: TileShape) -> TileShape:
-    """``tile`` for the format key a call runs: one accumulator set unless the format keeps AWQ_DECODE_ACC_CHAINS."""
-    if tile.acc_chains != 1 and fmt_key not in AWQ_DECODE_ACC_CHAIN_FORMATS:
-        return replace(tile, acc_chains=1)
+    """The K-packed repack reader's tile for the format key a call runs: AWQ_DECODE_ACC_CHAINS accumulator sets for
+    the formats in AWQ_DECODE_ACC_CHAIN_FORMATS on decode tiles with one warp across on the register pipeline."""
+    if fmt_key in AWQ_DECODE_ACC_CHAIN_FORMATS and tile.warps_n == 1 and tile.stages == 0 and tile.acc_chains == 1:
+        return replace(tile, acc_chains=AWQ_DECODE_ACC_CHAINS)
     return tile
 
 # Session 12 (H100, benchmarks/experiments/wo_warps_n16.py, ABBA, µs 4 tiles per warp -> 2 tiles with twice the warps
@@ -462,9 +463,7 @@ def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None
     of multi-wave grids (``side_by_side_warps``) and of short-K layers at 9-16 tokens (``SCALED_16_SPLIT_MAX_K_STEPS``);
     small one-tile grids get the CTA cap (``DECODE_CTA_CAP_FORMATS``). AWQ tiles with 4 warps side by side run from
     the cp.async ring (``AWQ_SIDE_BY_SIDE_RING``) unless ``blob_reader`` (the SM90 blob's reader, ``blob_decode.py``,
-    runs the register pipeline only); AWQ tiles with one warp across on the register pipeline get
-    ``AWQ_DECODE_ACC_CHAINS`` accumulator sets (not the blob reader's: its own MMA loop uses one), which the call
-    keeps for the formats that gain from them (``tile_for_format``)."""
+    runs the register pipeline only). The accumulator sets of ``tile_for_format`` are the call's to add."""
     plan = decode_plan(fmt, m, scaled)
     if plan.narrow is not None and -(-n // (16 * plan.nt)) < plan.min_ctas_per_sm * sm_count:
         plan = plan.narrow
@@ -497,11 +496,9 @@ def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None
     one_wave = -(-n // (16 * nt * warps_n)) <= DECODE_CTAS_PER_SM * sm_count
     prefetch = (DECODE_L2_PREFETCH_MB if m <= DECODE_L2_PREFETCH_MAX_M.get(fmt, 0) and k is not None and not side_ring
                 and (n >= k or (fmt in DECODE_L2_PREFETCH_ONE_WAVE and one_wave)) else 0)
-    chains = AWQ_DECODE_ACC_CHAINS if fmt == "awq" and warps_n == 1 and not ring and not blob_reader else 1
     tile = TileShape(nt=nt, mt=mt, warps_n=warps_n, warps_k=8 // warps_n, stages=stages if ring else 0,
                      x_ahead=x_ahead, token_major=token_major, swap_registers=swap and not ring,
-                     fields_in_place=in_place, l2_prefetch_mb=prefetch, preload_weights=ring and decode_preload(fmt),
-                     acc_chains=chains)
+                     fields_in_place=in_place, l2_prefetch_mb=prefetch, preload_weights=ring and decode_preload(fmt))
     ctas = -(-n // tile.rows_per_cta) * (-(-m // tile.tokens_per_cta) if token_major else 1)
     if (fmt in DECODE_CTA_CAP_FORMATS and nt == 1 and ctas <= DECODE_CTAS_PER_SM * sm_count
             and tile.ring_bytes + tile.reduction_bytes <= TileShape.cap_smem_bytes(DECODE_CTAS_PER_SM)):
