@@ -219,8 +219,9 @@ def raster_for(cfg: TileConfig, m: int, n: int, k: int, batch: int = 1, sm_count
 # (``Sm90GemmKernel.weight_preload``), per op: ((most tokens, K-tiles), ...), the first row whose token count covers M.
 # Back to back, a CTA of the next call becomes resident when the previous call's CTA on its SM exits, so these loads
 # run in the previous call's tail, when the memory system is partly idle. Measured on an H100 (session 27,
-# benchmarks/experiments/weight_preload.py, CUDA-graph medians of back-to-back calls over rotated weights): int8 at
-# 1-64 tokens 0.89-0.98x the time with 8 K-tiles (4096^2 at 16 tokens 8.84 -> 7.89 µs), 128 tokens 0.97-0.99x with 4;
+# weight_preload.py in the data archive's session45/moved/, CUDA-graph medians of back-to-back calls over rotated
+# weights): int8 at 1-64 tokens 0.89-0.98x the time with 8 K-tiles (4096^2 at 16 tokens 8.84 -> 7.89 µs), 128 tokens
+# 0.97-0.99x with 4;
 # FP8 at 1 token 0.89-0.99x with 8, at 64-128 tokens 0.92-1.00x with 4 (8 was up to 1.10x slower there, and 24576 x
 # 1536 at 128 tokens is 1.02x slower with 4). With a foreign kernel between the calls (no overlap) 4 K-tiles are
 # neutral (0.97-1.01x), 8 within 0.98-1.03x on the rows that use them. The weight-only WGMMA path preloads 2 stages of

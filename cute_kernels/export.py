@@ -204,8 +204,11 @@ def _build_weight_only(fmt_key: str, bits: int, scaled: bool):
         promote = use_promoted_scales(fmt, scaled, 128, x_dtype, tile)  # as the ops decide (group 128)
         fn = compile_with_cubin(fmt, x_dtype, x_dtype, x_dtype if scaled else None, tile, spec.arch, promote,
                                 spec.epilogue_bias)
+        layout = ("fragment order uint8 [N16, R64] (cute_kernels/weight_only/fragment_order.py, awq_repack.py)"
+                  if tile.fragment_order else "row-major K-packed uint8 [N, K * bits / 8]")
         return fn, {"format": fmt, "bits": bits, "path": path, "tile": str(tile), "x_dtype": spec.x_dtype,
-                    "group_scales": scaled, "promoted_scales": promote, "bias": spec.epilogue_bias}
+                    "group_scales": scaled, "promoted_scales": promote, "bias": spec.epilogue_bias,
+                    "weight_layout": layout}
     return build
 
 

@@ -32,7 +32,7 @@ def test_blob_from_checkpoint_is_the_repack_routes_blob(ic, oc, group, chunk, mo
         monkeypatch.setattr(wgmma, "CHUNK_CODES", chunk)  # several chunks of output channels (or one per block)
     blob = awq_sm90.blob_from_checkpoint(qweight)
     kw = awq_repack.repack(qweight, scales, qzeros, group)
-    assert torch.equal(blob, wgmma.blob_from_packed(kw.w, 4, "awq", ic))
+    assert torch.equal(blob, wgmma.blob_from_packed(kw.row_major(), 4, "awq", ic))
     assert torch.equal(wgmma.codes_from_blob(blob, 4, "awq", oc, ic), unpack_int4(qweight).t().long())
 
 

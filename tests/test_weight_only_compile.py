@@ -262,3 +262,28 @@ def test_decode_preload_rule_and_sass(monkeypatch):
         assert not s.spills
     monkeypatch.setattr(configs, "WEIGHT_PRELOAD_ENABLED", False)
     assert not config.decode_tile(8, m=1, n=4096, sm_count=132, k=4096).preload_weights
+
+
+def test_awq_repack_reader_tiles_take_fragment_order_and_compile():
+    """Session 45: every tile that reads AWQ's repack has TileShape.fragment_order (config.tile_for_format, and
+    config.awq_repack_tile for forced tiles), with the 2 MB L2 prefetch where the dispatch's tile prefetches; the
+    decode, ring and tensor-core tiles compile to their HMMAs in fragment order without spills (thread_setup's tile
+    addressing), and the weight loads stay 128-bit."""
+    for n, k, m in ((4096, 4096, 1), (4096, 14336, 4), (14336, 4096, 1), (4096, 4096, 16)):
+        tile = config.decode_tile("awq", m, n, 132, scaled=True, k=k)
+        for fmt_key in ("awq_fma", "awq"):
+            t = config.tile_for_format(fmt_key, tile)
+            assert t.fragment_order and "frag" in t.key, (n, k, m)
+            assert t.l2_prefetch_mb == (config.AWQ_FRAGMENT_L2_PREFETCH_MB if tile.l2_prefetch_mb else 0)
+    forced = kernel.TileShape(nt=2, mt=2, warps_n=1, warps_k=4)
+    assert config.awq_repack_tile(forced) == replace(forced, fragment_order=True)
+    tc = config.awq_repack_tile(config.tensor_core_tile(64, scaled=True, fmt="awq"))
+    ring = config.tile_for_format("awq", config.decode_tile("awq", 1, 14336, 132, scaled=True, k=4096))
+    one = config.tile_for_format("awq_fma", config.decode_tile("awq", 1, 4096, 132, scaled=True, k=4096))
+    for fmt_key, x_dtype, tile, hmma in (("awq_fma", torch.float16, one, 8), ("awq", torch.bfloat16, one, 8),
+                                         ("awq", torch.float16, ring, 8), ("awq", torch.float16, tc, 64)):
+        s = summarize_cubin(compile_with_cubin(fmt_key, x_dtype, x_dtype, x_dtype, tile,
+                                               promote_scales=fmt_key == "awq" and tile.warps_n > 1
+                                               and tile.tokens_per_cta <= 16).artifacts.CUBIN)
+        assert sum(s.mma.values()) == hmma and not s.spills, (fmt_key, tile)
+        assert "LDG.E.128.CONSTANT" in s.text or "LDGSTS.E.BYPASS.128" in s.text, (fmt_key, tile)

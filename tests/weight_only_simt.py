@@ -299,7 +299,7 @@ def run_kernel(k: "kernel_mod.WeightOnlyGemm", x: torch.Tensor, w: torch.Tensor,
                         _ring[0] = SharedRing(tile.ring_bytes, mem)
                     for wk in range(tile.warps_k):  # kernel(): the K-step loop of each warp
                         warp = wk * tile.warps_n + wn
-                        th = k.thread_setup(X, W, n0, m0, g, t)
+                        th = k.thread_setup(X, W, n0, m0, g, t, out.shape[1] if tile.fragment_order else None)
                         acc = Regs(tile.acc_chains * n_acc, np.float32)
                         wbuf = Regs(tile.vectors * 4, np.uint32)
                         cur = _step_buffers(k)
@@ -362,7 +362,7 @@ def run_kernel(k: "kernel_mod.WeightOnlyGemm", x: torch.Tensor, w: torch.Tensor,
                         n = n0 + 16 * j + g + 8 * (c // 2)
                         m = m0 + 8 * i + 2 * t + (c % 2)
                         for ln in range(LANES):
-                            if m[ln] < M and n[ln] < N:
+                            if m[ln] < M and n[ln] < out.shape[1]:  # (fragment order: w has N16 rows)
                                 v = np.float32(total[e][ln]) * np.float32(scale)
                                 if bias is not None:  # store(): + bias[n] in fp32, one rounding
                                     v = np.float32(v + np.float32(bias[n[ln]].item()))

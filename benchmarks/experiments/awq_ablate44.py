@@ -16,6 +16,11 @@ max|ref| where the summation order moves) before timing:
   accC      the dispatch's tile with TileShape.acc_chains = C (C accumulator chains; the sum order moves: checked to
             1e-3 of max|ref|); since session 44 the dispatch gives AWQ's one-warp-across tiles 2 (acc1 = before)
   nozf      x loads without zero-filling predicated-off lanes (exact at these K: checked); nozf_acc2 with acc2
+  p1line    (session 45) the parameter loads of all 16 rows of a tile read its first row (one L1 line per warp
+            load instead of 8; an ablation)
+  pfMB      (session 45) the dispatch's tile with l2_prefetch_mb = MB (the weight rows' L2 prefetch budget)
+  rowmajor  (session 45) the dispatch's tile on the repack before session 45: row-major (kw.row_major()), without
+            fragment_order, the L2 prefetch at its old 4 MB where the tile has one; rowmajor_pfMB with MB
 
 Timed like bench_awq.py (CUDA graphs of >= 16 calls over rotating weight sets, medians of interleaved rounds).
 
@@ -24,7 +29,8 @@ Timed like bench_awq.py (CUDA graphs of >= 16 calls over rotating weight sets, m
 
 Session 44's other variants (L1/L2 prefetches, a per-thread cp.async ring for x and the parameters, operands two
 steps ahead, the CTA's x and parameters staged in shared memory) were slower and are in the data archive
-(session44/dropped/, with their patches).
+(session44/dropped/, with their patches); session 45's (the awq_codes format, the parameters' L2 prefetch) in
+session45/dropped/.
 """
 
 import argparse
@@ -47,7 +53,7 @@ from cute_kernels.weight_only.quantized_mm import use_promoted_scales
 CALLS = 16
 
 
-def ablated(no_x=False, no_params=False, no_weights=False):
+def ablated(no_x=False, no_params=False, no_weights=False, one_line_params=False):
     class Ablated(WeightOnlyGemm):
         def load_weights(self, th, buf, step, t, row_bytes):
             if const_expr(no_weights):
@@ -80,6 +86,8 @@ def ablated(no_x=False, no_params=False, no_weights=False):
                             if const_expr(fmt.has_zeros):
                                 buf["z"][blk * tile.row_slots + r] = Uint32(8)
                         else:
+                            if const_expr(one_line_params):  # every row reads its tile's first row: one L1 line
+                                row = row // 16 * 16
                             buf["s"][blk * tile.row_slots + r] = group_scales[row, gi].to(Float32)
                             if const_expr(fmt.has_zeros):
                                 buf["z"][blk * tile.row_slots + r] = Uint32(zeros[row, gi])
@@ -105,8 +113,13 @@ VARIANTS = {"ship": WeightOnlyGemm, "shipcap": WeightOnlyGemm, "nop": ablated(no
             "nozf_acc2": NoZeroFill}
 TILE_OVERRIDES = {"acc1": {"acc_chains": 1}, "acc2": {"acc_chains": 2}, "acc4": {"acc_chains": 4},
                   "nozf_acc2": {"acc_chains": 2}}
+VARIANTS.update(p1line=ablated(one_line_params=True), rowmajor=WeightOnlyGemm)
+for _mb in (0, 1, 2, 3, 4, 8):
+    VARIANTS[f"pf{_mb}"] = VARIANTS[f"rowmajor_pf{_mb}"] = WeightOnlyGemm
+    TILE_OVERRIDES[f"pf{_mb}"] = {"l2_prefetch_mb": _mb}
+    TILE_OVERRIDES[f"rowmajor_pf{_mb}"] = {"l2_prefetch_mb": _mb, "fragment_order": False}
 EXACT = ("ship", "nozf")  # run on the dispatch's tile itself (the others not in TILE_OVERRIDES: capped at 2 CTAs)
-ABLATIONS = ("nop", "nox", "noxp", "now")  # wrong results by design: not checked
+ABLATIONS = ("nop", "nox", "noxp", "now", "p1line")  # wrong results by design: not checked
 
 
 def build(variant, fmt_key, dtype, tile, promote):
@@ -122,6 +135,15 @@ def _set(ic, oc, dtype):
     return (torch.randint(-2**31, 2**31 - 1, (ic, oc // 8), dtype=torch.int32, device="cuda"),
             (torch.rand(ic // 128, oc, device="cuda") * 0.01 + 0.001).to(dtype),
             torch.randint(-2**31, 2**31 - 1, (ic // 128, oc // 8), dtype=torch.int32, device="cuda"))
+
+
+def _reference64(x, kw):
+    """float64 x @ ((u - z) s)^T from the repack (K-packed nibbles, low = even k; scales / zeros [N, groups])."""
+    w = kw.row_major()  # uint8 [OC, IC / 2] K-packed
+    u = torch.stack([w & 0xF, w >> 4], dim=-1).reshape(w.shape[0], -1)[:, :x.shape[1]].double()
+    g = torch.arange(x.shape[1], device=x.device) // kw.group
+    w = (u - kw.zeros.double()[:, g]) * kw.scales.double()[:, g]
+    return x.double() @ w.t()
 
 
 def main():
@@ -146,6 +168,7 @@ def main():
         for m in map(int, args.ms.split(",")):
             x = torch.randn(m, ic, device="cuda", dtype=dtype)
             path, tile = config.select_tile(4, m, oc, sms, None, scaled=True, awq=True, k=ic, wgmma=False)
+            tile = config.awq_repack_tile(tile)
             if path != "decode":
                 continue
             fmt_key = decode_format(path, dtype, kws[0], tile)
@@ -153,27 +176,39 @@ def main():
             promote = use_promoted_scales(fmt_key, True, 128, dtype, tile)
             # Ablated kernels need fewer registers: cap them at the shipped kernel's 2 CTAs per SM (102 registers).
             capped = replace(tile, max_ctas_per_sm=2)
+            old_pf = 4 if tile.l2_prefetch_mb else 0
+            TILE_OVERRIDES["rowmajor"] = {"fragment_order": False, "l2_prefetch_mb": old_pf}
             fns = {v: build(v, fmt_key, dtype, replace(tile, **TILE_OVERRIDES[v]) if v in TILE_OVERRIDES
-                             else tile if v.startswith(EXACT) else capped, promote) for v in variants}
+                            else tile if v.startswith(EXACT) else capped, promote) for v in variants}
+            rowm = {id(kw): kw.row_major() for kw in kws} if any("rowmajor" in v for v in variants) else {}
+
+            def wt(v, kw):
+                return rowm[id(kw)] if "rowmajor" in v else kw.w
+
             ref = awq_gemm(x, *sets[0])
-            ok = {}
+            ref64 = _reference64(x, kws[0])
+            ok, err64 = {}, {}
             for v in variants:
                 if v not in ABLATIONS:  # equal to awq_gemm (or, with acc chains, within 1e-3 of max|ref|)
                     out = torch.full((m, oc), float("nan"), device="cuda", dtype=dtype)
-                    fns[v](x, kws[0].w, out, 1.0, kws[0].scales, kws[0].zeros, 128, None)
+                    fns[v](x, wt(v, kws[0]), out, 1.0, kws[0].scales, kws[0].zeros, 128, None)
                     err = ((out.double() - ref.double()).abs().max() / ref.double().abs().max()).item()
+                    err64[v] = f"{((out.double() - ref64).abs().max() / ref64.abs().max()).item():.1e}"
                     ok[v] = "equal" if torch.equal(out, ref) else f"{err:.1e}" if err < 1e-3 else f"WRONG {err:.1e}"
             t = {v: [] for v in variants + ["awq_gemm"]}
             for _ in range(args.rounds):
                 for v in variants:
                     o = torch.empty(m, oc, device="cuda", dtype=dtype)
-                    t[v].append(graph_time_us([lambda kw=kw, f=fns[v]: f(x, kw.w, o, 1.0, kw.scales, kw.zeros, 128,
-                                                                             None) for kw in kws],
+                    t[v].append(graph_time_us([lambda kw=kw, f=fns[v], wv=wt(v, kw): f(x, wv, o, 1.0, kw.scales,
+                                                                                       kw.zeros, 128, None)
+                                               for kw in kws],
                                               min_calls=CALLS)[0])
                 t["awq_gemm"].append(graph_time_us([lambda s=s: awq_gemm(x, *s) for s in sets], min_calls=CALLS)[0])
             med = {k: statistics.median(v) for k, v in t.items()}
-            rows.append(dict(oc=oc, ic=ic, m=m, fmt=fmt_key, tile=str(tile), ship_equal=ok, rounds=t, median=med))
-            print(f"{oc}x{ic} M={m} {fmt_key} equal:{ok}  " +
+            err64["awq_gemm"] = f"{((ref.double() - ref64).abs().max() / ref64.abs().max()).item():.1e}"
+            rows.append(dict(oc=oc, ic=ic, m=m, fmt=fmt_key, tile=str(tile), ship_equal=ok, err_vs_float64=err64,
+                             rounds=t, median=med))
+            print(f"{oc}x{ic} M={m} {fmt_key} equal:{ok} float64 err:{err64} " +
                   "  ".join(f"{k} {v:.2f}" for k, v in med.items()), flush=True)
         del sets, kws
         awq_repack.clear_cache()

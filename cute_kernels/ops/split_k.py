@@ -49,7 +49,7 @@ def plan_split_k(cfg: TileConfig, km: int, kn: int, k: int, batch: int, sm_count
 
 # Cluster split-K (``Sm90GemmKernel.split_cluster``): the slice counts whose split plans reduce their partials inside a
 # cluster of that many CTAs, SM to SM, instead of through the workspace; () turns it off (also
-# ``CUTE_KERNELS_SPLIT_CLUSTER=0``). Session 28 (H100, benchmarks/experiments/split_cluster.py, docs/int8_scaled_mm.md):
+# ``CUTE_KERNELS_SPLIT_CLUSTER=0``). Session 28 (H100, split_cluster.py, data archive session45/moved/):
 # two slices 0.93-0.98x the time of the workspace fix-up on the decode rows of int8, FP8 and the weight-only WGMMA
 # path; four slices 1.35-1.69x (the driver runs 30 clusters of 4 CTAs at once on an H100, 66 of 2, 15 of 8: clusters
 # must fit in a GPC, so 32-33 of 4 need a second wave; 2-CTA clusters fill a GPC's SM pairs, so slots // 2 of them

@@ -5,14 +5,14 @@ int32 [IC, OC/8] (8 int4 along OC in the order 0,2,4,6,1,3,5,7); scales [IC/G, O
 [IC/G, OC/8]. ``out[m, o] = sum_i x[m, i] * (q[i, o] - z[i // G, o]) * s[i // G, o]``.
 
 * ``awq_gemm`` runs the weight-only kernel template with the ``awq`` format (formats.py): the checkpoint is repacked
-  once per weight tensor into the kernel's K-packed layout and cached (awq_repack.py says why and how); the same M
-  dispatch as ``quantized_mm`` picks decode or tensor-core tiles, and on SM90 every M from 12 tokens, 6 on layers of
-  >= 32M weights, 1 on long-K layers whose plan reduces its K slices in clusters (``config.wgmma_min_m``), runs the
-  WGMMA path (wgmma.py), which reads a blob built once from the checkpoint for WGMMA's register operand and its
-  scales and zero points as words per group and row (awq_sm90.py: one blob per weight, no repack). With
-  ``config.AWQ_ONE_COPY`` the SM90 decode tiles read that blob too (blob_decode.py) and no repack is built. The
-  dequantized weight ``(q - z) * s`` is rounded to x's dtype before the MMA, as vLLM's kernel does; accumulation
-  is fp32.
+  once per weight tensor into the kernel's K-packed layout, in fragment order, and cached (awq_repack.py says why and
+  how); the same M dispatch as ``quantized_mm`` picks decode or tensor-core tiles, and on SM90 every M from 12 tokens,
+  6 on layers of >= 32M weights, 1 on long-K layers whose plan reduces its K slices in clusters
+  (``config.wgmma_min_m``), runs the WGMMA path (wgmma.py), which reads a blob built once from the checkpoint for
+  WGMMA's register operand and its scales and zero points as words per group and row (awq_sm90.py: one blob per
+  weight, no repack). With ``config.AWQ_ONE_COPY`` the SM90 decode tiles read that blob too (blob_decode.py) and no
+  repack is built. The dequantized weight ``(q - z) * s`` is rounded to x's dtype before the MMA, as vLLM's kernel
+  does; accumulation is fp32.
 * ``awq_dequantize`` -> [IC, OC] in the scales' dtype: a CuTe kernel on CUDA tensors (reads the checkpoint layout
   directly, no repack), the float reference on CPU tensors.
 * ``awq_linear``: any leading batch dims; at >= ``config.awq_dense_min_tokens`` tokens dequantize + torch.matmul (a
@@ -143,7 +143,7 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzero
         xk = pad_x(x, awq_repack.K_ALIGN)
     elif x_needs_copy(x):
         xk = aligned_copy(x)
-    tl = tile.validate() if tile else tl
+    tl = config.awq_repack_tile(tile).validate() if tile else tl
     fmt_key = decode_format(path_name, x.dtype, kw, tl)
     if tile is None:
         tl = config.tile_for_format(fmt_key, tl)

@@ -5,12 +5,15 @@ two K values of one output channel per register, which the seed's K-packed layou
 pair; decoding AutoAWQ words directly would need an extra byte permute per pair (or a shared-memory transpose) in the
 kernel's hot loop. The checkpoint is read once to build
 
-    w   uint8 [OC, ICp / 2]   unsigned nibbles, K packed LSB-first (low nibble = even k), ICp = IC rounded up to 32
+    w   uint8 [OC16, R64]     unsigned nibbles, K packed LSB-first (low nibble = even k), stored in fragment order
+                              (``fragment_order.py``: each 16-row tile's 64-byte K steps as 1 KB blocks in the order
+                              the kernel's threads read them); OC16 = OC and R64 = IC / 2 rounded up to 16 and 64
     s   [OC, IC / G]          scales, transposed (activation dtype, as given)
     z   uint8 [OC, IC / G]    zero points, unpacked and transposed
 
-(the same 4.25 bits per weight: memory for the copy equals the checkpoint's). ``awq_gemm`` then runs the shared
-weight-only kernel with the ``awq`` format on its mma.sync tiles (on SM90 the WGMMA path reads its own blob instead,
+(the same 4.25 bits per weight: memory for the copy equals the checkpoint's, plus padding where OC or IC are not
+multiples of 16 / 128). ``awq_gemm`` then runs the shared weight-only kernel with the ``awq`` format on its mma.sync
+tiles, every one with ``TileShape.fragment_order`` (``config.awq_repack_tile``) (on SM90 the WGMMA path reads its own blob instead,
 ``awq_sm90.py``, and with ``config.AWQ_ONE_COPY`` the decode tiles too: then this copy is never built). The copy is
 cached per (qweight, qzeros, scales) storage and version: in-place updates of any of them (``_version``) rebuild it, and the entry is dropped when ``qweight`` is garbage
 collected. ``clear_cache()`` frees every copy (``cute_kernels.clear_weight_caches()`` every derived layout: needed
@@ -27,6 +30,7 @@ import torch
 
 from ..formats.awq import unpack_int4  # [R, OC/8] int32 -> [R, OC] nibbles
 from ..plan_cache import cached_for_tensor
+from .fragment_order import from_fragment_order, to_fragment_order
 
 K_ALIGN = 32  # K values per 16-byte row vector of 4-bit weights
 _CHUNK_ROWS = 2048
@@ -34,7 +38,7 @@ _CHUNK_ROWS = 2048
 
 @dataclass(frozen=True)
 class AwqKernelWeights:
-    w: torch.Tensor  # uint8 [OC, ICp / 2]
+    w: torch.Tensor  # uint8 [OC16, ICp / 2] in fragment order
     scales: torch.Tensor  # [OC, groups]
     zeros: torch.Tensor  # uint8 [OC, groups]
     in_features: int  # IC (before padding)
@@ -43,7 +47,11 @@ class AwqKernelWeights:
 
     @property
     def out_features(self) -> int:
-        return self.w.shape[0]
+        return self.scales.shape[0]
+
+    def row_major(self) -> torch.Tensor:
+        """w as uint8 [OC, ceil(IC / 32) * 16] row-major (the K-packed layout of the other weight-only formats)."""
+        return from_fragment_order(self.w, self.out_features, -(-self.in_features // K_ALIGN) * K_ALIGN // 2)
 
 
 _cache: dict[tuple, AwqKernelWeights] = {}
@@ -71,7 +79,8 @@ def repack(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor, gr
         qt = q.t()  # [OC, rows]
         w[:, r0 // 2:(r0 + qt.shape[1]) // 2] = (qt[:, 0::2] | (qt[:, 1::2] << 4)).to(torch.uint8)
     z = unpack_int4(qzeros)  # int32 [groups, OC]
-    return AwqKernelWeights(w=w, scales=scales.t().contiguous(), zeros=z.t().contiguous().to(torch.uint8),
+    return AwqKernelWeights(w=to_fragment_order(w), scales=scales.t().contiguous(),
+                            zeros=z.t().contiguous().to(torch.uint8),
                             in_features=ic, group=group, max_abs_scale=max_abs_scale(scales))
 
 

@@ -115,7 +115,7 @@ class BlobDecodeGemm(WeightOnlyGemm):
             addr = w.iterator.toint() + Int64(rb) * w.stride[0] * 8 + Int64(q * share + tidx * chunk)
             ptx.prefetch_l2_bulk(addr, chunk, (tidx < 32) & (chunk > 0) & (rb < w.shape[0]))
 
-    def thread_setup(self, x: cute.Tensor, w: cute.Tensor, n0, m0, g, t):
+    def thread_setup(self, x: cute.Tensor, w: cute.Tensor, n0, m0, g, t, n_rows=None):
         """Per-thread addressing: this thread's 16 bytes of K-tile 0 for each 16-row tile (tiles past the blob's
         last block clamped to it: their results are never stored), the parameter rows (clamped to N - 1 at the
         loads), and the x staging (``x_stage_setup``)."""

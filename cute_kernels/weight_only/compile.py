@@ -37,8 +37,10 @@ def _build(fmt_key: str, x_dtype: torch.dtype, out_dtype: torch.dtype, scale_dty
     x_div = 16 // (xd.width // 8)
     fx = cute.runtime.make_fake_tensor(xd, (m, cute.sym_int32(divisibility=x_div)),
                                        stride=(cute.sym_int64(divisibility=x_div), 1), assumed_align=16)
-    fw = cute.runtime.make_fake_tensor(cutlass.Uint8, (n, cute.sym_int32(divisibility=16)),
-                                       stride=(cute.sym_int64(divisibility=16), 1), assumed_align=16)
+    # In fragment order (AWQ's repack) w's rows are N rounded up to 16 and its row bytes a multiple of 64.
+    n_w, row_div = (cute.sym_int32(divisibility=16), 64) if tile.fragment_order else (n, 16)
+    fw = cute.runtime.make_fake_tensor(cutlass.Uint8, (n_w, cute.sym_int32(divisibility=row_div)),
+                                       stride=(cute.sym_int64(divisibility=row_div), 1), assumed_align=16)
     fo = cute.runtime.make_fake_tensor(od, (m, n), stride=(cute.sym_int64(), 1), assumed_align=od.width // 8)
     f_gs = f_z = None
     if sd is not None:

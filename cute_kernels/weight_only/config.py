@@ -433,9 +433,30 @@ AWQ_DECODE_ACC_CHAINS = 2
 AWQ_DECODE_ACC_CHAIN_FORMATS = ("awq_fma",)
 
 
+# Session 45 (H100, benchmarks/experiments/awq_ablate44.py, the dispatch's tiles on the same weights in both layouts,
+# CUDA-graph medians of 5 interleaved rounds over 240 MB of rotating weight sets, fp16 x, float64-checked): AWQ's
+# repack stored in fragment order (awq_repack.py, fragment_order.py: a warp's weight load is 512 contiguous bytes
+# instead of 8 rows x 64 bytes) is faster on every decode tile measured, µs row-major -> fragment order (-> with a
+# 2 MB L2 prefetch where the tile prefetches): 4096^2 at 1 / 4 / 8 tokens 5.39 / 5.66 / 6.53 -> 5.05 / 5.41 / 6.21
+# (-> 4.94 / 5.40 / 6.20), 4096 x 14336 14.08 / 14.75 / 16.14 -> 13.30 / 13.64 / 14.65 (-> 13.26 / 13.54 / 14.56),
+# 14336 x 4096 (the side-by-side ring, no prefetch) 14.11 / 14.61 / 17.10 -> 13.65 / 13.91 / 17.12; a 2 MB prefetch
+# there was 1.3x slower. Session 40 had measured the same layout at 0.96-0.99x on the first two layers (and 1.25x
+# slower on 14336 x 4096's register tiles of the time). Every tile reading the repack has it (awq_repack_tile).
+AWQ_FRAGMENT_L2_PREFETCH_MB = 2
+
+
+def awq_repack_tile(tile: TileShape) -> TileShape:
+    """A tile that reads AWQ's repack (in fragment order, awq_repack.py), whichever chose it."""
+    return replace(tile, fragment_order=True)
+
+
 def tile_for_format(fmt_key: str, tile: TileShape) -> TileShape:
-    """The K-packed repack reader's tile for the format key a call runs: AWQ_DECODE_ACC_CHAINS accumulator sets for
-    the formats in AWQ_DECODE_ACC_CHAIN_FORMATS on decode tiles with one warp across on the register pipeline."""
+    """The AWQ repack reader's tile for the format key a call runs: fragment order (``awq_repack_tile``) with
+    ``AWQ_FRAGMENT_L2_PREFETCH_MB`` where the tile prefetches, and AWQ_DECODE_ACC_CHAINS accumulator sets for the
+    formats in AWQ_DECODE_ACC_CHAIN_FORMATS on decode tiles with one warp across on the register pipeline."""
+    tile = awq_repack_tile(tile)
+    if tile.l2_prefetch_mb:
+        tile = replace(tile, l2_prefetch_mb=AWQ_FRAGMENT_L2_PREFETCH_MB)
     if fmt_key in AWQ_DECODE_ACC_CHAIN_FORMATS and tile.warps_n == 1 and tile.stages == 0 and tile.acc_chains == 1:
         return replace(tile, acc_chains=AWQ_DECODE_ACC_CHAINS)
     return tile
@@ -510,8 +531,8 @@ def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None
 # of configs.WEIGHT_PRELOAD): None = ``DECODE_PRELOAD_FORMATS``; True / False force it (experiments). Set on the
 # cp.async ring plans only: on the register plans ptxas sinks the first loads below the wait (SASS: no LDG before
 # ACQBULK although the PTX has them there), so the flag would only fork their compiles. Session 27 (H100,
-# benchmarks/experiments/weight_preload.py d0 / d1, back to back, rotated weights): 4096^2 at M = 1 / 4 8-bit 8.89 /
-# 8.58 -> 7.85 / 7.75 µs, 2-bit 4.09 / 5.01 -> 3.80 / 4.82, 4-bit M = 1 5.16 -> 5.03, AWQ at 9-10 tokens 0.99x;
+# weight_preload.py d0 / d1 (data archive session45/moved/), back to back, rotated weights): 4096^2 at M = 1 / 4
+# 8-bit 8.89 / 8.58 -> 7.85 / 7.75 µs, 2-bit 4.09 / 5.01 -> 3.80 / 4.82, 4-bit M = 1 5.16 -> 5.03, AWQ at 9-10 tokens 0.99x;
 # the large layers within 0.99-1.01x (one register-plan cell, where nothing changes, read 1.03x: the noise).
 DECODE_PRELOAD: bool | None = None
 DECODE_PRELOAD_FORMATS: tuple = (2, 4, 8, "awq")

@@ -89,6 +89,8 @@ class TileShape:
     are issued before the wait for the previous grid (configs.WEIGHT_PRELOAD's contract; session 27).
     acc_chains: independent accumulator sets a warp's MMAs alternate between (summed before the epilogue), so that
     consecutive MMAs of a step do not wait for each other's results.
+    fragment_order: w is stored in the order the threads read it (``fragment_order.py``: [N16, R64], each 16-row
+    tile's K step 1 KB of consecutive bytes), so a warp's load of 8 rows x 64 bytes is 512 contiguous bytes.
     """
 
     nt: int
@@ -104,6 +106,7 @@ class TileShape:
     max_ctas_per_sm: int = 0
     preload_weights: bool = False
     acc_chains: int = 1
+    fragment_order: bool = False
 
     @property
     def rows_per_cta(self) -> int:
@@ -136,7 +139,8 @@ class TileShape:
         return (self.nt, self.mt, self.warps_n, self.warps_k, self.stages, self.x_ahead, self.token_major,
                 self.swap_registers, self.fields_in_place, self.l2_prefetch_mb, self.max_ctas_per_sm) + (
                     ("preload",) if self.preload_weights else ()) + (
-                    (("acc_chains", self.acc_chains),) if self.acc_chains != 1 else ())
+                    (("acc_chains", self.acc_chains),) if self.acc_chains != 1 else ()) + (
+                    ("frag",) if self.fragment_order else ())
 
     def validate(self) -> "TileShape":
         """Raise ValueError naming the field when the tile cannot launch (a caller-forced ``tile=``); else self."""
@@ -275,14 +279,14 @@ class WeightOnlyGemm:
             # The weight's first K steps are loaded before the wait (``TileShape.preload_weights``): back to back,
             # they arrive during the previous call's tail. Only for weights no programmatically launching kernel
             # writes (configs.WEIGHT_PRELOAD's contract); x, scales and zero points still wait.
-            th = self.thread_setup(x, w, n0, m0, g, t)
+            th = self.thread_setup(x, w, n0, m0, g, t, self.true_rows(out))
             self.first_weight_loads(th, wbuf, slot0, wk, t, row_bytes)
         # Otherwise nothing in global memory is read before the previous grid on the stream has completed (any
         # input, weights included, may be its output). Our dependents may launch at once: they wait the same way.
         cute.arch.griddepcontrol_wait()
         cute.arch.griddepcontrol_launch_dependents()
         if const_expr(not tile.preload_weights):
-            th = self.thread_setup(x, w, n0, m0, g, t)
+            th = self.thread_setup(x, w, n0, m0, g, t, self.true_rows(out))
 
         acc = cute.make_rmem_tensor((tile.acc_chains * nt * mt * 4,), Float32)
         acc.fill(0.0)
@@ -367,6 +371,15 @@ class WeightOnlyGemm:
         """N, the weight rows the grid covers (``BlobDecodeGemm`` reads it from out: its weight is in blocks)."""
         return w.shape[0]
 
+    def true_rows(self, out: cute.Tensor):
+        """N for the clamps of the scale / zero-point rows: in fragment order w's rows are padded to 16."""
+        return out.shape[1] if const_expr(self.tile.fragment_order) else None
+
+    @property
+    def step_bytes(self) -> int:
+        """Bytes between a thread's vectors of consecutive K steps: 64 along a row, 1 KB in fragment order."""
+        return 1024 if self.tile.fragment_order else 64
+
     def k_steps(self, w: cute.Tensor):
         """K steps of the loop: 64 bytes of each weight row per step."""
         return (w.shape[1] + 63) // 64
@@ -404,22 +417,38 @@ class WeightOnlyGemm:
             r = warp * rows_per_warp + lane + 32 * i
             row = bx * tile.rows_per_cta + r
             live = (lane + 32 * i < rows_per_warp) & (r < tile.rows_per_cta) & (row < w.shape[0]) & (span > 0)
-            ptx.prefetch_l2_bulk(w.iterator.toint() + Int64(row) * w.stride[0], span, live)
+            if const_expr(tile.fragment_order):
+                # A 16-row tile's first span / 64 K steps are its first 16 * span bytes: one span-sized piece each.
+                addr = w.iterator.toint() + Int64(row // 16) * (16 * w.stride[0]) + Int64((row % 16) * span)
+            else:
+                addr = w.iterator.toint() + Int64(row) * w.stride[0]
+            ptx.prefetch_l2_bulk(addr, span, live)
 
-    def thread_setup(self, x: cute.Tensor, w: cute.Tensor, n0, m0, g, t):
+    def thread_setup(self, x: cute.Tensor, w: cute.Tensor, n0, m0, g, t, n_rows=None):
         """Loop-invariant per-thread addressing: row base addresses of the weights and activations it reads.
 
-        Weight rows past N are clamped to the last one: they load real data whose results land in accumulators that
-        are never stored, so the weight loads need only the K predicate. Tokens past M are predicated off instead of
-        clamped: with M < 8 most lanes would otherwise issue (redundant) activation loads, which cost LSU throughput
-        - measured 10-24% slower at M = 1..4 for 1-bit weights, whose activation bytes dwarf the weight bytes.
+        Weight rows past N are clamped to the last one (in fragment order: 16-row tiles past the last to the last,
+        whose rows are padded; the scale / zero-point rows to the true N, ``n_rows``): they load real data whose
+        results land in accumulators that are never stored, so the weight loads need only the K predicate. Tokens
+        past M are predicated off instead of clamped: with M < 8 most lanes would otherwise issue (redundant)
+        activation loads, which cost LSU throughput - measured 10-24% slower at M = 1..4 for 1-bit weights, whose
+        activation bytes dwarf the weight bytes.
         """
         tile, act = self.tile, self.act
         rows = []
         for j in range(tile.nt):
             for r in range(2):
-                rows.append(cutlass.min(n0 + 16 * j + 8 * r + g, w.shape[0] - 1))
-        w_rows = [w.iterator.toint() + Int64(row) * w.stride[0] + Int64(t * 16) for row in rows]
+                rows.append(cutlass.min(n0 + 16 * j + 8 * r + g, (w.shape[0] if n_rows is None else n_rows) - 1))
+        if const_expr(tile.fragment_order):
+            # Tile j's step 0 is the 1 KB at its start: rows g (r = 0) then g + 8 (r = 1), 16 bytes per lane.
+            w_rows = []
+            for j in range(tile.nt):
+                tj = cutlass.min((n0 + 16 * j) // 16, w.shape[0] // 16 - 1)
+                for r in range(2):
+                    w_rows.append(w.iterator.toint() + Int64(tj) * (16 * w.stride[0])
+                                  + Int64(r * 512 + (g * 4 + t) * 16))
+        else:
+            w_rows = [w.iterator.toint() + Int64(row) * w.stride[0] + Int64(t * 16) for row in rows]
         vpv = self.fmt.values_per_vector
         x_rows, x_live = [], []
         for i in range(tile.mt):
@@ -431,7 +460,7 @@ class WeightOnlyGemm:
     def load_weights(self, th, buf: cute.Tensor, step: Int32, t: Int32, row_bytes):
         """Registers <- this thread's 16-byte vectors of K step ``step`` (stale past K: see ptx.ld_global)."""
         in_k = step * 64 + t * 16 < row_bytes
-        off = Int64(step * 64)
+        off = Int64(step * self.step_bytes)
         for r in range(self.tile.row_slots):
             words = ptx.ld_global(th["w_rows"][r] + off, in_k, 4, streaming=True, zero_fill=False)
             for i in range(4):
@@ -440,7 +469,7 @@ class WeightOnlyGemm:
     def issue_weights(self, th, slot0, stage, step, t: Int32, row_bytes):
         """cp.async this thread's vectors of K step ``step`` into ring stage ``stage`` (zeros past K)."""
         in_k = step * 64 + t * 16 < row_bytes
-        off = Int64(step * 64)
+        off = Int64(step * self.step_bytes)
         stage_base = slot0 + stage * (self.tile.vectors * self.tile.threads * 16)
         for r in range(self.tile.row_slots):
             ptx.cp_async_16(stage_base, th["w_rows"][r] + off, in_k, offset=r * self.tile.threads * 16)

@@ -296,10 +296,10 @@ def stage_options(bits: int, cfg: TileConfig, n: int, k: int) -> tuple:
     int4 g128 and up to 10% for int4 (8192^2 M = 64: 21.7 -> 19.8 us; one row, int4 14336 x 4096 at 48 tokens, 3%
     slower), while on 4096^2 the same options were 0-7% slower.
     4-bit weights on 16-token tiles whose K is split preload ``PRELOAD_4BIT_STAGES`` stages with the L2 warm-up off.
-    Sessions 27 and 28 (H100, ``weight_preload.py`` variant 4/0, back to back), AWQ / int4 at 12 and 16 tokens:
-    4096^2 (64-row tiles in 4 slices) 0.916-0.963x / 0.945-0.978x the time, 8192^2 (2 slices) 0.970-0.979x /
-    0.986-0.992x, 4096 x 14336 (4 slices) 0.997-1.003x; the unsplit tiles of 14336 x 4096 had AWQ 1.01-1.02x slower,
-    and 32-token tiles gained nothing (0.996-1.007x), so neither takes it."""
+    Sessions 27 and 28 (H100, ``weight_preload.py`` variant 4/0, data archive session45/moved/, back to back), AWQ /
+    int4 at 12 and 16 tokens: 4096^2 (64-row tiles in 4 slices) 0.916-0.963x / 0.945-0.978x the time, 8192^2 (2 slices)
+    0.970-0.979x / 0.986-0.992x, 4096 x 14336 (4 slices) 0.997-1.003x; the unsplit tiles of 14336 x 4096 had AWQ
+    1.01-1.02x slower, and 32-token tiles gained nothing (0.996-1.007x), so neither takes it."""
     from ..configs import WEIGHT_PRELOAD_ENABLED
     from .config import WGMMA_LARGE_LAYER
 

@@ -1,0 +1,43 @@
+"""Weights stored in the order the weight-only kernel's threads read them (``TileShape.fragment_order``).
+
+Per K step (64 bytes of a row), thread (g = lane / 4, t = lane % 4) of a warp reads 16 bytes at ``t * 16`` of rows g
+and g + 8 of its 16-row tile (the mma.sync A fragment, kernel.py). Row-major, one warp load is then 8 pieces of 64
+bytes, a row apart. In fragment order each 16-row tile is stored step by step: step s of tile i is the 1 KB at
+``(i * steps + s) * 1024``, rows g (first 512 bytes) then g + 8, 16 bytes per lane ``g * 4 + t``: a warp's load is 512
+contiguous bytes and a tile's K steps follow each other.
+
+    row-major  uint8 [N, R]        byte (n, s * 64 + t * 16 + b)
+    fragment   uint8 [N16, R64]    the same byte at tile n // 16, step s, half (n % 16) // 8, lane (n % 8) * 4 + t,
+                                   offset b; N16 = N rounded up to 16, R64 = R rounded up to 64 (zero padding)
+
+The tensor keeps a [N16, R64] byte-matrix shape, so shape checks see the padded sizes; the true N is the output's.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+TILE_ROWS = 16
+STEP_BYTES = 64
+
+
+def padded_shape(n: int, row_bytes: int) -> tuple[int, int]:
+    return -(-n // TILE_ROWS) * TILE_ROWS, -(-row_bytes // STEP_BYTES) * STEP_BYTES
+
+
+def to_fragment_order(w: torch.Tensor) -> torch.Tensor:
+    """uint8 [N, R] row-major -> uint8 [N16, R64] in fragment order (module docstring); padding bytes are zero."""
+    n, r = w.shape
+    n16, r64 = padded_shape(n, r)
+    if (n16, r64) != (n, r):
+        w = F.pad(w, (0, r64 - r, 0, n16 - n))
+    tiles = w.reshape(n16 // TILE_ROWS, 2, 8, r64 // STEP_BYTES, 4, 16)  # (tile, half, g, step, t, byte)
+    return tiles.permute(0, 3, 1, 2, 4, 5).contiguous().view(n16, r64)
+
+
+def from_fragment_order(wf: torch.Tensor, n: int, row_bytes: int) -> torch.Tensor:
+    """The inverse: uint8 [N16, R64] in fragment order -> uint8 [n, row_bytes] row-major."""
+    n16, r64 = wf.shape
+    tiles = wf.reshape(n16 // TILE_ROWS, r64 // STEP_BYTES, 2, 8, 4, 16)  # (tile, step, half, g, t, byte)
+    return tiles.permute(0, 2, 3, 1, 4, 5).reshape(n16, r64)[:n, :row_bytes]
