@@ -287,3 +287,19 @@ def test_awq_repack_reader_tiles_take_fragment_order_and_compile():
                                                and tile.tokens_per_cta <= 16).artifacts.CUBIN)
         assert sum(s.mma.values()) == hmma and not s.spills, (fmt_key, tile)
         assert "LDG.E.128.CONSTANT" in s.text or "LDGSTS.E.BYPASS.128" in s.text, (fmt_key, tile)
+
+
+@pytest.mark.parametrize("fragment_order", [False, True])
+def test_compiled_signature_gives_a_fragment_ordered_w_its_own_rows(monkeypatch, fragment_order):
+    """The compiled function checks its arguments' shapes against the fake tensors it was built with: in fragment
+    order w has N rounded up to 16 rows (awq_repack), so its rows must not be tied to out's N (session 45: every AWQ
+    call with OC % 16 != 0 was refused on the GPU; the CPU emulation does not run those checks)."""
+    import cutlass.cute as cute
+
+    from cute_kernels.weight_only import compile as wo_compile
+
+    seen = {}
+    monkeypatch.setattr(cute, "compile", lambda kernel, fx, fw, fo, *rest, **kw: seen.update(fw=fw, fo=fo))
+    tile = replace(config.decode_tile("awq", 1, 40, 132, scaled=True, k=256), fragment_order=fragment_order)
+    wo_compile._build("awq", torch.float16, torch.float16, torch.float16, tile, "sm_90a")
+    assert (seen["fw"].shape[0] is seen["fo"].shape[1]) == (not fragment_order)
