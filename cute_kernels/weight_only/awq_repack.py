@@ -13,13 +13,13 @@ kernel's hot loop. The checkpoint is read once to build
 
 (the same 4.25 bits per weight: memory for the copy equals the checkpoint's, plus padding where OC or IC are not
 multiples of 16 / 128). ``awq_gemm`` then runs the shared weight-only kernel with the ``awq`` format on its mma.sync
-tiles, every one with ``TileShape.fragment_order`` (``config.awq_repack_tile``) (on SM90 the WGMMA path reads its own blob instead,
-``awq_sm90.py``, and with ``config.AWQ_ONE_COPY`` the decode tiles too: then this copy is never built). The copy is
-cached per (qweight, qzeros, scales) storage and version: in-place updates of any of them (``_version``) rebuild it, and the entry is dropped when ``qweight`` is garbage
-collected. ``clear_cache()`` frees every copy (``cute_kernels.clear_weight_caches()`` every derived layout: needed
-after writes the version counter does not see, such as ``param.data.copy_``). Repacking costs a few torch ops over
-the checkpoint (chunked along IC to bound temporaries) - milliseconds for a 8192 x 8192 layer, paid on the first call
-only.
+tiles, every one with ``TileShape.fragment_order`` (``config.awq_repack_tile``) (on SM90 the WGMMA path reads its own
+blob instead, ``awq_sm90.py``, and with ``config.AWQ_ONE_COPY`` the decode tiles too: then this copy is never built).
+The copy is cached per (qweight, qzeros, scales) storage and version: in-place updates of any of them (``_version``)
+rebuild it, and the entry is dropped when ``qweight`` is garbage collected. ``clear_cache()`` frees every copy
+(``cute_kernels.clear_weight_caches()`` every derived layout: needed after writes the version counter does not see,
+such as ``param.data.copy_``). Repacking costs a few torch ops over the checkpoint (chunked along IC to bound
+temporaries) - milliseconds for a 8192 x 8192 layer, paid on the first call only.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ _CHUNK_ROWS = 2048
 
 @dataclass(frozen=True)
 class AwqKernelWeights:
-    w: torch.Tensor  # uint8 [OC16, ICp / 2] in fragment order
+    w: torch.Tensor  # uint8 [OC16, R64] in fragment order
     scales: torch.Tensor  # [OC, groups]
     zeros: torch.Tensor  # uint8 [OC, groups]
     in_features: int  # IC (before padding)

@@ -440,8 +440,10 @@ AWQ_DECODE_ACC_CHAIN_FORMATS = ("awq_fma",)
 # 2 MB L2 prefetch where the tile prefetches): 4096^2 at 1 / 4 / 8 tokens 5.39 / 5.66 / 6.53 -> 5.05 / 5.41 / 6.21
 # (-> 4.94 / 5.40 / 6.20), 4096 x 14336 14.08 / 14.75 / 16.14 -> 13.30 / 13.64 / 14.65 (-> 13.26 / 13.54 / 14.56),
 # 14336 x 4096 (the side-by-side ring, no prefetch) 14.11 / 14.61 / 17.10 -> 13.65 / 13.91 / 17.12; a 2 MB prefetch
-# there was 1.3x slower. Session 40 had measured the same layout at 0.96-0.99x on the first two layers (and 1.25x
-# slower on 14336 x 4096's register tiles of the time). Every tile reading the repack has it (awq_repack_tile).
+# there was 1.3x slower. A second run in the same call as the session's bench_awq.py, fp16 and bf16, in
+# docs/weight_only.md "Status": 0.90-1.00x; 4 MB instead of 2 there 1.00-1.04x slower. Session 40 had measured the
+# same layout at 0.96-0.99x on the first two layers (and 1.25x slower on 14336 x 4096's register tiles of the time).
+# Every tile reading the repack has it (awq_repack_tile).
 AWQ_FRAGMENT_L2_PREFETCH_MB = 2
 
 
@@ -532,8 +534,8 @@ def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None
 # cp.async ring plans only: on the register plans ptxas sinks the first loads below the wait (SASS: no LDG before
 # ACQBULK although the PTX has them there), so the flag would only fork their compiles. Session 27 (H100,
 # weight_preload.py d0 / d1 (data archive session45/moved/), back to back, rotated weights): 4096^2 at M = 1 / 4
-# 8-bit 8.89 / 8.58 -> 7.85 / 7.75 µs, 2-bit 4.09 / 5.01 -> 3.80 / 4.82, 4-bit M = 1 5.16 -> 5.03, AWQ at 9-10 tokens 0.99x;
-# the large layers within 0.99-1.01x (one register-plan cell, where nothing changes, read 1.03x: the noise).
+# 8-bit 8.89 / 8.58 -> 7.85 / 7.75 µs, 2-bit 4.09 / 5.01 -> 3.80 / 4.82, 4-bit M = 1 5.16 -> 5.03, AWQ at 9-10 tokens
+# 0.99x; the large layers within 0.99-1.01x (one register-plan cell, where nothing changes, read 1.03x: the noise).
 DECODE_PRELOAD: bool | None = None
 DECODE_PRELOAD_FORMATS: tuple = (2, 4, 8, "awq")
 

@@ -7,7 +7,8 @@ with fp32 accumulation; ``w`` per format (``formats.py``): int8 / int4 / int2 / 
 
 Layouts (torch views the host passes; M, N, K and strides are dynamic)
     x    [M, K]  fp32 / fp16 / bf16, K contiguous, 16-byte aligned rows
-    w    [N, K * bits / 8] uint8, K packed LSB-first (formats.bitpack); row bytes a multiple of 16
+    w    [N, K * bits / 8] uint8, K packed LSB-first (formats.bitpack); row bytes a multiple of 16 (with
+         ``tile.fragment_order``: AWQ's repack, the same bytes in [N16, R64] fragment order, fragment_order.py)
     out  [M, N]  any float dtype, N contiguous
     gs   [N, K / group] scales (float dtype) or absent;  zeros [N, K / group] uint8 (AWQ only)
 
