@@ -30,7 +30,7 @@ import torch
 
 from ..formats.awq import unpack_int4  # [R, OC/8] int32 -> [R, OC] nibbles
 from ..plan_cache import cached_for_tensor
-from .fragment_order import from_fragment_order, to_fragment_order
+from .fragment_order import from_fragment_order, padded_shape, to_fragment_order
 
 K_ALIGN = 32  # K values per 16-byte row vector of 4-bit weights
 _CHUNK_ROWS = 2048
@@ -70,14 +70,15 @@ def repack(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor, gr
     """Uncached repack (see module docstring); inputs already validated."""
     ic, oc = qweight.shape[0], qweight.shape[1] * 8
     icp = -(-ic // K_ALIGN) * K_ALIGN
-    w = torch.zeros((oc, icp // 2), dtype=torch.uint8, device=qweight.device)
+    # Allocated at fragment order's padded shape (zeros past OC and IC), so to_fragment_order copies it only once.
+    w = torch.zeros(padded_shape(oc, icp // 2), dtype=torch.uint8, device=qweight.device)
     for r0 in range(0, ic, _CHUNK_ROWS):  # rows r0.. of IC (even, so nibble pairs never straddle chunks)
         r1 = min(ic, r0 + _CHUNK_ROWS)
         q = unpack_int4(qweight[r0:r1])  # int32 [rows, OC], 0..15
         if (r1 - r0) % 2:
             q = torch.cat([q, q.new_zeros(1, oc)])
         qt = q.t()  # [OC, rows]
-        w[:, r0 // 2:(r0 + qt.shape[1]) // 2] = (qt[:, 0::2] | (qt[:, 1::2] << 4)).to(torch.uint8)
+        w[:oc, r0 // 2:(r0 + qt.shape[1]) // 2] = (qt[:, 0::2] | (qt[:, 1::2] << 4)).to(torch.uint8)
     z = unpack_int4(qzeros)  # int32 [groups, OC]
     return AwqKernelWeights(w=to_fragment_order(w), scales=scales.t().contiguous(),
                             zeros=z.t().contiguous().to(torch.uint8),
