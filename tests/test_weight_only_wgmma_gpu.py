@@ -176,7 +176,8 @@ def test_quantized_mm_default_dispatch_at_decode_sizes(bits, m, group):
 
 @pytest.mark.parametrize("m", [12, 16])
 def test_awq_gemm_default_dispatch_at_decode_sizes(m):
-    # AWQ takes the WGMMA path from config.WGMMA_MIN_M_GROUPED[4] tokens
+    # AWQ takes the WGMMA path from config.WGMMA_MIN_M_GROUPED[4] tokens (on this one-wave decode grid with K <= 8192
+    # from config.WGMMA_MIN_M_AWQ_SMALL, session 46)
     torch.manual_seed(m)
     x = torch.randn(m, 2048, dtype=torch.float16, device="cuda")
     qweight, qzeros, scales = awq_quantize(torch.randn(2048, 1032, device="cuda") * 0.05, 128, torch.float16)
@@ -228,6 +229,18 @@ def test_grouped_4bit_on_a_cluster_split_layer_at_few_tokens(fmt, m):
     torch.manual_seed(m + len(fmt))
     assert _path(fmt, m, 8192, 8192) == "wgmma"
     _check_twice(m, 8192, _layer_case(fmt, m, 8192, 8192))
+
+
+@pytest.mark.parametrize("n,k,m,path", [(4096, 2048, 8, "decode"), (4096, 2048, 9, "wgmma"),
+                                         (4096, 8192, 6, "decode"), (4096, 8192, 7, "wgmma")])
+def test_awq_on_one_wave_decode_grids_through_the_dispatch(n, k, m, path):
+    """Session 46's entries: AWQ on layers whose decode grid is one wave keeps the decode tiles up to 8 tokens (small
+    layers with K <= 8192, ``config.WGMMA_MIN_M_AWQ_SMALL``) or 6 (large ones filling the wave,
+    ``WGMMA_MIN_M_AWQ_FULL_DECODE_WAVE``); on both sides of each boundary, through the default dispatch, against
+    float64."""
+    torch.manual_seed(m + k)
+    assert _path("awq", m, n, k) == path
+    _check_twice(m, n, _layer_case("awq", m, n, k))
 
 
 @pytest.mark.parametrize("m", [1, 3])

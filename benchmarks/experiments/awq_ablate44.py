@@ -19,6 +19,9 @@ max|ref| where the summation order moves) before timing:
   p1line    (session 45) the parameter loads of all 16 rows of a tile read its first row (one L1 line per warp
             load instead of 8; an ablation)
   pfMB      (session 45) the dispatch's tile with l2_prefetch_mb = MB (the weight rows' L2 prefetch budget)
+  wn2k8     (session 46) the dispatch's tile with 2 warps side by side and 8 along K (512 threads)
+  o:F=V+..  (session 46) the dispatch's tile with TileShape fields F set to the integers V (e.g. o:stages=3+
+            preload_weights=1+l2_prefetch_mb=0)
   rowmajor  (session 45) the dispatch's tile on the repack before session 45: row-major (kw.row_major()), without
             fragment_order, the L2 prefetch at its old 4 MB where the tile has one; rowmajor_pfMB with MB
 
@@ -30,7 +33,7 @@ Timed like bench_awq.py (CUDA graphs of >= 16 calls over rotating weight sets, m
 Session 44's other variants (L1/L2 prefetches, a per-thread cp.async ring for x and the parameters, operands two
 steps ahead, the CTA's x and parameters staged in shared memory) were slower and are in the data archive
 (session44/dropped/, with their patches); session 45's (the awq_codes format, the parameters' L2 prefetch) in
-session45/dropped/.
+session45/dropped/; session 46's (the parameters inline in the weight stream) in session46/dropped/.
 """
 
 import argparse
@@ -118,6 +121,10 @@ for _mb in (0, 1, 2, 3, 4, 8):
     VARIANTS[f"pf{_mb}"] = VARIANTS[f"rowmajor_pf{_mb}"] = WeightOnlyGemm
     TILE_OVERRIDES[f"pf{_mb}"] = {"l2_prefetch_mb": _mb}
     TILE_OVERRIDES[f"rowmajor_pf{_mb}"] = {"l2_prefetch_mb": _mb, "fragment_order": False}
+# Session 46: the CTA's two 16-row tiles side by side, 8 warps along K each (512 threads, one CTA per SM by registers):
+# the two warps of a K step read the same x run at the same time.
+VARIANTS["wn2k8"] = WeightOnlyGemm
+TILE_OVERRIDES["wn2k8"] = {"warps_n": 2, "warps_k": 8}
 EXACT = ("ship", "nozf")  # run on the dispatch's tile itself (the others not in TILE_OVERRIDES: capped at 2 CTAs)
 ABLATIONS = ("nop", "nox", "noxp", "now", "p1line")  # wrong results by design: not checked
 
@@ -135,6 +142,17 @@ def _set(ic, oc, dtype):
     return (torch.randint(-2**31, 2**31 - 1, (ic, oc // 8), dtype=torch.int32, device="cuda"),
             (torch.rand(ic // 128, oc, device="cuda") * 0.01 + 0.001).to(dtype),
             torch.randint(-2**31, 2**31 - 1, (ic // 128, oc // 8), dtype=torch.int32, device="cuda"))
+
+
+def weight_sets(oc, ic, dtype, sets_mb):
+    """Random AWQ (qweight, scales, qzeros) sets of one layer, enough to rotate ``sets_mb`` MB of weights (2-16)."""
+    n = min(16, max(2, -(-int(sets_mb * 2**20) // (ic * oc // 2))))
+    return [_set(ic, oc, dtype) for _ in range(n)]
+
+
+def write_rows(path, rows):
+    with open(path, "w") as f:
+        json.dump(dict(device=torch.cuda.get_device_name(), rows=rows), f, indent=1)
 
 
 def _reference64(x, kw):
@@ -157,13 +175,17 @@ def main():
     ap.add_argument("--dtype", default="fp16", choices=("fp16", "bf16"))
     args = ap.parse_args()
     variants = args.variants.split(",")
+    for v in variants:  # "o:field=value+field=value": the dispatch's tile with those TileShape fields (ints)
+        if v.startswith("o:"):
+            VARIANTS[v] = WeightOnlyGemm
+            TILE_OVERRIDES[v] = {f: int(val) if f != "x_ahead" else bool(int(val))
+                                 for f, val in (kv.split("=") for kv in v[2:].split("+"))}
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[args.dtype]
     sms = arch.sm_count(0)
     rows = []
     for layer in args.layers.split(","):
         oc, ic = map(int, layer.split("x"))
-        n = min(16, max(2, -(-int(args.sets_mb * 2**20) // (ic * oc // 2))))
-        sets = [_set(ic, oc, dtype) for _ in range(n)]
+        sets = weight_sets(oc, ic, dtype, args.sets_mb)
         kws = [awq_repack.kernel_weights(*s, 128) for s in sets]
         for m in map(int, args.ms.split(",")):
             x = torch.randn(m, ic, device="cuda", dtype=dtype)
@@ -212,8 +234,7 @@ def main():
                   "  ".join(f"{k} {v:.2f}" for k, v in med.items()), flush=True)
         del sets, kws
         awq_repack.clear_cache()
-    with open(args.out, "w") as f:
-        json.dump(dict(device=torch.cuda.get_device_name(), rows=rows), f, indent=1)
+    write_rows(args.out, rows)
 
 
 if __name__ == "__main__":

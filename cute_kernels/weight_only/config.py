@@ -270,15 +270,49 @@ WGMMA_MIN_M_AWQ_MANY_WAVES = 1
 # 4096, 17408 x 4096, 19456 x 2560; wo_many_wave_entries.py WO_AWQ_FULL_WAVE=1): 0.81-0.96x the time at 1, 2, 4 and 6
 # tokens on all 24 points (22528 x 4096 at one token 0.86x), 12288 x 4096 unchanged. None: the 8 above there too.
 WGMMA_MIN_M_AWQ_FULL_WAVE = 1
+# Session 46 (H100, benchmarks/experiments/awq_decode_wgmma46.py: awq_gemm with path="decode" / "wgmma" forced and as
+# dispatched, CUDA-graph medians of 5 interleaved rounds over 240 MB of rotating weight sets, float64-checked; fp16 and
+# bf16 x; docs/weight_only.md "Status"): once the repack was stored in fragment order (session 45) the one-warp-across
+# decode tiles overtook the WGMMA path at 6-8 tokens on some layers the entries above send to it. decode / WGMMA time:
+# * small layers whose decode grid is at most one wave (16-row CTAs <= DECODE_CTAS_PER_SM x SMs, N <= 4224 on 132
+#   SMs) with K <= WGMMA_AWQ_SMALL_MAX_K, at 8 tokens (fp16 / bf16): 4096^2 0.95 / 0.92, 3584^2 0.94 / 0.92, 3072^2
+#   0.92 / 0.88, 2048 x 8192 0.99 / 0.97, 1024 x 4096 0.82 / 0.80; held out: 3840^2 0.94 / 0.91, 2048 x 5632 0.91 /
+#   0.91, 4096 x 2048 0.79 / 0.80, 2048^2 0.62 / 0.62. Left out, where the WGMMA path stayed ahead: multi-wave
+#   decode grids (5120 x 3072 1.37x, 6144 x 2048 1.21x, 8192 x 2048 1.15x at 8 tokens) and K > 8192 (1536 x 8960
+#   1.05x / 1.02x, 2560 x 10240 1.26x). From 9 tokens the WGMMA path was ahead wherever measured except the two
+#   smallest (2048^2, 4096 x 2048: not taken);
+# * large layers whose decode grid is one full wave (``awq_decode_full_wave``: between AWQ_FULL_DECODE_WAVE of the
+#   2-per-SM slots, N ~4013-4224 on 132 SMs), at 6 tokens: 4096 x 14336 0.94 / 0.91, 4096 x 11008 0.95 / 0.90,
+#   4096 x 12288 0.92 / 0.89; held out: 4096 x 8192 0.94 / 0.90, 4096 x 16384 1.00 / 0.95, 4096 x 28672 0.96 / 0.93.
+#   At 7 tokens 0.98-1.02 in fp16, so from 7. 3840 x 15360 (0.91 of a wave, held out) lost in fp16 (1.03x; bf16
+#   0.96x), which set the bound's 0.95; 3584 x 18944 (0.85) 1.04 / 0.97. 14336 x 4096, 8192^2: WGMMA ahead from 6.
+WGMMA_MIN_M_AWQ_SMALL = 9
+WGMMA_AWQ_SMALL_MAX_K = 8192
+WGMMA_MIN_M_AWQ_FULL_DECODE_WAVE = 7
+AWQ_FULL_DECODE_WAVE = (0.95, 1.0)
+
+
+def awq_decode_ctas(n: int) -> int:
+    """CTAs of AWQ's 1-8 token decode grid where it is at most one wave: 16 rows each (one warp across)."""
+    return -(-n // 16)
+
+
+def awq_decode_full_wave(n: int, sm_count: int) -> bool:
+    """AWQ's 1-8 token decode grid (16-row CTAs, one warp across) fills between AWQ_FULL_DECODE_WAVE of the
+    DECODE_CTAS_PER_SM x SMs slots."""
+    lo, hi = AWQ_FULL_DECODE_WAVE
+    return lo * DECODE_CTAS_PER_SM * sm_count <= awq_decode_ctas(n) <= hi * DECODE_CTAS_PER_SM * sm_count
 
 
 def wgmma_min_m(bits: int, scaled: bool = False, awq: bool = False, weights: int | None = None,
-                n: int | None = None, k: int | None = None, sm_count: int = 132) -> int:
+                n: int | None = None, k: int | None = None, sm_count: int = 132, blob_reader: bool = False) -> int:
     """Fewest tokens that take the WGMMA path (when eligible) instead of the decode path; ``weights``: N * K of the
     layer, if known (large layers switch earlier: ``WGMMA_MIN_M_GROUPED_LARGE``, ``WGMMA_MIN_M_LARGE``); ``n``, ``k``:
     the layer's shape, if known (grouped 4-bit weights on long-K layers split in clusters: ``WGMMA_CLUSTER_LONG_K``;
     unscaled 2-bit weights on large layers whose plan splits no tile of its full waves:
-    ``WGMMA_MIN_M_LARGE_UNSPLIT``; layers whose every-tile split would make many waves: ``WGMMA_MIN_M_MANY_WAVES``)."""
+    ``WGMMA_MIN_M_LARGE_UNSPLIT``; layers whose every-tile split would make many waves: ``WGMMA_MIN_M_MANY_WAVES``;
+    AWQ on layers whose decode grid is one wave: ``WGMMA_MIN_M_AWQ_SMALL``, ``WGMMA_MIN_M_AWQ_FULL_DECODE_WAVE``, which
+    were measured on the repack's fragment-ordered tiles, so not for ``blob_reader`` (``config.AWQ_ONE_COPY``))."""
     from . import wgmma  # the plan-shaped rules ask the WGMMA path's planner (it imports this module)
 
     grouped = scaled or awq
@@ -299,12 +333,18 @@ def wgmma_min_m(bits: int, scaled: bool = False, awq: bool = False, weights: int
             return 1
     if grouped and large and bits in WGMMA_MIN_M_GROUPED_LARGE:
         if awq and WGMMA_MIN_M_AWQ_LARGE is not None:
+            if (WGMMA_MIN_M_AWQ_FULL_DECODE_WAVE is not None and n is not None and not blob_reader
+                    and awq_decode_full_wave(n, sm_count)):
+                return WGMMA_MIN_M_AWQ_FULL_DECODE_WAVE
             return WGMMA_MIN_M_AWQ_LARGE
         return WGMMA_MIN_M_GROUPED_LARGE[bits]
     if not grouped and large and bits in WGMMA_MIN_M_LARGE_UNSPLIT and shape and not wgmma.splits_k(n, k, sm_count):
         return WGMMA_MIN_M_LARGE_UNSPLIT[bits]
     if not grouped and large and bits in WGMMA_MIN_M_LARGE:
         return WGMMA_MIN_M_LARGE[bits]
+    if (awq and WGMMA_MIN_M_AWQ_SMALL is not None and shape and not blob_reader and k <= WGMMA_AWQ_SMALL_MAX_K
+            and awq_decode_ctas(n) <= DECODE_CTAS_PER_SM * sm_count):
+        return WGMMA_MIN_M_AWQ_SMALL
     table = WGMMA_MIN_M_GROUPED if grouped else WGMMA_MIN_M
     return table.get(bits, DECODE_MAX_M + 1)
 
@@ -570,7 +610,7 @@ def select_tile(bits: int, m: int, n: int, sm_count: int, path: str | None = Non
     if path is None:
         decode = m <= (DECODE_MAX_M if decode_max_m is None else decode_max_m)
         early = decode_max_m is None and m >= wgmma_min_m(bits, scaled, awq, None if k is None else n * k, n, k,
-                                                             sm_count)
+                                                             sm_count, blob_reader)
         if (not decode or early) and wgmma and (m <= WGMMA_MAX_M or not dense):
             path = "wgmma"
         elif dense and m >= (DENSE_MIN_M if dense_min_m is None else dense_min_m):
