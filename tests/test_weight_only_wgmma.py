@@ -339,14 +339,14 @@ def test_dispatch_rule(monkeypatch):
     # quantized_mm with a dense path: WGMMA from WGMMA_MIN_M tokens (WGMMA_MIN_M_GROUPED with group scales or for
     # AWQ) to WGMMA_MAX_M, dense above
     top = config.WGMMA_MAX_M
-    # (AWQ on a small layer whose decode grid is more than one wave: WGMMA_MIN_M_AWQ_SMALL is session 46's, below)
-    for table, kw, n in ((config.WGMMA_MIN_M, {}, 4096), (config.WGMMA_MIN_M_GROUPED, {"scaled": True}, 4096),
-                         ({4: config.WGMMA_MIN_M_GROUPED[4]}, {"scaled": True, "awq": True}, 6144)):
+    # (AWQ: a small layer whose decode grid is one wave of side-by-side warps, outside session 46's entries below)
+    for table, kw, n, k in ((config.WGMMA_MIN_M, {}, 4096, 4096), (config.WGMMA_MIN_M_GROUPED, {"scaled": True}, 4096, 4096),
+                            ({4: config.WGMMA_MIN_M_GROUPED[4]}, {"scaled": True, "awq": True}, 8192, 2048)):
         for bits, first in table.items():
             assert 2 <= first <= config.DECODE_MAX_M
-            assert config.select_tile(bits, first - 1, n, 132, dense=True, wgmma=True, k=4096, **kw)[0] == "decode"
-            assert config.select_tile(bits, first, n, 132, dense=True, wgmma=True, k=4096, **kw)[0] == "wgmma"
-            assert config.select_tile(bits, first, n, 132, dense=True, wgmma=False, k=4096, **kw)[0] == "decode"
+            assert config.select_tile(bits, first - 1, n, 132, dense=True, wgmma=True, k=k, **kw)[0] == "decode"
+            assert config.select_tile(bits, first, n, 132, dense=True, wgmma=True, k=k, **kw)[0] == "wgmma"
+            assert config.select_tile(bits, first, n, 132, dense=True, wgmma=False, k=k, **kw)[0] == "decode"
     # large layers (>= WGMMA_LARGE_LAYER weights) with group parameters switch at WGMMA_MIN_M_GROUPED_LARGE (AWQ:
     # WGMMA_MIN_M_AWQ_LARGE, session 34)
     n, k = 8192, config.WGMMA_LARGE_LAYER // 8192
@@ -382,19 +382,23 @@ def test_dispatch_rule(monkeypatch):
         got = (first_wgmma(4, n, k, scaled=True, awq=True), first_wgmma(4, n, k, scaled=True))
         assert got == (awq_first, int4g_first), (n, k)
     # session 46: AWQ on layers whose decode grid (16-row CTAs) is one wave - small ones with K <= 8192 from 9 tokens,
-    # large ones that fill >= 0.95 of the wave from 7; not for the blob's decode tiles (AWQ_ONE_COPY), not for int4 g128
+    # large ones that fill >= 0.95 of the wave from 7 - and on small layers whose decode grid is more than one wave
+    # from one token; not for the blob's decode tiles (AWQ_ONE_COPY), not for int4 g128
     assert config.WGMMA_MIN_M_AWQ_SMALL == 9 and config.WGMMA_MIN_M_AWQ_FULL_DECODE_WAVE == 7
+    assert config.WGMMA_MIN_M_AWQ_MULTI_WAVE_DECODE == 1
     for (n, k), first in (((4096, 4096), 9), ((3584, 3584), 9), ((2048, 8192), 9), ((1024, 4096), 9),
-                          ((1536, 8960), 8), ((6144, 2048), 8), ((5120, 3072), 8), ((2560, 10240), 8),
+                          ((1536, 8960), 8), ((8192, 2048), 8), ((7168, 2048), 8), ((2560, 10240), 8),
+                          ((6144, 2048), 1), ((5120, 3072), 1), ((5120, 5120), 1), ((4608, 4096), 1),
                           ((4096, 11008), 7), ((4096, 8192), 7), ((4096, 28672), 7), ((3840, 15360), 6),
-                          ((3584, 18944), 6), ((14336, 4096), 6)):
+                          ((3584, 18944), 6), ((14336, 4096), 6), ((8192, 4096), 6)):
         assert first_wgmma(4, n, k, scaled=True, awq=True) == first, (n, k)
         old_first = config.WGMMA_MIN_M_AWQ_LARGE if n * k >= config.WGMMA_LARGE_LAYER else 8
         assert first_wgmma(4, n, k, scaled=True, awq=True, blob_reader=True) == old_first, (n, k)
         with monkeypatch.context() as mp:
-            mp.setattr(config, "WGMMA_MIN_M_AWQ_SMALL", None)
-            mp.setattr(config, "WGMMA_MIN_M_AWQ_FULL_DECODE_WAVE", None)
+            for entry in ("WGMMA_MIN_M_AWQ_SMALL", "WGMMA_MIN_M_AWQ_FULL_DECODE_WAVE", "WGMMA_MIN_M_AWQ_MULTI_WAVE_DECODE"):
+                mp.setattr(config, entry, None)
             assert first_wgmma(4, n, k, scaled=True, awq=True) == old_first, (n, k)
+    assert config.awq_decode_multi_wave(5120, 3072, 132) and not config.awq_decode_multi_wave(8192, 2048, 132)
     assert config.awq_decode_full_wave(4096, 132) and not config.awq_decode_full_wave(3840, 132)
     assert not config.awq_decode_full_wave(4240, 132) and config.awq_decode_full_wave(4224, 132)
     assert first_wgmma(4, 4096, 4096, scaled=True) == config.WGMMA_MIN_M_GROUPED[4]  # int4 g128: unchanged

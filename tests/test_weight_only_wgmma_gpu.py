@@ -232,12 +232,14 @@ def test_grouped_4bit_on_a_cluster_split_layer_at_few_tokens(fmt, m):
 
 
 @pytest.mark.parametrize("n,k,m,path", [(4096, 2048, 8, "decode"), (4096, 2048, 9, "wgmma"),
-                                         (4096, 8192, 6, "decode"), (4096, 8192, 7, "wgmma")])
-def test_awq_on_one_wave_decode_grids_through_the_dispatch(n, k, m, path):
+                                         (4096, 8192, 6, "decode"), (4096, 8192, 7, "wgmma"),
+                                         (5120, 3072, 1, "wgmma"), (8192, 2048, 7, "decode")])
+def test_awq_session46_entries_through_the_dispatch(n, k, m, path):
     """Session 46's entries: AWQ on layers whose decode grid is one wave keeps the decode tiles up to 8 tokens (small
     layers with K <= 8192, ``config.WGMMA_MIN_M_AWQ_SMALL``) or 6 (large ones filling the wave,
-    ``WGMMA_MIN_M_AWQ_FULL_DECODE_WAVE``); on both sides of each boundary, through the default dispatch, against
-    float64."""
+    ``WGMMA_MIN_M_AWQ_FULL_DECODE_WAVE``), on small layers whose decode grid is more than one wave the WGMMA path runs
+    from one token (``WGMMA_MIN_M_AWQ_MULTI_WAVE_DECODE``; 8192 x 2048's side-by-side grid is one wave); on both sides
+    of the boundaries, through the default dispatch, against float64."""
     torch.manual_seed(m + k)
     assert _path("awq", m, n, k) == path
     _check_twice(m, n, _layer_case("awq", m, n, k))

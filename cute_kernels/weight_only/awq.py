@@ -6,9 +6,10 @@ int32 [IC, OC/8] (8 int4 along OC in the order 0,2,4,6,1,3,5,7); scales [IC/G, O
 
 * ``awq_gemm`` runs the weight-only kernel template with the ``awq`` format (formats.py): the checkpoint is repacked
   once per weight tensor into the kernel's K-packed layout, in fragment order, and cached (awq_repack.py says why and
-  how); the same M dispatch as ``quantized_mm`` picks decode or tensor-core tiles, and on SM90 every M from 12 tokens,
-  6 on layers of >= 32M weights, 1 on long-K layers whose plan reduces its K slices in clusters
-  (``config.wgmma_min_m``), runs the WGMMA path (wgmma.py), which reads a blob built once from the checkpoint for
+  how); the same M dispatch as ``quantized_mm`` picks decode or tensor-core tiles, and on SM90 every M from
+  ``config.wgmma_min_m`` tokens (8 on small layers, 9 where their decode grid is one wave and K <= 8192, 1 where it
+  is more than one wave; 6 on layers of >= 32M weights, 7 on ~4096-row ones; 1 on long-K layers whose plan reduces
+  its K slices in clusters and on many-wave ones) runs the WGMMA path (wgmma.py), which reads a blob built once from the checkpoint for
   WGMMA's register operand and its scales and zero points as words per group and row (awq_sm90.py: one blob per
   weight, no repack). With ``config.AWQ_ONE_COPY`` the SM90 decode tiles read that blob too (blob_decode.py) and no
   repack is built. The dequantized weight ``(q - z) * s`` is rounded to x's dtype before the MMA, as vLLM's kernel

@@ -292,6 +292,22 @@ WGMMA_MIN_M_AWQ_FULL_DECODE_WAVE = 7
 AWQ_FULL_DECODE_WAVE = (0.95, 1.0)
 
 
+# Session 46 (same script, H100, fp16; docs/weight_only.md "Status"): on small layers (< WGMMA_LARGE_LAYER weights)
+# whose AWQ decode grid at one token is more than one wave of DECODE_CTAS_PER_SM x SMs CTAs (side-by-side warps
+# included: decode_tile), the WGMMA path was ahead from one token: WGMMA / decode time at 1 / 4 / 6 tokens 5120 x 3072
+# (1.2 waves) 0.86 / 0.82 / 0.78, 6144 x 2048 (1.45) 0.99 / 0.96 / 0.92 (session 34: 5120^2, 1.2 waves, 0.69-0.75
+# with the exact decode); held out after the rule was drawn: 5120 x 4096 0.93 / 0.89 / 0.80, 4608 x 4096 0.94 / 0.89 /
+# 0.80, 5632 x 2048 0.99 / 0.99 / 0.93, 6144 x 3072 1.04 / 1.00 / 0.87 (the one loss: 1.04x at one token). 8192 x
+# 2048 and 7168 x 2048, whose side-by-side grids are one wave, keep the decode tiles (WGMMA 0.97-1.02x there).
+WGMMA_MIN_M_AWQ_MULTI_WAVE_DECODE = 1
+
+
+def awq_decode_multi_wave(n: int, k: int, sm_count: int) -> bool:
+    """AWQ's one-token decode grid (``decode_tile``, side-by-side warps included) is more than one wave."""
+    tile = decode_tile("awq", 1, n, sm_count, k=k)
+    return -(-n // tile.rows_per_cta) > DECODE_CTAS_PER_SM * sm_count
+
+
 def awq_decode_ctas(n: int) -> int:
     """CTAs of AWQ's 1-8 token decode grid where it is at most one wave: 16 rows each (one warp across)."""
     return -(-n // 16)
@@ -311,8 +327,9 @@ def wgmma_min_m(bits: int, scaled: bool = False, awq: bool = False, weights: int
     the layer's shape, if known (grouped 4-bit weights on long-K layers split in clusters: ``WGMMA_CLUSTER_LONG_K``;
     unscaled 2-bit weights on large layers whose plan splits no tile of its full waves:
     ``WGMMA_MIN_M_LARGE_UNSPLIT``; layers whose every-tile split would make many waves: ``WGMMA_MIN_M_MANY_WAVES``;
-    AWQ on layers whose decode grid is one wave: ``WGMMA_MIN_M_AWQ_SMALL``, ``WGMMA_MIN_M_AWQ_FULL_DECODE_WAVE``, which
-    were measured on the repack's fragment-ordered tiles, so not for ``blob_reader`` (``config.AWQ_ONE_COPY``))."""
+    AWQ on layers whose decode grid is one wave: ``WGMMA_MIN_M_AWQ_SMALL``, ``WGMMA_MIN_M_AWQ_FULL_DECODE_WAVE``, on
+    small layers whose decode grid is more than one: ``WGMMA_MIN_M_AWQ_MULTI_WAVE_DECODE``; measured on the repack's
+    fragment-ordered tiles, so not for ``blob_reader`` (``config.AWQ_ONE_COPY``))."""
     from . import wgmma  # the plan-shaped rules ask the WGMMA path's planner (it imports this module)
 
     grouped = scaled or awq
@@ -342,7 +359,11 @@ def wgmma_min_m(bits: int, scaled: bool = False, awq: bool = False, weights: int
         return WGMMA_MIN_M_LARGE_UNSPLIT[bits]
     if not grouped and large and bits in WGMMA_MIN_M_LARGE:
         return WGMMA_MIN_M_LARGE[bits]
-    if (awq and WGMMA_MIN_M_AWQ_SMALL is not None and shape and not blob_reader and k <= WGMMA_AWQ_SMALL_MAX_K
+    small = shape and n * k < WGMMA_LARGE_LAYER  # (not a many-wave layer whose own tables are off)
+    if (awq and WGMMA_MIN_M_AWQ_MULTI_WAVE_DECODE is not None and small and not blob_reader
+            and awq_decode_multi_wave(n, k, sm_count)):
+        return WGMMA_MIN_M_AWQ_MULTI_WAVE_DECODE
+    if (awq and WGMMA_MIN_M_AWQ_SMALL is not None and small and not blob_reader and k <= WGMMA_AWQ_SMALL_MAX_K
             and awq_decode_ctas(n) <= DECODE_CTAS_PER_SM * sm_count):
         return WGMMA_MIN_M_AWQ_SMALL
     table = WGMMA_MIN_M_GROUPED if grouped else WGMMA_MIN_M
