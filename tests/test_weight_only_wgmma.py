@@ -340,7 +340,8 @@ def test_dispatch_rule(monkeypatch):
     # AWQ) to WGMMA_MAX_M, dense above
     top = config.WGMMA_MAX_M
     # (AWQ: a small layer whose decode grid is one wave of side-by-side warps, outside session 46's entries below)
-    for table, kw, n, k in ((config.WGMMA_MIN_M, {}, 4096, 4096), (config.WGMMA_MIN_M_GROUPED, {"scaled": True}, 4096, 4096),
+    for table, kw, n, k in ((config.WGMMA_MIN_M, {}, 4096, 4096),
+                            (config.WGMMA_MIN_M_GROUPED, {"scaled": True}, 4096, 4096),
                             ({4: config.WGMMA_MIN_M_GROUPED[4]}, {"scaled": True, "awq": True}, 8192, 2048)):
         for bits, first in table.items():
             assert 2 <= first <= config.DECODE_MAX_M
@@ -395,7 +396,8 @@ def test_dispatch_rule(monkeypatch):
         old_first = config.WGMMA_MIN_M_AWQ_LARGE if n * k >= config.WGMMA_LARGE_LAYER else 8
         assert first_wgmma(4, n, k, scaled=True, awq=True, blob_reader=True) == old_first, (n, k)
         with monkeypatch.context() as mp:
-            for entry in ("WGMMA_MIN_M_AWQ_SMALL", "WGMMA_MIN_M_AWQ_FULL_DECODE_WAVE", "WGMMA_MIN_M_AWQ_MULTI_WAVE_DECODE"):
+            for entry in ("WGMMA_MIN_M_AWQ_SMALL", "WGMMA_MIN_M_AWQ_FULL_DECODE_WAVE",
+                          "WGMMA_MIN_M_AWQ_MULTI_WAVE_DECODE"):
                 mp.setattr(config, entry, None)
             assert first_wgmma(4, n, k, scaled=True, awq=True) == old_first, (n, k)
     assert config.awq_decode_multi_wave(5120, 3072, 132) and not config.awq_decode_multi_wave(8192, 2048, 132)

@@ -8,7 +8,8 @@ rounds, as bench_awq.py), each checked first against a float64 reference on NaN-
   auto      awq_gemm as dispatched
   decode    awq_gemm(path="decode"): the dispatch's decode tile (tile_for_format applied)
   wgmma     awq_gemm(path="wgmma")
-  m8mt      (above 8 tokens, with --m8mt) the 8-token decode tile with ceil(M / 8) token tiles per warp (register pipeline)
+  m8mt      (above 8 tokens, with --m8mt) the 8-token decode tile with ceil(M / 8) token tiles per warp (register
+            pipeline)
 
     python benchmarks/experiments/awq_decode_wgmma46.py OUT_JSON [--layers 4096x4096,...] [--ms 6,8,12,16]
         [--dtype fp16|bf16] [--m8mt]

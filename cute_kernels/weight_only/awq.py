@@ -9,11 +9,11 @@ int32 [IC, OC/8] (8 int4 along OC in the order 0,2,4,6,1,3,5,7); scales [IC/G, O
   how); the same M dispatch as ``quantized_mm`` picks decode or tensor-core tiles, and on SM90 every M from
   ``config.wgmma_min_m`` tokens (8 on small layers, 9 where their decode grid is one wave and K <= 8192, 1 where it
   is more than one wave; 6 on layers of >= 32M weights, 7 on ~4096-row ones; 1 on long-K layers whose plan reduces
-  its K slices in clusters and on many-wave ones) runs the WGMMA path (wgmma.py), which reads a blob built once from the checkpoint for
-  WGMMA's register operand and its scales and zero points as words per group and row (awq_sm90.py: one blob per
-  weight, no repack). With ``config.AWQ_ONE_COPY`` the SM90 decode tiles read that blob too (blob_decode.py) and no
-  repack is built. The dequantized weight ``(q - z) * s`` is rounded to x's dtype before the MMA, as vLLM's kernel
-  does; accumulation is fp32.
+  its K slices in clusters and on many-wave ones) runs the WGMMA path (wgmma.py), which reads a blob built once from
+  the checkpoint for WGMMA's register operand and its scales and zero points as words per group and row (awq_sm90.py:
+  one blob per weight, no repack). With ``config.AWQ_ONE_COPY`` the SM90 decode tiles read that blob too
+  (blob_decode.py) and no repack is built. The dequantized weight ``(q - z) * s`` is rounded to x's dtype before the
+  MMA, as vLLM's kernel does; accumulation is fp32.
 * ``awq_dequantize`` -> [IC, OC] in the scales' dtype: a CuTe kernel on CUDA tensors (reads the checkpoint layout
   directly, no repack), the float reference on CPU tensors.
 * ``awq_linear``: any leading batch dims; at >= ``config.awq_dense_min_tokens`` tokens dequantize + torch.matmul (a

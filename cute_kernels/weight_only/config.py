@@ -359,7 +359,7 @@ def wgmma_min_m(bits: int, scaled: bool = False, awq: bool = False, weights: int
         return WGMMA_MIN_M_LARGE_UNSPLIT[bits]
     if not grouped and large and bits in WGMMA_MIN_M_LARGE:
         return WGMMA_MIN_M_LARGE[bits]
-    small = shape and n * k < WGMMA_LARGE_LAYER  # (not a many-wave layer whose own tables are off)
+    small = shape and weights is not None and weights < WGMMA_LARGE_LAYER  # (not a many-wave layer, tables off)
     if (awq and WGMMA_MIN_M_AWQ_MULTI_WAVE_DECODE is not None and small and not blob_reader
             and awq_decode_multi_wave(n, k, sm_count)):
         return WGMMA_MIN_M_AWQ_MULTI_WAVE_DECODE
