@@ -6,6 +6,7 @@ The SASS checks pin the tensor-core instruction (HMMA.16816, fp32 accumulate) an
 """
 
 import ast
+import re
 import inspect
 from dataclasses import replace
 
@@ -253,8 +254,7 @@ def test_decode_preload_rule_and_sass(monkeypatch):
     tile = config.decode_tile(8, m=1, n=4096, sm_count=132, k=4096)
     assert tile.stages > 0 and tile.preload_weights
     assert not config.decode_tile(1, m=1, n=4096, sm_count=132, k=4096).preload_weights
-    register_tile = config.decode_tile("awq", m=1, n=8192, sm_count=132, scaled=True, k=8192)
-    assert register_tile.stages == 0 and not register_tile.preload_weights  # no effect there: not set
+    assert not config.decode_tile(4, m=1, n=8192, sm_count=132, k=8192).preload_weights  # int4's register plan
     for preload in (True, False):
         s = _sass("int8", torch.float16, None, replace(tile, preload_weights=preload))
         head = s.text[:s.text.index("ACQBULK")]
@@ -262,6 +262,38 @@ def test_decode_preload_rule_and_sass(monkeypatch):
         assert not s.spills
     monkeypatch.setattr(configs, "WEIGHT_PRELOAD_ENABLED", False)
     assert not config.decode_tile(8, m=1, n=4096, sm_count=132, k=4096).preload_weights
+    assert not config.decode_tile("awq", m=1, n=4096, sm_count=132, scaled=True, k=4096).preload_weights
+
+
+def test_awq_register_plan_preload_stays_above_the_wait():
+    """Session 47 (``config.DECODE_PRELOAD_REGISTER_FORMATS``): AWQ's register-pipeline decode tiles preload their
+    first K step's weights and group parameters. ptxas sinks read-only (.nc) loads below griddepcontrol.wait (ACQBULK),
+    so the preloaded vectors are plain loads: with the preload the SASS has the two 128-bit weight loads and the
+    four scale / zero-point loads before ACQBULK, without it no load at all; the loop's loads stay read-only. The
+    blob's reader (``blob_reader``) does not preload, and BlobDecodeGemm refuses a preloading tile."""
+    import cutlass
+
+    from cute_kernels.weight_only import blob_decode, formats
+
+    for n, k in ((4096, 4096), (4096, 14336), (2048, 2048)):
+        tile = config.decode_tile("awq", m=1, n=n, sm_count=132, scaled=True, k=k)
+        assert tile.stages == 0 and tile.x_ahead and tile.preload_weights, (n, k)
+        assert not config.decode_tile("awq", m=1, n=n, sm_count=132, scaled=True, k=k, blob_reader=True).preload_weights
+    tile = config.tile_for_format("awq_fma", config.decode_tile("awq", m=1, n=4096, sm_count=132, scaled=True, k=4096))
+    for fmt_key, x_dtype in (("awq_fma", torch.float16), ("awq", torch.bfloat16)):
+        for preload in (True, False):
+            s = summarize_cubin(compile_with_cubin(fmt_key, x_dtype, x_dtype, x_dtype,
+                                                   replace(tile, preload_weights=preload)).artifacts.CUBIN)
+            head, loop = s.text[:s.text.index("ACQBULK")], s.text[s.text.index("ACQBULK"):]
+            loads = re.findall(r"LDG\.E\.\S+", head)
+            if preload:
+                assert sorted(loads) == sorted(["LDG.E.NA.128"] * 2 + ["LDG.E.U16"] * 2 + ["LDG.E.U8"] * 2) \
+                    if fmt_key == "awq_fma" else loads.count("LDG.E.NA.128") == 2, (fmt_key, loads)
+            else:
+                assert not loads, (fmt_key, loads)
+            assert "LDG.E.NA.128.CONSTANT" in loop and not s.spills, fmt_key
+    with pytest.raises(ValueError, match="without preload"):
+        blob_decode.BlobDecodeGemm(formats.format_by_key("awq_fma"), cutlass.Float16, cutlass.Float16, tile)
 
 
 def test_awq_repack_reader_tiles_take_fragment_order_and_compile():

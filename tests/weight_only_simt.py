@@ -230,7 +230,7 @@ def emulated(memory: Memory):
         splat_or=lambda v, c: u32((u32(v).astype(np.uint64) * 0x10001) | c),
         fma_x2=fma_x2, fma_x2_cc=fma_x2, fma_x2_rc=fma_x2, fma_x2_cr=fma_x2,
         cvt_pair_f32=cvt_pair_f32, f32_from_bits=f32_from_bits, split_bf16_pair=split_bf16_pair,
-        ld_global=lambda addr, pred, nwords, streaming, zero_fill=True, offset=0:
+        ld_global=lambda addr, pred, nwords, streaming, zero_fill=True, offset=0, read_only=True:
             memory.load(addr, pred, nwords, zero_fill, offset),
         mma_m16n8k16=mma,
         cp_async_16=lambda *a, **k: _ring[0].cp_async_16(*a, **k),
@@ -305,7 +305,12 @@ def run_kernel(k: "kernel_mod.WeightOnlyGemm", x: torch.Tensor, w: torch.Tensor,
                         cur = _step_buffers(k)
                         nxt = _step_buffers(k) if tile.x_ahead else cur
                         ahead_k = tile.warps_k if tile.x_ahead else 0  # x_ahead: operands of the next step
-                        if tile.x_ahead:
+                        if tile.preload_weights and tile.stages == 0 and tile.x_ahead:
+                            # kernel(): the preload's first step (weights, parameters), then x after the wait
+                            k.first_weight_loads(th, wbuf, None, wk, t, W.shape[1])
+                            k.load_step_params(th, cur, wk, t, GS, Z, group)
+                            k.load_step_x(X, th, cur, wk, t)
+                        elif tile.x_ahead:
                             k.load_step_operands(X, th, cur, wk, t, GS, Z, group)
                         if tile.stages == 0 and tile.swap_registers:
                             # unrolled by two: the buffers swap roles (no copy)
@@ -330,7 +335,8 @@ def run_kernel(k: "kernel_mod.WeightOnlyGemm", x: torch.Tensor, w: torch.Tensor,
                                 k.mma_step(X, th, wbuf, cur, acc, step, t)
                         elif tile.stages == 0:
                             w_next = Regs(tile.vectors * 4, np.uint32)
-                            k.load_weights(th, wbuf, wk, t, W.shape[1])
+                            if not (tile.preload_weights and tile.x_ahead):
+                                k.load_weights(th, wbuf, wk, t, W.shape[1])
                             for step in range(wk, n_steps, tile.warps_k):
                                 k.load_weights(th, w_next, step + tile.warps_k, t, W.shape[1])
                                 k.load_step_operands(X, th, nxt, step + ahead_k, t, GS, Z, group)

@@ -201,7 +201,7 @@ def main():
             old_pf = 4 if tile.l2_prefetch_mb else 0
             TILE_OVERRIDES["rowmajor"] = {"fragment_order": False, "l2_prefetch_mb": old_pf}
             fns = {v: build(v, fmt_key, dtype, replace(tile, **TILE_OVERRIDES[v]) if v in TILE_OVERRIDES
-                            else tile if v.startswith(EXACT) else capped, promote) for v in variants}
+                            else tile if v in EXACT else capped, promote) for v in variants}
             rowm = {id(kw): kw.row_major() for kw in kws} if any("rowmajor" in v for v in variants) else {}
 
             def wt(v, kw):

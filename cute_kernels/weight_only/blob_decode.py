@@ -67,8 +67,8 @@ class BlobDecodeGemm(WeightOnlyGemm):
                  full_k_tiles: bool = True, x_stage: str = "step", group_per_step: bool = False, x_rows: int = 8):
         if fmt.bits != 4:
             raise ValueError(f"BlobDecodeGemm reads 4-bit blobs; format {fmt.name} has {fmt.bits} bits")
-        if tile.stages != 0 or not tile.x_ahead or tile.swap_registers or tile.fields_in_place:
-            raise ValueError(f"BlobDecodeGemm runs the register pipeline with x_ahead only; got {tile}")
+        if tile.stages != 0 or not tile.x_ahead or tile.swap_registers or tile.fields_in_place or tile.preload_weights:
+            raise ValueError(f"BlobDecodeGemm runs the register pipeline with x_ahead only, without preload; got {tile}")
         if x_stage not in ("step", "whole") or (x_stage == "whole" and tile.mt != 1):
             raise ValueError(f"x_stage must be 'step' or 'whole' (whole: one token tile); got {x_stage!r}")
         super().__init__(fmt, x_dtype, out_dtype, Float32, tile, promote_scales)
@@ -132,13 +132,13 @@ class BlobDecodeGemm(WeightOnlyGemm):
         th.update(self.x_stage_setup(x, m0))
         return th
 
-    def load_weights(self, th, buf: cute.Tensor, step: Int32, t: Int32, row_bytes):
+    def load_weights(self, th, buf: cute.Tensor, step: Int32, t: Int32, row_bytes, coherent: bool = False):
         """Registers <- the 16-byte vectors of K-tiles 2 step and 2 step + 1 of each 16-row tile (vector 2 j + r)."""
         for j in range(self.tile.nt):
             for r in range(2):
                 kt = 2 * step + r
                 words = ptx.ld_global(th["w_tiles"][j] + Int64(kt) * K_TILE_BYTES, kt < th["k_tiles"], 4,
-                                      streaming=True, zero_fill=False)
+                                      streaming=True, zero_fill=False, read_only=not coherent)
                 for i in range(4):
                     buf[(2 * j + r) * 4 + i] = words[i]
 

@@ -582,7 +582,9 @@ def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None
                 and (n >= k or (fmt in DECODE_L2_PREFETCH_ONE_WAVE and one_wave)) else 0)
     tile = TileShape(nt=nt, mt=mt, warps_n=warps_n, warps_k=8 // warps_n, stages=stages if ring else 0,
                      x_ahead=x_ahead, token_major=token_major, swap_registers=swap and not ring,
-                     fields_in_place=in_place, l2_prefetch_mb=prefetch, preload_weights=ring and decode_preload(fmt))
+                     fields_in_place=in_place, l2_prefetch_mb=prefetch,
+                     preload_weights=decode_preload(fmt) and (ring or (fmt in DECODE_PRELOAD_REGISTER_FORMATS
+                                                                      and not blob_reader)))
     ctas = -(-n // tile.rows_per_cta) * (-(-m // tile.tokens_per_cta) if token_major else 1)
     if (fmt in DECODE_CTA_CAP_FORMATS and nt == 1 and ctas <= DECODE_CTAS_PER_SM * sm_count
             and tile.ring_bytes + tile.reduction_bytes <= TileShape.cap_smem_bytes(DECODE_CTAS_PER_SM)):
@@ -592,13 +594,20 @@ def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None
 
 # Decode tiles whose first weight loads are issued before the PDL wait (``TileShape.preload_weights``; the contract
 # of configs.WEIGHT_PRELOAD): None = ``DECODE_PRELOAD_FORMATS``; True / False force it (experiments). Set on the
-# cp.async ring plans only: on the register plans ptxas sinks the first loads below the wait (SASS: no LDG before
-# ACQBULK although the PTX has them there), so the flag would only fork their compiles. Session 27 (H100,
-# weight_preload.py d0 / d1 (data archive session45/moved/), back to back, rotated weights): 4096^2 at M = 1 / 4
-# 8-bit 8.89 / 8.58 -> 7.85 / 7.75 µs, 2-bit 4.09 / 5.01 -> 3.80 / 4.82, 4-bit M = 1 5.16 -> 5.03, AWQ at 9-10 tokens
-# 0.99x; the large layers within 0.99-1.01x (one register-plan cell, where nothing changes, read 1.03x: the noise).
+# cp.async ring plans, and on the register plans of ``DECODE_PRELOAD_REGISTER_FORMATS``. Session 27 (H100,
+# weight_preload.py d0 / d1 (data archive session45/moved/), back to back, rotated weights, ring plans): 4096^2 at
+# M = 1 / 4 8-bit 8.89 / 8.58 -> 7.85 / 7.75 µs, 2-bit 4.09 / 5.01 -> 3.80 / 4.82, 4-bit M = 1 5.16 -> 5.03, AWQ at
+# 9-10 tokens 0.99x; the large layers within 0.99-1.01x.
+# Register plans: until session 47 the preload was a no-op there - ptxas sank the read-only (.nc) loads below
+# griddepcontrol.wait. Since then the preloaded step is read with plain loads, which stay above it, and with x_ahead
+# the step's group parameters are preloaded too (kernel.py). Session 47 (H100, awq_ablate44.py, ship vs
+# o:preload_weights=1 on the repack, CUDA-graph medians of 5 rounds over 240 MB of rotating weights; awq_timeline47.py
+# for where the time went): AWQ 4096^2 at 1 / 4 tokens fp16 4.93 / 5.34 -> 4.75 / 5.02 µs, bf16 5.23 / 5.34 ->
+# 4.95 / 4.99; 4096 x 14336 fp16 13.08 / 13.42 -> 12.66 / 12.89. The 2 MB L2 prefetch stays: with the preload, 0 MB
+# and 4 MB were slower (4.91 / 5.06 µs at 4096^2, 1 token).
 DECODE_PRELOAD: bool | None = None
 DECODE_PRELOAD_FORMATS: tuple = (2, 4, 8, "awq")
+DECODE_PRELOAD_REGISTER_FORMATS: tuple = ("awq",)
 
 
 def decode_preload(fmt) -> bool:

@@ -275,13 +275,20 @@ class WeightOnlyGemm:
             self.prefetch_rows_l2(w, bx, tidx)
         wbuf = cute.make_rmem_tensor((tile.vectors * 4,), Uint32)
         slot0 = None
+        ops = self.step_operands()
+        cur = ops.buffers()
+        nxt = ops.buffers() if const_expr(tile.x_ahead) else cur
+        # The register pipeline with x_ahead preloads its first step's group parameters too (they are the weight's).
+        params_first = const_expr(tile.preload_weights and tile.stages == 0 and tile.x_ahead)
         if const_expr(tile.preload_weights):
             slot0 = self.ring_slot(tidx)
             # The weight's first K steps are loaded before the wait (``TileShape.preload_weights``): back to back,
             # they arrive during the previous call's tail. Only for weights no programmatically launching kernel
-            # writes (configs.WEIGHT_PRELOAD's contract); x, scales and zero points still wait.
+            # writes (configs.WEIGHT_PRELOAD's contract); x still waits.
             th = self.thread_setup(x, w, n0, m0, g, t, self.true_rows(out))
             self.first_weight_loads(th, wbuf, slot0, wk, t, row_bytes)
+            if params_first:
+                self.load_step_params(th, cur, wk, t, group_scales, zeros, group)
         # Otherwise nothing in global memory is read before the previous grid on the stream has completed (any
         # input, weights included, may be its output). Our dependents may launch at once: they wait the same way.
         cute.arch.griddepcontrol_wait()
@@ -291,11 +298,10 @@ class WeightOnlyGemm:
 
         acc = cute.make_rmem_tensor((tile.acc_chains * nt * mt * 4,), Float32)
         acc.fill(0.0)
-        ops = self.step_operands()
-        cur = ops.buffers()
-        nxt = ops.buffers() if const_expr(tile.x_ahead) else cur
         n_steps = self.k_steps(w)
-        if const_expr(tile.x_ahead):
+        if const_expr(params_first):
+            self.load_step_x(x, th, cur, wk, t)
+        elif const_expr(tile.x_ahead):
             self.load_step_operands(x, th, cur, wk, t, group_scales, zeros, group)
         if const_expr(not tile.preload_weights):
             slot0 = self.ring_slot(tidx)
@@ -398,7 +404,9 @@ class WeightOnlyGemm:
         ``stages - 1`` K steps into the cp.async ring."""
         tile = self.tile
         if tile.stages == 0:
-            self.load_weights(th, wbuf, wk, t, row_bytes)
+            # ptxas sinks read-only (.nc) loads below griddepcontrol.wait, so a preload through them would not be
+            # one (SASS: no LDG before ACQBULK); plain loads stay where they are (the CPU tests pin it).
+            self.load_weights(th, wbuf, wk, t, row_bytes, coherent=tile.preload_weights)
         else:
             for i in range(tile.stages - 1):
                 self.issue_weights(th, slot0, i, wk + i * tile.warps_k, t, row_bytes)
@@ -458,12 +466,14 @@ class WeightOnlyGemm:
             x_live.append(m < x.shape[0])
         return {"rows": rows, "w_rows": w_rows, "x_rows": x_rows, "x_live": x_live}
 
-    def load_weights(self, th, buf: cute.Tensor, step: Int32, t: Int32, row_bytes):
-        """Registers <- this thread's 16-byte vectors of K step ``step`` (stale past K: see ptx.ld_global)."""
+    def load_weights(self, th, buf: cute.Tensor, step: Int32, t: Int32, row_bytes, coherent: bool = False):
+        """Registers <- this thread's 16-byte vectors of K step ``step`` (stale past K: see ptx.ld_global).
+        ``coherent``: plain loads instead of the read-only path (the preload: see ``first_weight_loads``)."""
         in_k = step * 64 + t * 16 < row_bytes
         off = Int64(step * self.step_bytes)
         for r in range(self.tile.row_slots):
-            words = ptx.ld_global(th["w_rows"][r] + off, in_k, 4, streaming=True, zero_fill=False)
+            words = ptx.ld_global(th["w_rows"][r] + off, in_k, 4, streaming=True, zero_fill=False,
+                                  read_only=not coherent)
             for i in range(4):
                 buf[r * 4 + i] = words[i]
 
@@ -499,16 +509,24 @@ class WeightOnlyGemm:
         scales and zero points; with ``x_ahead``, this thread's K run of x for each of its token tiles (zeros past K
         or M). Without ``x_ahead`` the MMA loop loads each word's x run just before its MMAs instead (``x_run``):
         fewer live registers, which the 32-token tensor-core tiles need."""
-        fmt, act, tile = self.fmt, self.act, self.tile
+        if const_expr(self.tile.x_ahead):
+            self.load_step_x(x, th, buf, step, t)
+        self.load_step_params(th, buf, step, t, group_scales, zeros, group)
+
+    def load_step_x(self, x: cute.Tensor, th, buf, step, t: Int32):
+        """``x_ahead``'s registers <- this thread's K run of x of step ``step`` for each of its token tiles."""
+        run = self.act.words_per_run(self.fmt.values_per_vector)  # a multiple of 4: 32 to 512 bytes
+        for i in range(self.tile.mt):
+            for v in range(0, run, 4):
+                words = self.x_run(x, th, step, t, i, 4 * v, 4)
+                for j in range(4):
+                    buf["x"][i * run + v + j] = words[j]
+
+    def load_step_params(self, th, buf, step, t: Int32, group_scales, zeros, group: Int32):
+        """Registers <- the group scales and zero points of K step ``step``'s (row, 32-value block)s, if any."""
+        fmt, tile = self.fmt, self.tile
         vpv = fmt.values_per_vector
         k_chunk = step * (4 * vpv) + t * vpv  # this thread's K run of the step
-        if const_expr(tile.x_ahead):
-            run = act.words_per_run(vpv)  # a multiple of 4: 32 to 512 bytes
-            for i in range(tile.mt):
-                for v in range(0, run, 4):
-                    words = self.x_run(x, th, step, t, i, 4 * v, 4)
-                    for j in range(4):
-                        buf["x"][i * run + v + j] = words[j]
         if self.scale_dtype is not None:
             for blk in range(self.blocks):
                 # Groups are >= 32 values and 32-aligned, and a word holds <= 32 values: one context per block.

@@ -122,7 +122,7 @@ def split_bf16_pair(x_lo, x_hi, loc=None, ip=None):
 
 @dsl_user_op
 def ld_global(addr, pred, nwords: int, streaming: bool, zero_fill: bool = True, offset: int = 0,
-              loc=None, ip=None) -> list:
+              read_only: bool = True, loc=None, ip=None) -> list:
     """Predicated (vector) load of ``nwords`` (1, 2 or 4) 32-bit words from global address ``addr + offset``.
 
     ``pred`` is a Boolean bound straight to a PTX predicate register (constraint "b"), so loads that share it share
@@ -130,14 +130,16 @@ def ld_global(addr, pred, nwords: int, streaming: bool, zero_fill: bool = True, 
     memory is touched and the words are zero (``zero_fill``) or stale.
     ``streaming``: the weights are read exactly once, so they bypass L1 allocation (``L1::no_allocate``) and leave
     it to the activations, which every warp of the SM re-reads. Both use the read-only (``.nc``) path: the kernel
-    never writes its inputs.
+    never writes its inputs. ``read_only=False``: a plain (coherent) load, which ptxas keeps in program order
+    relative to ``griddepcontrol.wait`` (it sinks ``.nc`` loads below it).
     """
     assert nwords in (1, 2, 4)
     outs = ",".join(f"${i}" for i in range(nwords))
     zero = " ".join(f"mov.b32 ${i}, 0;" for i in range(nwords)) if zero_fill else ""
     hint = ".L1::no_allocate" if streaming else ""
     vec, regs = (f".v{nwords}", f"{{{outs}}}") if nwords > 1 else ("", "$0")
-    ptx = (f"{{{zero}\n @${nwords + 1} ld.global.nc{hint}{vec}.u32 {regs}, [${nwords}+{offset}];}}")
+    nc = ".nc" if read_only else ""
+    ptx = (f"{{{zero}\n @${nwords + 1} ld.global{nc}{hint}{vec}.u32 {regs}, [${nwords}+{offset}];}}")
     cons = ",".join(["=r"] * nwords) + ",l,b"
     res = llvm.inline_asm(_struct(nwords, T.i32()),
                           [Int64(addr).ir_value(loc=loc, ip=ip), Boolean(pred).ir_value(loc=loc, ip=ip)],
