@@ -48,7 +48,7 @@ from cutlass import Float32, Int64, Uint32, const_expr
 
 from cute_kernels import arch
 from cute_kernels.bench import graph_time_us
-from cute_kernels.weight_only import awq_gemm, awq_repack, compile as wo_compile, config, ptx
+from cute_kernels.weight_only import awq_gemm, awq_repack, compile as wo_compile, config, formats, ptx
 from cute_kernels.weight_only.awq import decode_format
 from cute_kernels.weight_only.kernel import WeightOnlyGemm
 from cute_kernels.weight_only.quantized_mm import use_promoted_scales
@@ -58,27 +58,27 @@ CALLS = 16
 
 def ablated(no_x=False, no_params=False, no_weights=False, one_line_params=False):
     class Ablated(WeightOnlyGemm):
-        def load_weights(self, th, buf, step, t, row_bytes):
+        def load_weights(self, th, buf, step, t, row_bytes, coherent=False):
             if const_expr(no_weights):
                 for i in range(self.tile.row_slots * 4):
                     buf[i] = Uint32(0x19A2B3C4) ^ Uint32(step * 0x01010101 + i)
             else:
-                super().load_weights(th, buf, step, t, row_bytes)
+                super().load_weights(th, buf, step, t, row_bytes, coherent)
 
-        def load_step_operands(self, x, th, buf, step, t, group_scales, zeros, group):
-            fmt, act, tile = self.fmt, self.act, self.tile
+        # (since session 47 the two halves of load_step_operands, which the preload calls apart)
+        def load_step_x(self, x, th, buf, step, t):
+            if const_expr(no_x):
+                run = self.act.words_per_run(self.fmt.values_per_vector)
+                for i in range(self.tile.mt):
+                    for v in range(run):
+                        buf["x"][i * run + v] = Uint32(0x3C003C00) ^ Uint32(step + v % 4)
+            else:
+                super().load_step_x(x, th, buf, step, t)
+
+        def load_step_params(self, th, buf, step, t, group_scales, zeros, group):
+            fmt, tile = self.fmt, self.tile
             vpv = fmt.values_per_vector
             k_chunk = step * (4 * vpv) + t * vpv
-            if const_expr(tile.x_ahead):
-                run = act.words_per_run(vpv)
-                for i in range(tile.mt):
-                    for v in range(0, run, 4):
-                        if const_expr(no_x):
-                            words = [Uint32(0x3C003C00) ^ Uint32(step + j) for j in range(4)]
-                        else:
-                            words = self.x_run(x, th, step, t, i, 4 * v, 4)
-                        for j in range(4):
-                            buf["x"][i * run + v + j] = words[j]
             if const_expr(self.scale_dtype is not None):
                 for blk in range(self.blocks):
                     gi = cutlass.min((k_chunk + 32 * blk) // group, group_scales.shape[1] - 1)
@@ -110,13 +110,29 @@ class NoZeroFill(WeightOnlyGemm):
                              offset=first_byte)
 
 
+class InPlaceProbe(WeightOnlyGemm):
+    """(session 47, an ablation) awq_fma's decode with two shifts per word instead of four: pairs 0 / 2 masked at
+    mantissa bit 2, pairs 1 / 3 at bit 6, all multiplied by the bit-6 scale (wrong values for half the pairs by
+    design) - the instruction count of an in-place subnormal decode, to see what it would be worth."""
+
+    def __init__(self, fmt, *args, **kwargs):
+        super().__init__(fmt, *args, **kwargs)
+        if fmt.name == "awq_fma":
+            self.fmt = _InPlaceFmaProbe()
+
+
+class _InPlaceFmaProbe(formats.AwqInt4OneFma):
+    def field_bits(self, ct, in_place):
+        return [2, 6]
+
+
 VARIANTS = {"ship": WeightOnlyGemm, "shipcap": WeightOnlyGemm, "nop": ablated(no_params=True),
             "nox": ablated(no_x=True), "noxp": ablated(no_x=True, no_params=True), "now": ablated(no_weights=True),
             "acc1": WeightOnlyGemm, "acc2": WeightOnlyGemm, "acc4": WeightOnlyGemm, "nozf": NoZeroFill,
             "nozf_acc2": NoZeroFill}
 TILE_OVERRIDES = {"acc1": {"acc_chains": 1}, "acc2": {"acc_chains": 2}, "acc4": {"acc_chains": 4},
                   "nozf_acc2": {"acc_chains": 2}}
-VARIANTS.update(p1line=ablated(one_line_params=True), rowmajor=WeightOnlyGemm)
+VARIANTS.update(p1line=ablated(one_line_params=True), rowmajor=WeightOnlyGemm, inplace_probe=InPlaceProbe)
 for _mb in (0, 1, 2, 3, 4, 8):
     VARIANTS[f"pf{_mb}"] = VARIANTS[f"rowmajor_pf{_mb}"] = WeightOnlyGemm
     TILE_OVERRIDES[f"pf{_mb}"] = {"l2_prefetch_mb": _mb}
@@ -126,7 +142,7 @@ for _mb in (0, 1, 2, 3, 4, 8):
 VARIANTS["wn2k8"] = WeightOnlyGemm
 TILE_OVERRIDES["wn2k8"] = {"warps_n": 2, "warps_k": 8}
 EXACT = ("ship", "nozf")  # run on the dispatch's tile itself (the others not in TILE_OVERRIDES: capped at 2 CTAs)
-ABLATIONS = ("nop", "nox", "noxp", "now", "p1line")  # wrong results by design: not checked
+ABLATIONS = ("nop", "nox", "noxp", "now", "p1line", "inplace_probe")  # wrong results by design: not checked
 
 
 def build(variant, fmt_key, dtype, tile, promote):
