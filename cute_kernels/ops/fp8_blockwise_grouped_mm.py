@@ -26,7 +26,7 @@ token tile it has and not at all when it has no tokens. The tile config is the o
 unsplit and 1x1-clustered (the work list is derived per CTA from the counts; split-K slices and multicast peers
 would need the static schedule). ``expected_m`` (DeepGEMM's hint) picks it for that many tokens instead: smaller
 token tiles cover fewer invalid rows when experts run short of M_max, but each one streams its weight tile again
-(docs/fp8_blockwise.md, "Session 38", has what each measured).
+(session 38's measurements: the data archive's session47/history/fp8_blockwise_sessions_37-39.md).
 """
 
 from dataclasses import replace
