@@ -20,6 +20,8 @@ max|ref| where the summation order moves) before timing:
             load instead of 8; an ablation)
   pfMB      (session 45) the dispatch's tile with l2_prefetch_mb = MB (the weight rows' L2 prefetch budget)
   wn2k8     (session 46) the dispatch's tile with 2 warps side by side and 8 along K (512 threads)
+  inplace_probe, xcontig_probe  (session 47, ablations) awq_fma's decode with two shifts per word instead of four; the
+            x loads of a quad side by side (the instruction count / the x access of two layouts not built or kept)
   o:F=V+..  (session 46) the dispatch's tile with TileShape fields F set to the integers V (e.g. o:stages=3+
             preload_weights=1+l2_prefetch_mb=0)
   rowmajor  (session 45) the dispatch's tile on the repack before session 45: row-major (kw.row_major()), without
@@ -121,6 +123,22 @@ class InPlaceProbe(WeightOnlyGemm):
             self.fmt = _InPlaceFmaProbe()
 
 
+class XContiguousProbe(WeightOnlyGemm):
+    """(session 47, an ablation) the x run loads of a K step with lanes t = 0..3 side by side (16 t + 64 v bytes)
+    instead of each lane's 64 contiguous bytes (64 t + 16 v): half the L1 lines per load instruction, as a repack
+    whose K steps put the threads' 8-value blocks interleaved would give; the weights stay as they are (wrong
+    values). The real layout (session47/dropped/k_interleave.patch in the data archive) did not keep the gain."""
+
+    def thread_setup(self, x, w, n0, m0, g, t, n_rows=None):
+        th = super().thread_setup(x, w, n0, m0, g, t, n_rows)
+        shift = Int64(t * (self.fmt.values_per_vector - 8) * self.act.bytes_per_value)  # 64 t -> 16 t
+        th["x_rows"] = [r - shift for r in th["x_rows"]]
+        return th
+
+    def x_run(self, x, th, step, t, i, first_byte, nwords):
+        return super().x_run(x, th, step, t, i, first_byte * 4, nwords)
+
+
 class _InPlaceFmaProbe(formats.AwqInt4OneFma):
     def field_bits(self, ct, in_place):
         return [2, 6]
@@ -132,7 +150,8 @@ VARIANTS = {"ship": WeightOnlyGemm, "shipcap": WeightOnlyGemm, "nop": ablated(no
             "nozf_acc2": NoZeroFill}
 TILE_OVERRIDES = {"acc1": {"acc_chains": 1}, "acc2": {"acc_chains": 2}, "acc4": {"acc_chains": 4},
                   "nozf_acc2": {"acc_chains": 2}}
-VARIANTS.update(p1line=ablated(one_line_params=True), rowmajor=WeightOnlyGemm, inplace_probe=InPlaceProbe)
+VARIANTS.update(p1line=ablated(one_line_params=True), rowmajor=WeightOnlyGemm, inplace_probe=InPlaceProbe,
+                xcontig_probe=XContiguousProbe)
 for _mb in (0, 1, 2, 3, 4, 8):
     VARIANTS[f"pf{_mb}"] = VARIANTS[f"rowmajor_pf{_mb}"] = WeightOnlyGemm
     TILE_OVERRIDES[f"pf{_mb}"] = {"l2_prefetch_mb": _mb}
@@ -142,16 +161,13 @@ for _mb in (0, 1, 2, 3, 4, 8):
 VARIANTS["wn2k8"] = WeightOnlyGemm
 TILE_OVERRIDES["wn2k8"] = {"warps_n": 2, "warps_k": 8}
 EXACT = ("ship", "nozf")  # run on the dispatch's tile itself (the others not in TILE_OVERRIDES: capped at 2 CTAs)
-ABLATIONS = ("nop", "nox", "noxp", "now", "p1line", "inplace_probe")  # wrong results by design: not checked
+# wrong results by design: not checked
+ABLATIONS = ("nop", "nox", "noxp", "now", "p1line", "inplace_probe", "xcontig_probe")
 
 
 def build(variant, fmt_key, dtype, tile, promote):
-    wo_compile.WeightOnlyGemm = VARIANTS[variant]
-    try:
-        return wo_compile._build(fmt_key, dtype, dtype, dtype, tile, arch.current_arch(torch.device("cuda")), "",
-                                 promote, False)
-    finally:
-        wo_compile.WeightOnlyGemm = WeightOnlyGemm
+    return wo_compile._build(fmt_key, dtype, dtype, dtype, tile, arch.current_arch(torch.device("cuda")), "",
+                             promote, False, kernel_cls=VARIANTS[variant])
 
 
 def _set(ic, oc, dtype):

@@ -31,10 +31,8 @@ from cutlass import Int64, const_expr
 
 from cute_kernels import arch
 from cute_kernels.bench import graph_time_us
-from cute_kernels.weight_only import awq_gemm, awq_repack, config
+from cute_kernels.weight_only import awq_gemm, awq_repack, compile as wo_compile, config
 from cute_kernels.weight_only.awq import decode_format
-from cute_kernels.weight_only.compile import cutlass_dtype
-from cute_kernels.weight_only.formats import format_by_key
 from cute_kernels.weight_only.kernel import WeightOnlyGemm
 from cute_kernels.weight_only.quantized_mm import use_promoted_scales
 
@@ -94,24 +92,10 @@ def timed(base):
 
 
 def build(fmt_key, dtype, tile, promote, gpu_arch=None, base=WeightOnlyGemm):
-    """_build of compile.py with ``timed(base)`` and an int64 [rows, 8] timeline in the bias slot."""
-    xd = cutlass_dtype(dtype)
-    m, n = cute.sym_int32(), cute.sym_int32()
-    x_div = 16 // (xd.width // 8)
-    fx = cute.runtime.make_fake_tensor(xd, (m, cute.sym_int32(divisibility=x_div)),
-                                       stride=(cute.sym_int64(divisibility=x_div), 1), assumed_align=16)
-    n_w, row_div = (cute.sym_int32(divisibility=16), 64) if tile.fragment_order else (n, 16)
-    fw = cute.runtime.make_fake_tensor(cutlass.Uint8, (n_w, cute.sym_int32(divisibility=row_div)),
-                                       stride=(cute.sym_int64(divisibility=row_div), 1), assumed_align=16)
-    fo = cute.runtime.make_fake_tensor(xd, (m, n), stride=(cute.sym_int64(), 1), assumed_align=2)
-    groups = cute.sym_int32()
-    f_gs = cute.runtime.make_fake_tensor(xd, (n, groups), stride=(cute.sym_int64(), 1), assumed_align=2)
-    f_z = cute.runtime.make_fake_tensor(cutlass.Uint8, (n, groups), stride=(cute.sym_int64(), 1), assumed_align=1)
+    """compile._build of ``timed(base)`` with an int64 [rows, 8] timeline in the bias slot."""
     f_tl = cute.runtime.make_fake_tensor(cutlass.Int64, (cute.sym_int32(), 8), stride=(8, 1), assumed_align=8)
-    kernel = timed(base)(format_by_key(fmt_key), xd, xd, xd, tile, promote)
-    stream = cute.runtime.make_fake_stream(use_tvm_ffi_env_stream=True)
-    return cute.compile(kernel, fx, fw, fo, cutlass.Float32(1.0), f_gs, f_z, cutlass.Int32(32), stream, f_tl,
-                        options=f"--enable-tvm-ffi --gpu-arch {gpu_arch or arch.current_arch(torch.device('cuda'))}")
+    return wo_compile._build(fmt_key, dtype, dtype, dtype, tile, gpu_arch or arch.current_arch(torch.device("cuda")),
+                             promote_scales=promote, kernel_cls=timed(base), bias_fake=f_tl)
 
 
 def variant_tile(v, tile):

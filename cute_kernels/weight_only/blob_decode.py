@@ -67,8 +67,10 @@ class BlobDecodeGemm(WeightOnlyGemm):
                  full_k_tiles: bool = True, x_stage: str = "step", group_per_step: bool = False, x_rows: int = 8):
         if fmt.bits != 4:
             raise ValueError(f"BlobDecodeGemm reads 4-bit blobs; format {fmt.name} has {fmt.bits} bits")
-        if tile.stages != 0 or not tile.x_ahead or tile.swap_registers or tile.fields_in_place or tile.preload_weights:
-            raise ValueError(f"BlobDecodeGemm runs the register pipeline with x_ahead only, without preload; got {tile}")
+        if (tile.stages != 0 or not tile.x_ahead or tile.swap_registers or tile.fields_in_place
+                or tile.preload_weights):
+            raise ValueError(f"BlobDecodeGemm runs the register pipeline with x_ahead only, without preload; "
+                             f"got {tile}")
         if x_stage not in ("step", "whole") or (x_stage == "whole" and tile.mt != 1):
             raise ValueError(f"x_stage must be 'step' or 'whole' (whole: one token tile); got {x_stage!r}")
         super().__init__(fmt, x_dtype, out_dtype, Float32, tile, promote_scales)

@@ -25,7 +25,10 @@ def cutlass_dtype(dt: torch.dtype):
 
 
 def _build(fmt_key: str, x_dtype: torch.dtype, out_dtype: torch.dtype, scale_dtype, tile: TileShape, arch: str,
-           extra_options: str = "", promote_scales: bool = False, has_bias: bool = False):
+           extra_options: str = "", promote_scales: bool = False, has_bias: bool = False, kernel_cls=None,
+           bias_fake=None):
+    """``kernel_cls`` (a ``WeightOnlyGemm`` subclass) and ``bias_fake`` (the fake tensor of the last argument, instead
+    of the [N] bias) are for experiments: ablations, instrumented builds (benchmarks/experiments/)."""
     import cutlass
     import cutlass.cute as cute
 
@@ -50,10 +53,11 @@ def _build(fmt_key: str, x_dtype: torch.dtype, out_dtype: torch.dtype, scale_dty
         if fmt.has_zeros:
             f_z = cute.runtime.make_fake_tensor(cutlass.Uint8, (n, groups), stride=(cute.sym_int64(), 1),
                                                 assumed_align=1)
-    kernel = WeightOnlyGemm(fmt, xd, od, sd, tile, promote_scales)
+    kernel = (kernel_cls or WeightOnlyGemm)(fmt, xd, od, sd, tile, promote_scales)
     stream = cute.runtime.make_fake_stream(use_tvm_ffi_env_stream=True)
     # bias [N] in out's dtype, added in the epilogue: the last argument (after the stream; None in the plain variant)
     bias = (cute.runtime.make_fake_tensor(od, (n,), stride=(1,), assumed_align=od.width // 8),) if has_bias else ()
+    bias = (bias_fake,) if bias_fake is not None else bias
     return cute.compile(kernel, fx, fw, fo, cutlass.Float32(1.0), f_gs, f_z, cutlass.Int32(32), stream, *bias,
                         options=f"--enable-tvm-ffi --gpu-arch {arch} {extra_options}".strip())
 
