@@ -228,9 +228,11 @@ def raster_for(cfg: TileConfig, m: int, n: int, k: int, batch: int = 1, sm_count
 # 1/2-bit weights (``weight_only.wgmma.stage_options``: 0.91-0.99x); 4-bit and AWQ were 1.00-1.04x slower with 4
 # stages and 1.04-1.15x with the whole ring, so they do not - except on 16-token tiles whose K is split, where 4
 # stages with the L2 warm-up off measured 0.92-1.00x (session 28).
-# Contract: the weight is read before the previous kernel on the stream has completed. That kernel cannot have
-# written it unless it triggers programmatic dependent launch early (no torch, cuBLAS-through-torch or cute_kernels
-# op writes an int8 / FP8 / packed weight); CUTE_KERNELS_WEIGHT_PRELOAD=0 turns the preload off.
+# Contract: the weight - for the weight-only kernels with its group scales and zero points (the WGMMA path's staged
+# parameter words, the AWQ decode tiles' first step since session 47) - is read before the previous kernel on the
+# stream has completed. That kernel cannot have written it unless it triggers programmatic dependent launch early (no
+# torch, cuBLAS-through-torch or cute_kernels op writes an int8 / FP8 / packed weight or its cached repack);
+# CUTE_KERNELS_WEIGHT_PRELOAD=0 turns the preload off.
 WEIGHT_PRELOAD = {"int8": ((64, 8), (None, 4)), "fp8": ((16, 8), (None, 4))}
 WEIGHT_PRELOAD_ENABLED = os.environ.get("CUTE_KERNELS_WEIGHT_PRELOAD", "1") != "0"
 
