@@ -196,23 +196,52 @@ def _reference64(x, kw):
     return x.double() @ w.t()
 
 
-def main():
-    ap = argparse.ArgumentParser()
+def add_layer_args(ap, layers="4096x4096,4096x14336", ms="1,4"):
+    """The arguments the AWQ experiments share (output path, layers, token counts, weight rotation, dtype)."""
     ap.add_argument("out")
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--variants", default="ship,shipcap,nop,nox,noxp,now")
-    ap.add_argument("--layers", default="4096x4096,4096x14336")
-    ap.add_argument("--ms", default="1,4")
+    ap.add_argument("--layers", default=layers)
+    ap.add_argument("--ms", default=ms)
     ap.add_argument("--sets-mb", type=float, default=240.0)
     ap.add_argument("--dtype", default="fp16", choices=("fp16", "bf16"))
+
+
+def torch_dtype(name):
+    return {"fp16": torch.float16, "bf16": torch.bfloat16}[name]
+
+
+def variant_tile(v, tile):
+    """The tile variant ``v`` runs: the dispatch's tile with the variant's TileShape overrides ("o:field=value+...":
+    those fields set to the integers, booleans as 0 / 1), the exact variants on the tile itself, the others (the
+    ablations, which need fewer registers) capped at the shipped kernel's 2 CTAs per SM."""
+    if v.startswith("o:"):
+        VARIANTS[v] = WeightOnlyGemm
+        TILE_OVERRIDES[v] = {f: int(val) if f != "x_ahead" else bool(int(val))
+                             for f, val in (kv.split("=") for kv in v[2:].split("+"))}
+    if v in TILE_OVERRIDES:
+        return replace(tile, **TILE_OVERRIDES[v])
+    return tile if v in EXACT else replace(tile, max_ctas_per_sm=2)
+
+
+def dispatch_decode_tile(m, oc, ic, dtype, kw, sms):
+    """(format key, tile, promoted scales) of awq_gemm's decode tile for the layer, as awq_gemm runs it on the repack
+    (the decode path forced: None where the dispatch has no decode tile)."""
+    path, tile = config.select_tile(4, m, oc, sms, None, scaled=True, awq=True, k=ic, wgmma=False)
+    if path != "decode":
+        return None
+    tile = config.awq_repack_tile(tile)
+    fmt_key = decode_format(path, dtype, kw, tile)
+    tile = config.tile_for_format(fmt_key, tile)
+    return fmt_key, tile, use_promoted_scales(fmt_key, True, 128, dtype, tile)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    add_layer_args(ap)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--variants", default="ship,shipcap,nop,nox,noxp,now")
     args = ap.parse_args()
     variants = args.variants.split(",")
-    for v in variants:  # "o:field=value+field=value": the dispatch's tile with those TileShape fields (ints)
-        if v.startswith("o:"):
-            VARIANTS[v] = WeightOnlyGemm
-            TILE_OVERRIDES[v] = {f: int(val) if f != "x_ahead" else bool(int(val))
-                                 for f, val in (kv.split("=") for kv in v[2:].split("+"))}
-    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[args.dtype]
+    dtype = torch_dtype(args.dtype)
     sms = arch.sm_count(0)
     rows = []
     for layer in args.layers.split(","):
@@ -221,19 +250,13 @@ def main():
         kws = [awq_repack.kernel_weights(*s, 128) for s in sets]
         for m in map(int, args.ms.split(",")):
             x = torch.randn(m, ic, device="cuda", dtype=dtype)
-            path, tile = config.select_tile(4, m, oc, sms, None, scaled=True, awq=True, k=ic, wgmma=False)
-            tile = config.awq_repack_tile(tile)
-            if path != "decode":
+            picked = dispatch_decode_tile(m, oc, ic, dtype, kws[0], sms)
+            if picked is None:
                 continue
-            fmt_key = decode_format(path, dtype, kws[0], tile)
-            tile = config.tile_for_format(fmt_key, tile)  # as awq_gemm runs it
-            promote = use_promoted_scales(fmt_key, True, 128, dtype, tile)
-            # Ablated kernels need fewer registers: cap them at the shipped kernel's 2 CTAs per SM (102 registers).
-            capped = replace(tile, max_ctas_per_sm=2)
+            fmt_key, tile, promote = picked
             old_pf = 4 if tile.l2_prefetch_mb else 0
             TILE_OVERRIDES["rowmajor"] = {"fragment_order": False, "l2_prefetch_mb": old_pf}
-            fns = {v: build(v, fmt_key, dtype, replace(tile, **TILE_OVERRIDES[v]) if v in TILE_OVERRIDES
-                            else tile if v in EXACT else capped, promote) for v in variants}
+            fns = {v: build(v, fmt_key, dtype, variant_tile(v, tile), promote) for v in variants}
             rowm = {id(kw): kw.row_major() for kw in kws} if any("rowmajor" in v for v in variants) else {}
 
             def wt(v, kw):

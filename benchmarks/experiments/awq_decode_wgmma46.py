@@ -21,7 +21,7 @@ from dataclasses import replace
 
 import torch
 
-from awq_ablate44 import _reference64, weight_sets, write_rows
+from awq_ablate44 import _reference64, add_layer_args, torch_dtype, weight_sets, write_rows
 from cute_kernels import arch
 from cute_kernels.bench import graph_time_us
 from cute_kernels.weight_only import awq_gemm, awq_repack, config
@@ -31,15 +31,11 @@ CALLS = 16
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("out")
+    add_layer_args(ap, "4096x4096,4096x14336,14336x4096,8192x8192", "6,8,10,12,16")
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--layers", default="4096x4096,4096x14336,14336x4096,8192x8192")
-    ap.add_argument("--ms", default="6,8,10,12,16")
-    ap.add_argument("--sets-mb", type=float, default=240.0)
-    ap.add_argument("--dtype", default="fp16", choices=("fp16", "bf16"))
     ap.add_argument("--m8mt", action="store_true", help="also the m8mt variant above 8 tokens")
     args = ap.parse_args()
-    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[args.dtype]
+    dtype = torch_dtype(args.dtype)
     sms = arch.sm_count(0)
     rows = []
     for layer in args.layers.split(","):

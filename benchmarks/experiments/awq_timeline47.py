@@ -21,7 +21,6 @@ end; plus the period (last end to last end) and the graph's time per call.
 import argparse
 import json
 import statistics
-from dataclasses import replace
 
 import torch
 
@@ -31,10 +30,8 @@ from cutlass import Int64, const_expr
 
 from cute_kernels import arch
 from cute_kernels.bench import graph_time_us
-from cute_kernels.weight_only import awq_gemm, awq_repack, compile as wo_compile, config
-from cute_kernels.weight_only.awq import decode_format
+from cute_kernels.weight_only import awq_gemm, awq_repack, compile as wo_compile
 from cute_kernels.weight_only.kernel import WeightOnlyGemm
-from cute_kernels.weight_only.quantized_mm import use_promoted_scales
 
 import awq_ablate44 as A
 from awq_ablate44 import weight_sets
@@ -98,16 +95,6 @@ def build(fmt_key, dtype, tile, promote, gpu_arch=None, base=WeightOnlyGemm):
                              promote_scales=promote, kernel_cls=timed(base), bias_fake=f_tl)
 
 
-def variant_tile(v, tile):
-    """awq_ablate44's rule: the dispatch's tile, with the variant's TileShape overrides, ablations capped at 2 CTAs."""
-    if v.startswith("o:"):
-        A.VARIANTS[v] = WeightOnlyGemm
-        A.TILE_OVERRIDES[v] = {f: int(val) for f, val in (kv.split("=") for kv in v[2:].split("+"))}
-    if v in A.TILE_OVERRIDES:
-        return replace(tile, **A.TILE_OVERRIDES[v])
-    return tile if v in A.EXACT else replace(tile, max_ctas_per_sm=2)
-
-
 def summarize(tls):
     """Per call 2..N: phases in ns after the previous call's last warp end; medians over calls."""
     rows = []
@@ -124,14 +111,10 @@ def summarize(tls):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("out")
-    ap.add_argument("--layers", default="4096x4096,4096x14336")
-    ap.add_argument("--ms", default="1,4")
-    ap.add_argument("--dtype", default="fp16", choices=("fp16", "bf16"))
+    A.add_layer_args(ap)
     ap.add_argument("--variants", default="ship")
-    ap.add_argument("--sets-mb", type=float, default=240.0)
     args = ap.parse_args()
-    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[args.dtype]
+    dtype = A.torch_dtype(args.dtype)
     sms = arch.sm_count(0)
     results = []
     for layer in args.layers.split(","):
@@ -139,18 +122,15 @@ def main():
         sets = weight_sets(oc, ic, dtype, args.sets_mb)
         kws = [awq_repack.kernel_weights(*s, 128) for s in sets]
         for m in map(int, args.ms.split(",")):
-            path, tile = config.select_tile(4, m, oc, sms, None, scaled=True, awq=True, k=ic, wgmma=False)
-            if path != "decode":
+            picked = A.dispatch_decode_tile(m, oc, ic, dtype, kws[0], sms)
+            if picked is None:
                 continue
-            tile = config.awq_repack_tile(tile)
-            fmt_key = decode_format(path, dtype, kws[0], tile)
-            tile = config.tile_for_format(fmt_key, tile)
-            promote = use_promoted_scales(fmt_key, True, 128, dtype, tile)
+            fmt_key, tile, promote = picked
             ctas = -(-oc // tile.rows_per_cta) * -(-m // tile.tokens_per_cta)
             x = torch.randn(m, ic, device="cuda", dtype=dtype)
             ref = awq_gemm(x, *sets[0])
             for v in args.variants.split(","):
-                vt = variant_tile(v, tile)
+                vt = A.variant_tile(v, tile)
                 fn = build(fmt_key, dtype, vt, promote, base=A.VARIANTS[v])
                 rows = ctas * vt.threads // 32
                 out = torch.full((m, oc), float("nan"), device="cuda", dtype=dtype)
