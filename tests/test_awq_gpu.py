@@ -283,3 +283,28 @@ def test_blob_decode_against_repack_decode(dtype, M, OC, IC, G, monkeypatch):
     tile = config.decode_tile("awq", M, OC, torch.cuda.get_device_properties(0).multi_processor_count, scaled=True,
                               k=IC)
     assert _err(awq_gemm(x, qweight, scales, qzeros, tile=tile), ref) < TOL[dtype]
+
+
+def test_repack_holds_no_second_copy_of_the_weight():
+    """awq_repack unpacks to bytes in chunks of ~8M values and writes them straight into fragment order (session 48):
+    its peak CUDA memory beyond its result stays below the weight's own size. Before, int32 nibbles of 2048-row
+    chunks and a row-major copy of the whole weight coexisted with the result: ~5x the weight on top at 8192^2."""
+    from cute_kernels.weight_only import awq_repack
+
+    ic = oc = 8192
+    qweight = torch.randint(-2**31, 2**31 - 1, (ic, oc // 8), dtype=torch.int32, device="cuda")
+    qzeros = torch.randint(-2**31, 2**31 - 1, (ic // 128, oc // 8), dtype=torch.int32, device="cuda")
+    scales = (torch.rand(ic // 128, oc, device="cuda") * 0.01 + 0.001).half()
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    kw = awq_repack.repack(qweight, scales, qzeros, 128)
+    torch.cuda.synchronize()
+    held = torch.cuda.memory_allocated() - base
+    extra = torch.cuda.max_memory_allocated() - base - held
+    assert kw.w.numel() == oc * ic // 2  # 32 MB of codes
+    assert extra < kw.w.numel(), (extra, kw.w.numel())
+    rm = kw.row_major()[:64, :64]  # spot check the bytes against the unpacked checkpoint
+    from cute_kernels.formats.awq import unpack_int4
+    q = unpack_int4(qweight[:128]).t()[:64]
+    assert torch.equal(rm.long(), (q[:, 0::2] | (q[:, 1::2] << 4)).long())

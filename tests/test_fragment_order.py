@@ -5,7 +5,7 @@ import torch
 
 from cute_kernels.formats.awq import awq_quantize, unpack_int4
 from cute_kernels.weight_only import awq_repack
-from cute_kernels.weight_only.fragment_order import from_fragment_order, padded_shape, to_fragment_order
+from cute_kernels.weight_only.fragment_order import from_fragment_order, padded_shape, to_fragment_order, write_columns
 
 
 @pytest.mark.parametrize("n,row_bytes", [(16, 64), (40, 80), (33, 200), (128, 1024)])
@@ -38,3 +38,54 @@ def test_awq_repack_is_fragment_ordered_k_packed_nibbles(ic, oc):
     rm = kw.row_major()
     codes = torch.stack([rm & 0xF, rm >> 4], dim=-1).view(oc, -1)[:, :ic]  # low nibble = even k
     assert torch.equal(codes.long(), unpack_int4(qweight).t().long())
+
+
+@pytest.mark.parametrize("n,row_bytes,cuts", [(40, 200, (0, 64, 192)), (16, 1024, (0, 512)), (33, 80, (0,))])
+def test_write_columns_chunk_by_chunk_equals_the_whole_conversion(n, row_bytes, cuts):
+    """Blocks of whole K steps written at their first byte (the last one ending mid-step) give the same tensor as
+    converting the row-major weight at once."""
+    w = torch.randint(0, 256, (n, row_bytes), dtype=torch.uint8)
+    wf = torch.full(padded_shape(n, row_bytes), 0, dtype=torch.uint8)
+    for c0, c1 in zip(cuts, cuts[1:] + (row_bytes,)):
+        write_columns(wf, w[:, c0:c1], c0)
+    assert torch.equal(wf, to_fragment_order(w))
+
+
+def test_write_columns_refuses_blocks_off_a_step_or_past_the_weight():
+    wf = torch.zeros(padded_shape(16, 128), dtype=torch.uint8)
+    with pytest.raises(ValueError, match="first_byte = 32 must be a multiple of 64"):
+        write_columns(wf, torch.zeros(16, 64, dtype=torch.uint8), 32)
+    with pytest.raises(ValueError, match="does not fit"):
+        write_columns(wf, torch.zeros(16, 96, dtype=torch.uint8), 64)
+    with pytest.raises(ValueError, match="does not fit"):
+        write_columns(wf, torch.zeros(17, 64, dtype=torch.uint8), 0)
+
+
+@pytest.mark.parametrize("ic,oc", [(416, 40), (256, 24)])
+def test_awq_repack_in_chunks_equals_one_chunk(monkeypatch, ic, oc):
+    """The repack writes its chunks of IC rows straight into fragment order: with 128-row chunks (the last one
+    partial) it gives the same bytes as with one chunk."""
+    qweight, qzeros, scales = awq_quantize(torch.randn(ic, oc), 32, scale_dtype=torch.float16)
+    assert awq_repack.chunk_rows(oc) >= ic
+    whole = awq_repack.repack(qweight, scales, qzeros, 32).w
+    monkeypatch.setattr(awq_repack, "CHUNK_VALUES", 128 * oc)
+    assert awq_repack.chunk_rows(oc) == 128
+    assert torch.equal(awq_repack.repack(qweight, scales, qzeros, 32).w, whole)
+    rm = from_fragment_order(whole, oc, -(-ic // 32) * 16)
+    codes = torch.stack([rm & 0xF, rm >> 4], dim=-1).view(oc, -1)[:, :ic]
+    assert torch.equal(codes.long(), unpack_int4(qweight).t().long())
+
+
+def test_chunk_rows_bound_the_chunk_to_whole_steps_and_its_value_budget():
+    assert [awq_repack.chunk_rows(oc) for oc in (64, 4096, 8192, 14336, 28672, 1 << 20)] == [
+        2048, 2048, 1024, 512, 256, 128]
+
+
+@pytest.mark.parametrize("r,oc", [(3, 8), (64, 40), (5, 128)])
+def test_unpack_int4_bytes_equals_unpack_int4(r, oc):
+    from cute_kernels.formats.awq import unpack_int4_bytes
+
+    packed = torch.randint(-2**31, 2**31 - 1, (r, oc // 8), dtype=torch.int32)
+    got = unpack_int4_bytes(packed)
+    assert got.dtype == torch.uint8 and tuple(got.shape) == (r, oc)
+    assert torch.equal(got.long(), unpack_int4(packed).long())

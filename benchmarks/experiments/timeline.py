@@ -284,7 +284,7 @@ def make_case(fam, m, n, k, sms, dev):
     from cute_kernels.formats.awq import awq_quantize
     from cute_kernels.formats.bitpack import quantize_weights
     from cute_kernels.reference import awq_gemm_ref, quantized_mm_ref
-    from cute_kernels.weight_only import awq_repack, wgmma
+    from cute_kernels.weight_only import awq_sm90, wgmma
 
     bits = 4 if fam == "awq" else int(fam[3:])
     group = 128 if fam == "awq" else None
@@ -294,9 +294,10 @@ def make_case(fam, m, n, k, sms, dev):
     for _ in range(c):
         if fam == "awq":
             q, z, sc = awq_quantize(torch.randn(k, n, device=dev) * 0.05, 128, torch.float16)
-            kw = awq_repack.kernel_weights(q, sc, z, 128)
-            ws.append(((q, sc, z), wgmma.cached_blob(kw.w, 4, "awq", k),
-                       wgmma.cached_params("awq", kw.scales, kw.zeros, torch.float16), 1.0))
+            # the blob and parameter words awq_gemm's WGMMA path reads on SM90 (awq_sm90: from the checkpoint's
+            # codes; the repack's blob, which this case used before session 48, is another code order)
+            aw = awq_sm90.weights(q, sc, z, 128)
+            ws.append(((q, sc, z), aw.blob, aw.params("awq", torch.float16), 1.0))
         else:
             w, sc, _ = quantize_weights(torch.randn(n, k, device=dev), bits, None)
             ws.append(((w,), wgmma.cached_blob(w, bits, fam, k), None, float(sc)))

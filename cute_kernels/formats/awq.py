@@ -83,6 +83,16 @@ def unpack_int4(packed: torch.Tensor) -> torch.Tensor:
     return ((packed.unsqueeze(-1) >> shifts) & 0xF).reshape(R, W * PACK)
 
 
+def unpack_int4_bytes(packed: torch.Tensor) -> torch.Tensor:
+    """``unpack_int4`` into uint8: int32 [R, OC/8] in AutoAWQ order -> uint8 [R, OC] values 0..15, with temporaries
+    of 1 byte per value instead of 4 (the words read as their 4 little-endian bytes: slot 2b is byte b's low nibble,
+    slot 2b + 1 its high nibble)."""
+    R, W = packed.shape
+    b = packed.contiguous().view(torch.uint8).view(R, W, 4)
+    slots = torch.stack([b & 0xF, b >> 4], dim=-1).view(R, W, PACK)
+    return slots[:, :, list(AWQ_REVERSE_ORDER)].reshape(R, W * PACK)
+
+
 def _check_packed(name: str, t: torch.Tensor) -> None:
     check_dtype(name, t, (torch.int32,))
     check_ndim(name, t, (2,))

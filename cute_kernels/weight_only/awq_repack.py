@@ -19,7 +19,8 @@ The copy is cached per (qweight, qzeros, scales) storage and version: in-place u
 rebuild it, and the entry is dropped when ``qweight`` is garbage collected. ``clear_cache()`` frees every copy
 (``cute_kernels.clear_weight_caches()`` every derived layout: needed after writes the version counter does not see,
 such as ``param.data.copy_``). Repacking costs a few torch ops over the checkpoint (chunked along IC to bound
-temporaries) - milliseconds for a 8192 x 8192 layer, paid on the first call only.
+temporaries to ~8M one-byte values, written straight into fragment order: no second copy of the weight) -
+milliseconds for a 8192 x 8192 layer, paid on the first call only.
 """
 
 from __future__ import annotations
@@ -28,12 +29,18 @@ from dataclasses import dataclass
 
 import torch
 
-from ..formats.awq import unpack_int4  # [R, OC/8] int32 -> [R, OC] nibbles
+from ..formats.awq import unpack_int4, unpack_int4_bytes  # [R, OC/8] int32 -> [R, OC] nibbles
 from ..plan_cache import cached_for_tensor
-from .fragment_order import from_fragment_order, padded_shape, to_fragment_order
+from .fragment_order import from_fragment_order, padded_shape, write_columns
 
 K_ALIGN = 32  # K values per 16-byte row vector of 4-bit weights
-_CHUNK_ROWS = 2048
+# IC rows the repack converts at a time: about CHUNK_VALUES codes (1 byte each in the chunk's temporaries), a multiple
+# of 128 rows (2 values per byte, 64-byte K steps), 128-2048 rows.
+CHUNK_VALUES = 8 << 20
+
+
+def chunk_rows(oc: int) -> int:
+    return max(128, min(2048, CHUNK_VALUES // max(oc, 1) // 128 * 128))
 
 
 @dataclass(frozen=True)
@@ -70,17 +77,18 @@ def repack(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor, gr
     """Uncached repack (see module docstring); inputs already validated."""
     ic, oc = qweight.shape[0], qweight.shape[1] * 8
     icp = -(-ic // K_ALIGN) * K_ALIGN
-    # Allocated at fragment order's padded shape (zeros past OC and IC), so to_fragment_order copies it only once.
+    # Written chunk by chunk straight into fragment order (zeros past OC and IC): no row-major copy of the whole
+    # weight exists at any time, only one chunk's temporaries.
     w = torch.zeros(padded_shape(oc, icp // 2), dtype=torch.uint8, device=qweight.device)
-    for r0 in range(0, ic, _CHUNK_ROWS):  # rows r0.. of IC (even, so nibble pairs never straddle chunks)
-        r1 = min(ic, r0 + _CHUNK_ROWS)
-        q = unpack_int4(qweight[r0:r1])  # int32 [rows, OC], 0..15
+    rows = chunk_rows(oc)
+    for r0 in range(0, ic, rows):  # rows r0.. of IC (whole K steps: chunk_rows is a multiple of 128)
+        r1 = min(ic, r0 + rows)
+        q = unpack_int4_bytes(qweight[r0:r1])  # uint8 [rows, OC], 0..15
         if (r1 - r0) % 2:
             q = torch.cat([q, q.new_zeros(1, oc)])
-        qt = q.t()  # [OC, rows]
-        w[:oc, r0 // 2:(r0 + qt.shape[1]) // 2] = (qt[:, 0::2] | (qt[:, 1::2] << 4)).to(torch.uint8)
+        write_columns(w, (q[0::2] | (q[1::2] << 4)).t(), r0 // 2)  # [OC, rows / 2]: K pairs, low nibble even k
     z = unpack_int4(qzeros)  # int32 [groups, OC]
-    return AwqKernelWeights(w=to_fragment_order(w), scales=scales.t().contiguous(),
+    return AwqKernelWeights(w=w, scales=scales.t().contiguous(),
                             zeros=z.t().contiguous().to(torch.uint8),
                             in_features=ic, group=group, max_abs_scale=max_abs_scale(scales))
 

@@ -36,6 +36,26 @@ def to_fragment_order(w: torch.Tensor) -> torch.Tensor:
     return tiles.permute(0, 3, 1, 2, 4, 5).contiguous().view(n16, r64)
 
 
+def write_columns(wf: torch.Tensor, block: torch.Tensor, first_byte: int) -> None:
+    """Write row-major bytes ``block`` (uint8 [n, c], n <= N16) into columns first_byte .. first_byte + c of the
+    fragment-ordered ``wf`` (uint8 [N16, R64]) in place; ``first_byte`` is a multiple of 64 (whole K steps). A block
+    that ends inside a K step is zero-padded to the step's end, and rows n.. of its steps are zeroed too. Lets a
+    caller fill ``wf`` chunk by chunk without a row-major copy of the whole tensor."""
+    if first_byte % STEP_BYTES:
+        raise ValueError(f"first_byte = {first_byte} must be a multiple of {STEP_BYTES} (a whole K step)")
+    n16, r64 = wf.shape
+    n, c = block.shape
+    c64 = -(-c // STEP_BYTES) * STEP_BYTES
+    if n > n16 or first_byte + c64 > r64:
+        raise ValueError(f"a [{n}, {c}] block at byte {first_byte} does not fit a [{n16}, {r64}] weight")
+    if (n, c) != (n16, c64):
+        block = F.pad(block, (0, c64 - c, 0, n16 - n))
+    s0, steps = first_byte // STEP_BYTES, c64 // STEP_BYTES
+    # wf's bytes seen in row-major coordinates (tile, half, g, step, t, byte): a strided view, written in place
+    rows = wf.view(n16 // TILE_ROWS, r64 // STEP_BYTES, 2, 8, 4, 16).permute(0, 2, 3, 1, 4, 5)
+    rows[:, :, :, s0:s0 + steps].copy_(block.reshape(n16 // TILE_ROWS, 2, 8, steps, 4, 16))
+
+
 def from_fragment_order(wf: torch.Tensor, n: int, row_bytes: int) -> torch.Tensor:
     """The inverse: uint8 [N16, R64] in fragment order -> uint8 [n, row_bytes] row-major."""
     n16, r64 = wf.shape
