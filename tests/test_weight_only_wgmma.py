@@ -400,6 +400,19 @@ def test_dispatch_rule(monkeypatch):
                           "WGMMA_MIN_M_AWQ_MULTI_WAVE_DECODE"):
                 mp.setattr(config, entry, None)
             assert first_wgmma(4, n, k, scaled=True, awq=True) == old_first, (n, k)
+    # session 48: short-K small layers (K <= 2048, N * K <= 3072 * 2048) keep the decode tiles through 16 tokens
+    def paths(n, k, **kw):
+        return [config.select_tile(4, m, n, 132, wgmma=True, k=k, scaled=True, awq=True, **kw)[0] for m in range(1, 18)]
+
+    for n, k in ((2048, 2048), (3072, 2048), (512, 2048), (4096, 1024), (4096, 1536), (1024, 1024)):
+        assert paths(n, k) == ["decode"] * 16 + ["wgmma"], (n, k)
+        with monkeypatch.context() as mp:
+            mp.setattr(config, "WGMMA_AWQ_SHORT_MAX_K", None)
+            assert paths(n, k).index("wgmma") == 8, (n, k)
+        assert paths(n, k, blob_reader=True).index("wgmma") == 7, (n, k)  # not for the blob's decode tiles
+    for n, k in ((4096, 2048), (3584, 2048), (1024, 4096), (2048, 4096)):  # past the bounds: from 9, as before
+        assert paths(n, k).index("wgmma") == 8, (n, k)
+    assert first_wgmma(4, 2048, 2048, scaled=True) == config.WGMMA_MIN_M_GROUPED[4]  # int4 g128: unchanged
     assert config.awq_decode_multi_wave(5120, 3072, 132) and not config.awq_decode_multi_wave(8192, 2048, 132)
     assert config.awq_decode_full_wave(4096, 132) and not config.awq_decode_full_wave(3840, 132)
     assert not config.awq_decode_full_wave(4240, 132) and config.awq_decode_full_wave(4224, 132)

@@ -176,8 +176,9 @@ def test_quantized_mm_default_dispatch_at_decode_sizes(bits, m, group):
 
 @pytest.mark.parametrize("m", [12, 16])
 def test_awq_gemm_default_dispatch_at_decode_sizes(m):
-    # AWQ takes the WGMMA path from config.WGMMA_MIN_M_GROUPED[4] tokens (on this one-wave decode grid with K <= 8192
-    # from config.WGMMA_MIN_M_AWQ_SMALL, session 46)
+    # this short-K layer (K = 2048, N * K <= config.WGMMA_AWQ_SHORT_MAX_WEIGHTS) keeps the decode tiles through 16
+    # tokens (session 48; before, the WGMMA path ran it from config.WGMMA_MIN_M_AWQ_SMALL = 9)
+    assert _path("awq", m, 1032, 2048) == "decode"
     torch.manual_seed(m)
     x = torch.randn(m, 2048, dtype=torch.float16, device="cuda")
     qweight, qzeros, scales = awq_quantize(torch.randn(2048, 1032, device="cuda") * 0.05, 128, torch.float16)
@@ -241,6 +242,17 @@ def test_awq_session46_entries_through_the_dispatch(n, k, m, path):
     from one token (``WGMMA_MIN_M_AWQ_MULTI_WAVE_DECODE``; 8192 x 2048's side-by-side grid is one wave); on both sides
     of the boundaries, through the default dispatch, against float64."""
     torch.manual_seed(m + k)
+    assert _path("awq", m, n, k) == path
+    _check_twice(m, n, _layer_case("awq", m, n, k))
+
+
+@pytest.mark.parametrize("n,k,m,path", [(2048, 2048, 16, "decode"), (2048, 2048, 17, "wgmma"),
+                                         (4096, 1024, 13, "decode"), (3584, 2048, 9, "wgmma")])
+def test_awq_session48_short_k_entry_through_the_dispatch(n, k, m, path):
+    """Session 48's entry: AWQ on short-K small layers (K <= ``config.WGMMA_AWQ_SHORT_MAX_K``, N * K <=
+    ``WGMMA_AWQ_SHORT_MAX_WEIGHTS``) keeps the decode tiles through 16 tokens; past the weight bound the WGMMA path
+    still runs from 9; both sides of the boundaries, through the default dispatch, against float64."""
+    torch.manual_seed(m + n)
     assert _path("awq", m, n, k) == path
     _check_twice(m, n, _layer_case("awq", m, n, k))
 

@@ -288,6 +288,16 @@ WGMMA_MIN_M_AWQ_FULL_WAVE = 1
 #   0.96x), which set the bound's 0.95; 3584 x 18944 (0.85) 1.04 / 0.97. 14336 x 4096, 8192^2: WGMMA ahead from 6.
 WGMMA_MIN_M_AWQ_SMALL = 9
 WGMMA_AWQ_SMALL_MAX_K = 8192
+# Session 48 (H100, awq_decode_wgmma46.py, fp16, decode / WGMMA forced, medians of 3 interleaved rounds; docs/
+# weight_only.md "Status"): on short-K small layers the decode tiles stay ahead through 16 tokens, which the entry above
+# sent to the WGMMA path from 9. decode / WGMMA time at 9 / 12 / 16 tokens: 2048^2 0.74 / 0.76 / 0.80, 1024 x 2048
+# 0.80 / 0.82 / 0.85, 2048 x 1024 0.59 / 0.61 / 0.64, 1536 x 2048 0.75 / 0.76 / 0.80, 2560 x 2048 0.87 / 0.88 / 0.93,
+# 3072 x 2048 0.91 / 0.93 / 0.98, 1024^2 0.66 / 0.67 / 0.67, 4096 x 1024 0.72 / 0.73 / 0.76, 1536^2 0.72 / 0.75 /
+# 0.78; at the bounds 4096 x 2048 (8.4M weights) 0.96 / 0.99 / 1.01, and with K = 4096 the WGMMA path ahead (1024 x
+# 4096 1.11-1.19, 2048 x 4096 1.05-1.15). So: K <= WGMMA_AWQ_SHORT_MAX_K and N * K <= WGMMA_AWQ_SHORT_MAX_WEIGHTS
+# run the decode tiles at every M they take (<= DECODE_MAX_M). None turns it off (experiments).
+WGMMA_AWQ_SHORT_MAX_K: int | None = 2048
+WGMMA_AWQ_SHORT_MAX_WEIGHTS = 3072 * 2048
 WGMMA_MIN_M_AWQ_FULL_DECODE_WAVE = 7
 AWQ_FULL_DECODE_WAVE = (0.95, 1.0)
 
@@ -327,7 +337,8 @@ def wgmma_min_m(bits: int, scaled: bool = False, awq: bool = False, weights: int
     the layer's shape, if known (grouped 4-bit weights on long-K layers split in clusters: ``WGMMA_CLUSTER_LONG_K``;
     unscaled 2-bit weights on large layers whose plan splits no tile of its full waves:
     ``WGMMA_MIN_M_LARGE_UNSPLIT``; layers whose every-tile split would make many waves: ``WGMMA_MIN_M_MANY_WAVES``;
-    AWQ on layers whose decode grid is one wave: ``WGMMA_MIN_M_AWQ_SMALL``, ``WGMMA_MIN_M_AWQ_FULL_DECODE_WAVE``, on
+    AWQ on short-K small layers: never below DECODE_MAX_M + 1 (``WGMMA_AWQ_SHORT_MAX_K``); on
+    layers whose decode grid is one wave: ``WGMMA_MIN_M_AWQ_SMALL``, ``WGMMA_MIN_M_AWQ_FULL_DECODE_WAVE``, on
     small layers whose decode grid is more than one: ``WGMMA_MIN_M_AWQ_MULTI_WAVE_DECODE``; measured on the repack's
     fragment-ordered tiles, so not for ``blob_reader`` (``config.AWQ_ONE_COPY``))."""
     from . import wgmma  # the plan-shaped rules ask the WGMMA path's planner (it imports this module)
@@ -363,6 +374,9 @@ def wgmma_min_m(bits: int, scaled: bool = False, awq: bool = False, weights: int
     if (awq and WGMMA_MIN_M_AWQ_MULTI_WAVE_DECODE is not None and small and not blob_reader
             and awq_decode_multi_wave(n, k, sm_count)):
         return WGMMA_MIN_M_AWQ_MULTI_WAVE_DECODE
+    if (awq and WGMMA_AWQ_SHORT_MAX_K is not None and small and not blob_reader and k <= WGMMA_AWQ_SHORT_MAX_K
+            and n * k <= WGMMA_AWQ_SHORT_MAX_WEIGHTS):
+        return DECODE_MAX_M + 1
     if (awq and WGMMA_MIN_M_AWQ_SMALL is not None and small and not blob_reader and k <= WGMMA_AWQ_SMALL_MAX_K
             and awq_decode_ctas(n) <= DECODE_CTAS_PER_SM * sm_count):
         return WGMMA_MIN_M_AWQ_SMALL
