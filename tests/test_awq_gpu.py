@@ -289,6 +289,7 @@ def test_repack_holds_no_second_copy_of_the_weight():
     """awq_repack unpacks to bytes in chunks of ~8M values and writes them straight into fragment order (session 48):
     its peak CUDA memory beyond its result stays below the weight's own size. Before, int32 nibbles of 2048-row
     chunks and a row-major copy of the whole weight coexisted with the result: ~5x the weight on top at 8192^2."""
+    from cute_kernels.formats.awq import unpack_int4
     from cute_kernels.weight_only import awq_repack
 
     ic = oc = 8192
@@ -305,6 +306,5 @@ def test_repack_holds_no_second_copy_of_the_weight():
     assert kw.w.numel() == oc * ic // 2  # 32 MB of codes
     assert extra < kw.w.numel(), (extra, kw.w.numel())
     rm = kw.row_major()[:64, :64]  # spot check the bytes against the unpacked checkpoint
-    from cute_kernels.formats.awq import unpack_int4
     q = unpack_int4(qweight[:128]).t()[:64]
     assert torch.equal(rm.long(), (q[:, 0::2] | (q[:, 1::2] << 4)).long())

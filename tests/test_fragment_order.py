@@ -82,10 +82,15 @@ def test_chunk_rows_bound_the_chunk_to_whole_steps_and_its_value_budget():
 
 
 @pytest.mark.parametrize("r,oc", [(3, 8), (64, 40), (5, 128)])
-def test_unpack_int4_bytes_equals_unpack_int4(r, oc):
-    from cute_kernels.formats.awq import unpack_int4_bytes
+def test_unpack_int4_bytes_against_shifts_of_the_words(r, oc):
+    """The byte-wise unpack against the words' arithmetic: column 8j + c of row i is nibble AWQ_REVERSE_ORDER[c] of
+    word (i, j), i.e. (word >> 4 * slot) & 0xF; unpack_int4 is the same values in int32."""
+    from cute_kernels.formats.awq import AWQ_REVERSE_ORDER, unpack_int4_bytes
 
     packed = torch.randint(-2**31, 2**31 - 1, (r, oc // 8), dtype=torch.int32)
+    shifts = torch.tensor([4 * p for p in AWQ_REVERSE_ORDER], dtype=torch.int64)
+    want = ((packed.long().unsqueeze(-1) >> shifts) & 0xF).reshape(r, oc)
     got = unpack_int4_bytes(packed)
     assert got.dtype == torch.uint8 and tuple(got.shape) == (r, oc)
-    assert torch.equal(got.long(), unpack_int4(packed).long())
+    assert torch.equal(got.long(), want)
+    assert unpack_int4(packed).dtype == torch.int32 and torch.equal(unpack_int4(packed).long(), want)

@@ -11,9 +11,15 @@ import time
 
 import torch
 
-from cute_kernels.formats.awq import unpack_int4
+from cute_kernels.formats.awq import AWQ_REVERSE_ORDER
 from cute_kernels.weight_only import awq_repack
 from cute_kernels.weight_only.fragment_order import padded_shape, to_fragment_order
+
+
+def unpack_int4_before(packed):
+    """formats.awq.unpack_int4 as of a38a5de: int32 shifts of every word (4 bytes per value in its temporaries)."""
+    shifts = torch.tensor([4 * p for p in AWQ_REVERSE_ORDER], dtype=torch.int32, device=packed.device)
+    return ((packed.unsqueeze(-1) >> shifts) & 0xF).reshape(packed.shape[0], -1)
 
 
 def repack_before(qweight, ic, oc):
@@ -22,7 +28,7 @@ def repack_before(qweight, ic, oc):
     w = torch.zeros(padded_shape(oc, icp // 2), dtype=torch.uint8, device=qweight.device)
     for r0 in range(0, ic, 2048):
         r1 = min(ic, r0 + 2048)
-        qt = unpack_int4(qweight[r0:r1]).t()
+        qt = unpack_int4_before(qweight[r0:r1]).t()
         w[:oc, r0 // 2:(r0 + qt.shape[1]) // 2] = (qt[:, 0::2] | (qt[:, 1::2] << 4)).to(torch.uint8)
     return to_fragment_order(w)
 

@@ -76,17 +76,14 @@ def pack_int4(u: torch.Tensor) -> torch.Tensor:
 
 
 def unpack_int4(packed: torch.Tensor) -> torch.Tensor:
-    """int32 [R, OC/8] in AutoAWQ order -> int32 [R, OC] values 0..15."""
-    R, W = packed.shape
-    shifts = torch.tensor([4 * p for p in AWQ_REVERSE_ORDER], dtype=torch.int32, device=packed.device)
-    # Arithmetic >> on negative words smears the sign bit, but & 0xF keeps only the wanted nibble.
-    return ((packed.unsqueeze(-1) >> shifts) & 0xF).reshape(R, W * PACK)
+    """int32 [R, OC/8] in AutoAWQ order -> int32 [R, OC] values 0..15 (``unpack_int4_bytes``, widened)."""
+    return unpack_int4_bytes(packed).to(torch.int32)
 
 
 def unpack_int4_bytes(packed: torch.Tensor) -> torch.Tensor:
-    """``unpack_int4`` into uint8: int32 [R, OC/8] in AutoAWQ order -> uint8 [R, OC] values 0..15, with temporaries
-    of 1 byte per value instead of 4 (the words read as their 4 little-endian bytes: slot 2b is byte b's low nibble,
-    slot 2b + 1 its high nibble)."""
+    """int32 [R, OC/8] in AutoAWQ order -> uint8 [R, OC] values 0..15, with temporaries of 1 byte per value (the
+    words read as their 4 little-endian bytes: nibble slot 2b is byte b's low nibble, slot 2b + 1 its high nibble;
+    column c of a word sits in slot ``AWQ_REVERSE_ORDER[c]``)."""
     R, W = packed.shape
     b = packed.contiguous().view(torch.uint8).view(R, W, 4)
     slots = torch.stack([b & 0xF, b >> 4], dim=-1).view(R, W, PACK)

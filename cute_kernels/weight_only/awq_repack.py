@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..formats.awq import unpack_int4, unpack_int4_bytes  # [R, OC/8] int32 -> [R, OC] nibbles
+from ..formats.awq import unpack_int4_bytes  # [R, OC/8] int32 -> [R, OC] nibbles (uint8)
 from ..plan_cache import cached_for_tensor
 from .fragment_order import from_fragment_order, padded_shape, write_columns
 
@@ -87,9 +87,8 @@ def repack(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor, gr
         if (r1 - r0) % 2:
             q = torch.cat([q, q.new_zeros(1, oc)])
         write_columns(w, (q[0::2] | (q[1::2] << 4)).t(), r0 // 2)  # [OC, rows / 2]: K pairs, low nibble even k
-    z = unpack_int4(qzeros)  # int32 [groups, OC]
-    return AwqKernelWeights(w=w, scales=scales.t().contiguous(),
-                            zeros=z.t().contiguous().to(torch.uint8),
+    z = unpack_int4_bytes(qzeros)  # uint8 [groups, OC]
+    return AwqKernelWeights(w=w, scales=scales.t().contiguous(), zeros=z.t().contiguous(),
                             in_features=ic, group=group, max_abs_scale=max_abs_scale(scales))
 
 

@@ -28,12 +28,9 @@ def padded_shape(n: int, row_bytes: int) -> tuple[int, int]:
 
 def to_fragment_order(w: torch.Tensor) -> torch.Tensor:
     """uint8 [N, R] row-major -> uint8 [N16, R64] in fragment order (module docstring); padding bytes are zero."""
-    n, r = w.shape
-    n16, r64 = padded_shape(n, r)
-    if (n16, r64) != (n, r):
-        w = F.pad(w, (0, r64 - r, 0, n16 - n))
-    tiles = w.reshape(n16 // TILE_ROWS, 2, 8, r64 // STEP_BYTES, 4, 16)  # (tile, half, g, step, t, byte)
-    return tiles.permute(0, 3, 1, 2, 4, 5).contiguous().view(n16, r64)
+    wf = torch.zeros(padded_shape(*w.shape), dtype=torch.uint8, device=w.device)
+    write_columns(wf, w, 0)
+    return wf
 
 
 def write_columns(wf: torch.Tensor, block: torch.Tensor, first_byte: int) -> None:
