@@ -296,6 +296,25 @@ def test_awq_register_plan_preload_stays_above_the_wait():
         blob_decode.BlobDecodeGemm(formats.format_by_key("awq_fma"), cutlass.Float16, cutlass.Float16, tile)
 
 
+def test_awq_prefetch_last_order_and_rule():
+    """Session 49 (``config.DECODE_PREFETCH_LAST_MAX_K``): AWQ's preloading register-plan tiles on layers with
+    K <= 4096 issue the rows' L2 prefetch (UBLKPF) after the preloaded step's loads, still before the PDL wait
+    (ACQBULK); other tiles keep it first. Deeper layers, ring tiles and the blob's reader (no preload) do not take it."""
+    for n, k, m, want in ((4096, 4096, 1, True), (4096, 4096, 4, True), (2048, 2048, 1, True),
+                          (4096, 2048, 4, True), (4096, 14336, 1, False), (14336, 4096, 1, False)):
+        tile = config.decode_tile("awq", m, n, 132, scaled=True, k=k)
+        assert tile.prefetch_last == want and config.tile_for_format("awq_fma", tile).prefetch_last == want, (n, k, m)
+    assert not config.decode_tile("awq", 1, 4096, 132, scaled=True, k=4096, blob_reader=True).prefetch_last
+    tile = config.tile_for_format("awq_fma", config.decode_tile("awq", m=1, n=4096, sm_count=132, scaled=True, k=4096))
+    assert "pflast" in tile.key and "pflast" not in replace(tile, prefetch_last=False).key
+    for last in (True, False):
+        s = summarize_cubin(compile_with_cubin("awq_fma", torch.float16, torch.float16, torch.float16,
+                                               replace(tile, prefetch_last=last)).artifacts.CUBIN)
+        head = s.text[:s.text.index("ACQBULK")]
+        prefetch, preload = head.index("UBLKPF"), head.index("LDG.E.NA.128")
+        assert (prefetch > preload) == last and s.text.count("UBLKPF") == 1 and not s.spills, last
+
+
 def test_awq_repack_reader_tiles_take_fragment_order_and_compile():
     """Session 45: every tile that reads AWQ's repack has TileShape.fragment_order (config.tile_for_format, and
     config.awq_repack_tile for forced tiles), with the 2 MB L2 prefetch where the dispatch's tile prefetches; the

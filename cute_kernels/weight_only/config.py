@@ -603,7 +603,22 @@ def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None
     if (fmt in DECODE_CTA_CAP_FORMATS and nt == 1 and ctas <= DECODE_CTAS_PER_SM * sm_count
             and tile.ring_bytes + tile.reduction_bytes <= TileShape.cap_smem_bytes(DECODE_CTAS_PER_SM)):
         tile = replace(tile, max_ctas_per_sm=DECODE_CTAS_PER_SM)
+    if (tile.preload_weights and tile.stages == 0 and prefetch and k is not None
+            and k <= DECODE_PREFETCH_LAST_MAX_K):
+        tile = replace(tile, prefetch_last=True)
     return tile
+
+
+# Register-plan decode tiles that preload (AWQ's) and prefetch their rows into L2 issue the prefetch after the
+# preloaded step's loads (``TileShape.prefetch_last``) on layers with K <= DECODE_PREFETCH_LAST_MAX_K: at most 4 K
+# steps per warp, so the first step is much of a warp's path. Session 49 (H100, awq_ablate44.py, ship against
+# o:prefetch_last=1 and a second build of the shipped tile as a control, CUDA-graph medians of 7-9 interleaved rounds
+# over 240 MB of rotating weights, fp16, outputs within 2e-4 of awq_gemm's), µs before -> after at 1 / 4 tokens:
+# 2048^2 2.74 / 2.82 -> 2.65 / 2.74, 3072^2 3.93 / 4.39 -> 3.81 / 4.25, 4096 x 2048 3.44 / 3.59 -> 3.34 / 3.48,
+# 4096^2 4.74 / 4.98 -> 4.68 / 4.92, 4.92 / 5.15 -> 4.87 / 5.11 and 4.71 / 4.88 -> 4.68 / 4.83 (three runs, the
+# controls within 1%); 4096 x 14336 12.79-12.90 / 12.95-13.01 -> 13.10-13.26 / 13.22-13.28 (slower: 14 steps per
+# warp). Archive session49/.
+DECODE_PREFETCH_LAST_MAX_K = 4096
 
 
 # Decode tiles whose first weight loads are issued before the PDL wait (``TileShape.preload_weights``; the contract

@@ -92,6 +92,9 @@ class TileShape:
     consecutive MMAs of a step do not wait for each other's results.
     fragment_order: w is stored in the order the threads read it (``fragment_order.py``: [N16, R64], each 16-row
     tile's K step 1 KB of consecutive bytes), so a warp's load of 8 rows x 64 bytes is 512 contiguous bytes.
+    prefetch_last: (with preload_weights and l2_prefetch_mb) the rows' L2 prefetch is issued after the preloaded
+    step's loads instead of before them, so those loads leave ~100 instructions sooner (the prefetch is a loop over
+    the rows; config.DECODE_PREFETCH_LAST_MAX_K says where that is faster).
     """
 
     nt: int
@@ -108,6 +111,7 @@ class TileShape:
     preload_weights: bool = False
     acc_chains: int = 1
     fragment_order: bool = False
+    prefetch_last: bool = False
 
     @property
     def rows_per_cta(self) -> int:
@@ -141,7 +145,7 @@ class TileShape:
                 self.swap_registers, self.fields_in_place, self.l2_prefetch_mb, self.max_ctas_per_sm) + (
                     ("preload",) if self.preload_weights else ()) + (
                     (("acc_chains", self.acc_chains),) if self.acc_chains != 1 else ()) + (
-                    ("frag",) if self.fragment_order else ())
+                    ("frag",) if self.fragment_order else ()) + (("pflast",) if self.prefetch_last else ())
 
     def validate(self) -> "TileShape":
         """Raise ValueError naming the field when the tile cannot launch (a caller-forced ``tile=``); else self."""
@@ -271,7 +275,8 @@ class WeightOnlyGemm:
         n0 = bx * tile.rows_per_cta + wn * (16 * nt)
         m0 = by * tile.tokens_per_cta
         row_bytes = w.shape[1]
-        if const_expr(tile.l2_prefetch_mb > 0):
+        prefetch_last = const_expr(tile.prefetch_last and tile.preload_weights)
+        if const_expr(tile.l2_prefetch_mb > 0 and not prefetch_last):
             self.prefetch_rows_l2(w, bx, tidx)
         wbuf = cute.make_rmem_tensor((tile.vectors * 4,), Uint32)
         slot0 = None
@@ -289,6 +294,8 @@ class WeightOnlyGemm:
             self.first_weight_loads(th, wbuf, slot0, wk, t, row_bytes)
             if params_first:
                 self.load_step_params(th, cur, wk, t, group_scales, zeros, group)
+            if const_expr(tile.l2_prefetch_mb > 0 and prefetch_last):
+                self.prefetch_rows_l2(w, bx, tidx)
         # Otherwise nothing in global memory is read before the previous grid on the stream has completed (any
         # input, weights included, may be its output). Our dependents may launch at once: they wait the same way.
         cute.arch.griddepcontrol_wait()
