@@ -299,11 +299,12 @@ def test_awq_register_plan_preload_stays_above_the_wait():
 def test_awq_prefetch_last_order_and_rule():
     """Session 49 (``config.DECODE_PREFETCH_LAST_MAX_K``): AWQ's preloading register-plan tiles on layers with
     K <= 4096 issue the rows' L2 prefetch (UBLKPF) after the preloaded step's loads, still before the PDL wait
-    (ACQBULK); other tiles keep it first. Deeper layers, ring tiles and the blob's reader (no preload) do not take it."""
+    (ACQBULK), in the fp16 one-fma format (``DECODE_PREFETCH_LAST_FORMATS``); other tiles keep it first. Deeper layers, ring tiles and the blob's reader (no preload) do not take it."""
     for n, k, m, want in ((4096, 4096, 1, True), (4096, 4096, 4, True), (2048, 2048, 1, True),
                           (4096, 2048, 4, True), (4096, 14336, 1, False), (14336, 4096, 1, False)):
         tile = config.decode_tile("awq", m, n, 132, scaled=True, k=k)
         assert tile.prefetch_last == want and config.tile_for_format("awq_fma", tile).prefetch_last == want, (n, k, m)
+        assert not config.tile_for_format("awq", tile).prefetch_last  # bf16's exact format keeps the prefetch first
     assert not config.decode_tile("awq", 1, 4096, 132, scaled=True, k=4096, blob_reader=True).prefetch_last
     tile = config.tile_for_format("awq_fma", config.decode_tile("awq", m=1, n=4096, sm_count=132, scaled=True, k=4096))
     assert "pflast" in tile.key and "pflast" not in replace(tile, prefetch_last=False).key

@@ -530,10 +530,13 @@ def awq_repack_tile(tile: TileShape) -> TileShape:
 def tile_for_format(fmt_key: str, tile: TileShape) -> TileShape:
     """The AWQ repack reader's tile for the format key a call runs: fragment order (``awq_repack_tile``) with
     ``AWQ_FRAGMENT_L2_PREFETCH_MB`` where the tile prefetches, and AWQ_DECODE_ACC_CHAINS accumulator sets for the
-    formats in AWQ_DECODE_ACC_CHAIN_FORMATS on decode tiles with one warp across on the register pipeline."""
+    formats in AWQ_DECODE_ACC_CHAIN_FORMATS on decode tiles with one warp across on the register pipeline; the
+    prefetch order of ``decode_tile`` (``prefetch_last``) only for the formats in DECODE_PREFETCH_LAST_FORMATS."""
     tile = awq_repack_tile(tile)
     if tile.l2_prefetch_mb:
         tile = replace(tile, l2_prefetch_mb=AWQ_FRAGMENT_L2_PREFETCH_MB)
+    if tile.prefetch_last and fmt_key not in DECODE_PREFETCH_LAST_FORMATS:
+        tile = replace(tile, prefetch_last=False)
     if fmt_key in AWQ_DECODE_ACC_CHAIN_FORMATS and tile.warps_n == 1 and tile.stages == 0 and tile.acc_chains == 1:
         return replace(tile, acc_chains=AWQ_DECODE_ACC_CHAINS)
     return tile
@@ -617,8 +620,11 @@ def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None
 # 2048^2 2.74 / 2.82 -> 2.65 / 2.74, 3072^2 3.93 / 4.39 -> 3.81 / 4.25, 4096 x 2048 3.44 / 3.59 -> 3.34 / 3.48,
 # 4096^2 4.74 / 4.98 -> 4.68 / 4.92, 4.92 / 5.15 -> 4.87 / 5.11 and 4.71 / 4.88 -> 4.68 / 4.83 (three runs, the
 # controls within 1%); 4096 x 14336 12.79-12.90 / 12.95-13.01 -> 13.10-13.26 / 13.22-13.28 (slower: 14 steps per
-# warp). Archive session49/.
+# warp). Archive session49/. bf16 (the exact ``awq`` format, same method, 7 rounds) gained nothing: 2048^2 2.60 /
+# 2.82 -> 2.60 / 2.85-2.99, 3072^2 4.10 / 4.11 -> 4.11-4.15 / 4.15-4.16, 4096^2 4.87 / 5.32 -> 4.97 / 5.26-5.29, so
+# ``tile_for_format`` applies it to the formats in DECODE_PREFETCH_LAST_FORMATS only (awq_fma: fp16 x).
 DECODE_PREFETCH_LAST_MAX_K = 4096
+DECODE_PREFETCH_LAST_FORMATS = ("awq_fma",)
 
 
 # Decode tiles whose first weight loads are issued before the PDL wait (``TileShape.preload_weights``; the contract
