@@ -14,8 +14,9 @@ import pytest
 import torch
 
 from cute_kernels.sass import summarize_cubin
-from cute_kernels.weight_only import config, formats, kernel
+from cute_kernels.weight_only import awq, config, formats, kernel
 from cute_kernels.weight_only.compile import compile_with_cubin
+from cute_kernels.weight_only.quantized_mm import check_group_scales
 
 _SOURCE_NAME = "WeightOnlyGemm"  # the kernel function's class, which the DSL puts in every mangled kernel name
 
@@ -79,15 +80,19 @@ def test_decode_l2_prefetch_rule_and_sass():
 
 def test_decode_cta_cap_rule_and_smem():
     """Session 12's rule: one-tile-per-warp decode tiles of the 4- and 8-bit formats on grids of <= 2 CTAs per SM run
-    at most 2 CTAs per SM (the launch asks for enough shared memory that a third does not fit); not 1/2-bit, AWQ,
-    larger tiles or multi-wave grids. The capped tiles compile with low register counts (the reason for the cap)."""
+    at most 2 CTAs per SM (the launch asks for enough shared memory that a third does not fit); not unscaled 1/2-bit,
+    larger tiles or multi-wave grids. Session 50's: AWQ's and grouped 1/2-bit tiles of <= 8 tokens too, where their
+    shared memory leaves room (DECODE_CTA_CAP_GROUPED_FORMATS). The capped tiles compile with low register counts
+    (the reason for the cap)."""
     capped = [(4, 1, 4096, 4096, False), (4, 8, 4096, 4096, True), (4, 1, 4096, 14336, True),
-              (8, 16, 4096, 4096, False), (8, 1, 4096, 14336, False)]
+              (8, 16, 4096, 4096, False), (8, 1, 4096, 14336, False), ("awq", 1, 4096, 4096, True),
+              ("awq", 8, 4096, 14336, True), ("awq", 1, 14336, 4096, True), (2, 1, 4096, 14336, True),
+              (1, 8, 4096, 4096, True)]
     for fmt, m, n, k, scaled in capped:
         assert config.decode_tile(fmt, m, n, 132, scaled=scaled, k=k).max_ctas_per_sm == 2, (fmt, m, n, k)
-    for fmt, m, n, k, scaled in ((2, 1, 4096, 4096, False), (1, 4, 4096, 4096, False), ("awq", 1, 4096, 4096, True),
-                                 (8, 1, 8192, 8192, False), (4, 1, 8192, 8192, False), (4, 16, 4096, 4096, False),
-                                 (4, 16, 8192, 8192, True)):
+    for fmt, m, n, k, scaled in ((2, 1, 4096, 4096, False), (1, 4, 4096, 4096, False), ("awq", 16, 14336, 4096, True),
+                                 ("awq", 12, 4096, 4096, True), (8, 1, 8192, 8192, False), (4, 1, 8192, 8192, False),
+                                 (4, 16, 4096, 4096, False), (4, 16, 8192, 8192, True)):
         assert config.decode_tile(fmt, m, n, 132, scaled=scaled, k=k).max_ctas_per_sm == 0, (fmt, m, n, k)
     smem = kernel.TileShape.cap_smem_bytes(2) + kernel.SMEM_RESERVED_PER_CTA
     assert 2 * smem <= kernel.SM90_SMEM_PER_SM < 3 * smem
@@ -98,6 +103,34 @@ def test_decode_cta_cap_rule_and_smem():
         replace(tile, stages=4, nt=4, max_ctas_per_sm=2).launch_smem_bytes()
     s = _sass("int4", torch.bfloat16, None, tile)
     assert max(s.kernels.values()) <= 85 and not s.spills  # registers for > 2 CTAs of 256 threads: the cap matters
+
+
+def test_group_index_multiplier_is_exact():
+    """kernel.group_of's arithmetic (floor(k / 32) * group_multiplier(group) >> 30) equals k // group at every K
+    offset the kernels form (multiples of 16) for groups that are multiples of 32, up to GROUP_INDEX_MAX_K; the host
+    refuses longer K with more than one group."""
+    k_max = kernel.GROUP_INDEX_MAX_K
+    for group in (32, 64, 96, 128, 160, 256, 1024, 4096, 32 * 997, k_max // 2):
+        mul = kernel.group_multiplier(group)
+        step = max(1, k_max // group // 64)
+        ks = [j * group + d for j in range(0, k_max // group + 1, step) for d in (-32, -16, 0, 16)]
+        ks += [k_max - 16, k_max]
+        for k in (k for k in ks if 0 <= k <= k_max):
+            assert ((k >> 5) * mul) >> kernel.GROUP_MUL_SHIFT == k // group, (group, k)
+    with pytest.raises(ValueError, match="K <= "):
+        check_group_scales(torch.ones(8, 2), 8, k_max + 64)  # two groups of 2^19 + 32
+    with pytest.raises(ValueError, match="IC <= "):
+        awq._check_group(64, k_max + 64)
+
+
+def test_decode_loop_has_no_integer_division():
+    """The K loop of a grouped decode tile finds its groups without a division (kernel.group_of): no IABS, the
+    signature of a signed integer division, in the block that holds the MMAs."""
+    tile = config.tile_for_format("awq_fma", config.awq_repack_tile(config.decode_tile("awq", 1, 4096, 132, k=14336)))
+    text = _sass("awq_fma", torch.float16, torch.float16, tile).text
+    blocks = re.split(r"\n\s*\.L_x_\d+:", text)
+    loops = [b for b in blocks if "HMMA" in b and "BRA" in b]
+    assert loops and all("IABS" not in b for b in loops)
 
 
 def test_scaled_16_token_short_k_split_rule():

@@ -238,7 +238,7 @@ def emulated(memory: Memory):
         cp_async_commit=lambda: None, cp_async_wait=lambda n: None)
     fake_cutlass = types.SimpleNamespace(min=np.minimum)
     saved = {name: getattr(ptx_mod, name) for name in fake_ptx}
-    saved_k = {n: getattr(kernel_mod, n) for n in ("Int64", "Uint32", "Float32", "cutlass")}
+    saved_k = {n: getattr(kernel_mod, n) for n in ("Int64", "Uint32", "Float32", "cutlass", "group_of")}
     saved_f = fmt_mod.Float32
     try:
         for name, fn in fake_ptx.items():
@@ -246,6 +246,9 @@ def emulated(memory: Memory):
         kernel_mod.Int64 = lambda v: np.asarray(v, dtype=np.int64)
         kernel_mod.Uint32 = lambda v: u32(v.arr if isinstance(v, _Value) else v)
         kernel_mod.cutlass = fake_cutlass
+        # the same multiply-and-shift as kernel.group_of, on int64 lane vectors
+        kernel_mod.group_of = (lambda k, mul: (np.asarray(k, dtype=np.int64) >> 5) * int(mul)
+                               >> kernel_mod.GROUP_MUL_SHIFT)
         kernel_mod.Float32 = np.float32
         fmt_mod.Float32 = np.float32
         yield
@@ -282,6 +285,7 @@ def run_kernel(k: "kernel_mod.WeightOnlyGemm", x: torch.Tensor, w: torch.Tensor,
     GS = None if group_scales is None else MockTensor(group_scales, mem)
     Z = None if zeros is None else MockTensor(zeros, mem)
     tile = k.tile
+    group = kernel_mod.group_multiplier(group)  # what the launch hands the kernel in place of the group size
     M, N = x.shape[0], w.shape[0]
     n_steps = -(-w.shape[1] // 64)
     lane = np.arange(LANES)

@@ -13,8 +13,11 @@ max|ref| where the summation order moves) before timing:
   nox       no activation loads (constant x words)
   noxp      neither: only the weight stream is loaded
   now       no weight loads (constant weight words): x and the parameters only
+  noload    (session 50) none of the three: the arithmetic, the launch and the epilogue alone
   accC      the dispatch's tile with TileShape.acc_chains = C (C accumulator chains; the sum order moves: checked to
             1e-3 of max|ref|); since session 44 the dispatch gives AWQ's one-warp-across tiles 2 (acc1 = before)
+  olddiv    (session 50) the group index by a division per K step and no CTA cap: AWQ's decode tiles before
+            kernel.group_of and config.DECODE_CTA_CAP_GROUPED_FORMATS; olddivcap the same with the cap
   nozf      x loads without zero-filling predicated-off lanes (exact at these K: checked); nozf_acc2 with acc2
   p1line    (session 45) the parameter loads of all 16 rows of a tile read its first row (one L1 line per warp
             load instead of 8; an ablation)
@@ -52,7 +55,7 @@ from cute_kernels import arch
 from cute_kernels.bench import graph_time_us
 from cute_kernels.weight_only import awq_gemm, awq_repack, compile as wo_compile, config, formats, ptx
 from cute_kernels.weight_only.awq import decode_format
-from cute_kernels.weight_only.kernel import WeightOnlyGemm
+from cute_kernels.weight_only.kernel import WeightOnlyGemm, group_of
 from cute_kernels.weight_only.quantized_mm import use_promoted_scales
 
 CALLS = 16
@@ -83,7 +86,7 @@ def ablated(no_x=False, no_params=False, no_weights=False, one_line_params=False
             k_chunk = step * (4 * vpv) + t * vpv
             if const_expr(self.scale_dtype is not None):
                 for blk in range(self.blocks):
-                    gi = cutlass.min((k_chunk + 32 * blk) // group, group_scales.shape[1] - 1)
+                    gi = cutlass.min(group_of(k_chunk + 32 * blk, group), group_scales.shape[1] - 1)
                     for r in range(tile.row_slots):
                         row = th["rows"][r]
                         if const_expr(no_params):
@@ -98,6 +101,25 @@ def ablated(no_x=False, no_params=False, no_weights=False, one_line_params=False
                                 buf["z"][blk * tile.row_slots + r] = Uint32(zeros[row, gi])
 
     return Ablated
+
+
+class OldDivision(WeightOnlyGemm):
+    """(session 50) the group index by an integer division per K step, as before kernel.group_of: the group size is
+    recovered from the multiplier once (exact for power-of-two groups) and divided by at every step."""
+
+    def load_step_params(self, th, buf, step, t, group_scales, zeros, group_mul):
+        fmt, tile = self.fmt, self.tile
+        vpv = fmt.values_per_vector
+        k_chunk = step * (4 * vpv) + t * vpv
+        group = 32 * ((1 << 30) // group_mul)
+        if const_expr(self.scale_dtype is not None):
+            for blk in range(self.blocks):
+                gi = cutlass.min((k_chunk + 32 * blk) // group, group_scales.shape[1] - 1)
+                for r in range(tile.row_slots):
+                    row = th["rows"][r]
+                    buf["s"][blk * tile.row_slots + r] = group_scales[row, gi].to(Float32)
+                    if const_expr(fmt.has_zeros):
+                        buf["z"][blk * tile.row_slots + r] = Uint32(zeros[row, gi])
 
 
 class NoZeroFill(WeightOnlyGemm):
@@ -146,8 +168,9 @@ class _InPlaceFmaProbe(formats.AwqInt4OneFma):
 
 VARIANTS = {"ship": WeightOnlyGemm, "shipcap": WeightOnlyGemm, "nop": ablated(no_params=True),
             "nox": ablated(no_x=True), "noxp": ablated(no_x=True, no_params=True), "now": ablated(no_weights=True),
+            "noload": ablated(no_x=True, no_params=True, no_weights=True),
             "acc1": WeightOnlyGemm, "acc2": WeightOnlyGemm, "acc4": WeightOnlyGemm, "nozf": NoZeroFill,
-            "nozf_acc2": NoZeroFill}
+            "nozf_acc2": NoZeroFill, "olddiv": OldDivision, "olddivcap": OldDivision}
 TILE_OVERRIDES = {"acc1": {"acc_chains": 1}, "acc2": {"acc_chains": 2}, "acc4": {"acc_chains": 4},
                   "nozf_acc2": {"acc_chains": 2}}
 VARIANTS.update(p1line=ablated(one_line_params=True), rowmajor=WeightOnlyGemm, inplace_probe=InPlaceProbe,
@@ -160,9 +183,11 @@ for _mb in (0, 1, 2, 3, 4, 8):
 # the two warps of a K step read the same x run at the same time.
 VARIANTS["wn2k8"] = WeightOnlyGemm
 TILE_OVERRIDES["wn2k8"] = {"warps_n": 2, "warps_k": 8}
-EXACT = ("ship", "nozf")  # run on the dispatch's tile itself (the others not in TILE_OVERRIDES: capped at 2 CTAs)
+# run on the dispatch's tile itself (the others not in TILE_OVERRIDES: capped at 2 CTAs)
+EXACT = ("ship", "nozf")
+TILE_OVERRIDES.update(olddiv={"max_ctas_per_sm": 0}, olddivcap={"max_ctas_per_sm": 2})  # olddiv: as shipped before
 # wrong results by design: not checked
-ABLATIONS = ("nop", "nox", "noxp", "now", "p1line", "inplace_probe", "xcontig_probe")
+ABLATIONS = ("nop", "nox", "noxp", "now", "noload", "p1line", "inplace_probe", "xcontig_probe")
 
 
 def build(variant, fmt_key, dtype, tile, promote):

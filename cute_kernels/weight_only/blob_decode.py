@@ -41,7 +41,7 @@ from cutlass import Float32, Int32, Int64, Uint32, const_expr
 
 from . import ptx
 from .formats import WeightFormat
-from .kernel import StepOperands, TileShape, WeightOnlyGemm
+from .kernel import StepOperands, TileShape, WeightOnlyGemm, group_of
 
 BLOCK_ROWS = 64  # rows of one blob block (the WGMMA path's warpgroup)
 K_TILE = 64  # K values of one blob K-tile
@@ -238,7 +238,7 @@ class BlobDecodeGemm(WeightOnlyGemm):
     def step_operands(self):
         return _BlobStepOperands(params=self.tile.nt * 2 * 2 * self.words_per_group)
 
-    def load_step_operands(self, x: cute.Tensor, th, buf, step, t: Int32, params, zeros, group: Int32):
+    def load_step_operands(self, x: cute.Tensor, th, buf, step, t: Int32, params, zeros, group_mul: Int32):
         """Stage K step ``step``'s x (x_stage "step") and load its parameter words into registers: per vector
         v = 2 j + r and row slot rr, W words at (2 v + rr) W (only K-tile 2 step's with ``group_per_step``)."""
         if const_expr(self.x_stage == "step"):
@@ -248,7 +248,7 @@ class BlobDecodeGemm(WeightOnlyGemm):
         n_last = params.shape[1] - 1
         for j in range(self.tile.nt):
             for r in range(1 if const_expr(self.group_per_step) else 2):
-                gi = cutlass.min(((2 * step + r) * K_TILE) // group, groups - 1)
+                gi = cutlass.min(group_of((2 * step + r) * K_TILE, group_mul), groups - 1)
                 for rr in range(2):
                     row = cutlass.min(th["rows"][2 * j + rr], n_last)
                     for i in range(wpg):

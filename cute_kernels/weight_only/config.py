@@ -480,6 +480,24 @@ DECODE_L2_PREFETCH_ONE_WAVE = ("awq",)  # formats that take it on N < K layers w
 # grids (8-bit 14336 x 4096 and 8192^2 at M <= 8: 10-17% slower, fewer CTAs resident), AWQ (>= 90 registers: 2 per SM
 # already).
 DECODE_CTA_CAP_FORMATS = (4, 8)
+# Session 50 (H200): once the group index became a multiply (kernel.group_of, instead of a division per K step)
+# decode tiles with group parameters need fewer registers - AWQ at 1-8 tokens on 4096 x 14336 and 14336 x 4096
+# 98-110 -> 80, int2 g128 on 4096 x 14336 90 -> 80 - which lets a third 256-thread CTA onto an SM, and the grids,
+# sized for DECODE_CTAS_PER_SM, then ran up to 1.4x slower. So AWQ's and grouped 1/2-bit tiles of <= 8 tokens are
+# capped where their shared memory leaves room for it (above it they fit two per SM anyway). Measured, µs at 1 / 4 /
+# 8 tokens, CUDA-graph medians of 5-7 interleaved rounds over rotating weights beyond L2:
+# * AWQ, fp16 x (awq_ablate44.py: before = olddiv, the division and no cap; uncapped = o:max_ctas_per_sm=0):
+#   4096 x 14336 before 11.83 / 11.92 / 13.24, uncapped 15.52 / 15.44 / 16.90, capped 10.97 / 11.42 / 13.50;
+#   14336 x 4096 13.39 / 13.45 / 16.94, 17.70 / 17.95 / 23.32, 12.73 / 13.10 / 16.83; 4096^2 4.62 / 5.00 / 5.58,
+#   4.47 / 4.73 / 5.34, 4.46 / 4.74 / 5.39 (8192^2 decode 18.33 -> 13.78 at one token; its dispatch is WGMMA).
+# * int1 / int2 g128 (wo_cap50.py, uncapped -> capped): 4096 x 14336 int1 13.22 / 16.23 / 27.90 -> 10.36 / 12.67 /
+#   20.28, int2 13.87 / 17.31 / 28.98 -> 12.23 / 14.26 / 20.81; 4096^2 int1 4.79 / 6.13 / 9.49 -> 3.87 / 4.73 /
+#   7.19, int2 5.26 / 6.50 / 9.80 -> 4.39 / 5.05 / 7.42 (the code before the change not timed for these).
+# Not at 9-16 tokens: there the AWQ tiles were not faster capped (14336 x 4096 at 16 tokens: 22.1 µs, the tile's
+# bf16-exact build crossing 128 registers, against 17.7 before; that layer's dispatch is WGMMA from one token). Not
+# the SM90 blob reader's tiles (config.AWQ_ONE_COPY, not measured).
+DECODE_CTA_CAP_GROUPED_FORMATS = ("awq", 1, 2)
+DECODE_CTA_CAP_GROUPED_MAX_M = 8
 
 # Session 43 (H100, awq_ring43.py, data archive session44/moved/: forced tiles through awq_gemm, CUDA-graph medians of 5
 # interleaved rounds over 240 MB of rotating weight sets, float64-checked): AWQ's 1-8 token tiles with 4 warps side by
@@ -562,7 +580,8 @@ def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None
     """The decode tile of ``decode_plan(fmt, m, scaled)``; ``ring`` / ``x_ahead`` / ``token_major`` /
     ``swap_registers`` / ``fields_in_place`` override it. ``k`` (the reduction length) enables the side-by-side warps
     of multi-wave grids (``side_by_side_warps``) and of short-K layers at 9-16 tokens (``SCALED_16_SPLIT_MAX_K_STEPS``);
-    small one-tile grids get the CTA cap (``DECODE_CTA_CAP_FORMATS``). AWQ tiles with 4 warps side by side run from
+    small one-tile grids get the CTA cap (``DECODE_CTA_CAP_FORMATS``), and so do AWQ's and grouped 1/2-bit tiles of
+    <= 8 tokens (``DECODE_CTA_CAP_GROUPED_FORMATS``). AWQ tiles with 4 warps side by side run from
     the cp.async ring (``AWQ_SIDE_BY_SIDE_RING``) unless ``blob_reader`` (the SM90 blob's reader, ``blob_decode.py``,
     runs the register pipeline only). The accumulator sets of ``tile_for_format`` are the call's to add."""
     plan = decode_plan(fmt, m, scaled)
@@ -604,6 +623,10 @@ def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None
                                                                       and not blob_reader)))
     ctas = -(-n // tile.rows_per_cta) * (-(-m // tile.tokens_per_cta) if token_major else 1)
     if (fmt in DECODE_CTA_CAP_FORMATS and nt == 1 and ctas <= DECODE_CTAS_PER_SM * sm_count
+            and tile.ring_bytes + tile.reduction_bytes <= TileShape.cap_smem_bytes(DECODE_CTAS_PER_SM)):
+        tile = replace(tile, max_ctas_per_sm=DECODE_CTAS_PER_SM)
+    if ((scaled or fmt == "awq") and fmt in DECODE_CTA_CAP_GROUPED_FORMATS and m <= DECODE_CTA_CAP_GROUPED_MAX_M
+            and not blob_reader and not tile.max_ctas_per_sm
             and tile.ring_bytes + tile.reduction_bytes <= TileShape.cap_smem_bytes(DECODE_CTAS_PER_SM)):
         tile = replace(tile, max_ctas_per_sm=DECODE_CTAS_PER_SM)
     if (tile.preload_weights and tile.stages == 0 and prefetch and k is not None

@@ -57,6 +57,29 @@ from .activations import activation_operand
 from .formats import WeightFormat
 
 
+# Group index of a K offset without an integer division. The kernels get ``group_multiplier(group)`` instead of the
+# group size and find k's group with a multiply and a shift (``group_of``): a runtime divisor cost ~17 SASS
+# instructions a K step in the decode loops (a sign-correcting division), 8% of the fp16 AWQ decode loop's 213
+# (session 50, H200: those tiles are bound by issue, docs/weight_only.md). Exact while (k / 32) * (group / 32) <
+# 2^GROUP_MUL_SHIFT, which ``GROUP_INDEX_MAX_K`` keeps for every layer of more than one group.
+GROUP_MUL_SHIFT = 30
+GROUP_INDEX_MAX_K = 1 << 20
+
+
+def group_multiplier(group):
+    """(host code of a ``cute.jit``, or Python ints) ceil(2^30 / d) with d = group // 32 (at least 1): what the
+    kernels take in place of the group size. Groups are multiples of 32 or a single group (whose index the kernels
+    clamp to 0 anyway)."""
+    d = cutlass.max(group // 32, 1) if not isinstance(group, int) else max(group // 32, 1)
+    return ((1 << GROUP_MUL_SHIFT) + d - 1) // d
+
+
+def group_of(k, group_mul):
+    """floor(k / group) for a K offset k >= 0, given ``group_multiplier(group)``: floor(k / 32) * mul >> 30, which
+    equals floor(floor(k / 32) / d) while floor(k / 32) * d < 2^30."""
+    return Int32((Int64(k >> 5) * Int64(group_mul)) >> GROUP_MUL_SHIFT)
+
+
 SM90_SMEM_PER_SM = 228 * 1024  # shared memory of an H100 / H200 SM, which its CTAs share
 SMEM_RESERVED_PER_CTA = 1024  # the driver's reservation per CTA
 SM90_MAX_SMEM_PER_CTA = 227 * 1024  # the most dynamic shared memory one CTA can ask for
@@ -253,13 +276,14 @@ class WeightOnlyGemm:
         # Programmatic dependent launch: the grid may be scheduled while the previous kernel on the stream drains
         # (its launch latency hides behind that kernel's tail); the kernel waits for it before touching memory.
         grid = [grid_m, grid_n, 1] if const_expr(tile.token_major) else [grid_n, grid_m, 1]
-        self.kernel(x, w, out, scale, group_scales, zeros, group, bias).launch(
+        # the kernel divides by the group size through its multiplier (group_of)
+        self.kernel(x, w, out, scale, group_scales, zeros, group_multiplier(group), bias).launch(
             grid=grid, block=[tile.threads, 1, 1], stream=stream, use_pdl=True, smem=tile.launch_smem_bytes())
 
     # ---------------------------------------------------------------------------------------------- device side
     @cute.kernel
     def kernel(self, x: cute.Tensor, w: cute.Tensor, out: cute.Tensor, scale: Float32, group_scales, zeros,
-               group: Int32, bias):
+               group_mul: Int32, bias):
         tile = self.tile
         nt, mt, wk_count = tile.nt, tile.mt, tile.warps_k
         tidx, _, _ = cute.arch.thread_idx()
@@ -293,7 +317,7 @@ class WeightOnlyGemm:
             th = self.thread_setup(x, w, n0, m0, g, t, self.true_rows(out))
             self.first_weight_loads(th, wbuf, slot0, wk, t, row_bytes)
             if params_first:
-                self.load_step_params(th, cur, wk, t, group_scales, zeros, group)
+                self.load_step_params(th, cur, wk, t, group_scales, zeros, group_mul)
             if const_expr(tile.l2_prefetch_mb > 0 and prefetch_last):
                 self.prefetch_rows_l2(w, bx, tidx)
         # Otherwise nothing in global memory is read before the previous grid on the stream has completed (any
@@ -309,7 +333,7 @@ class WeightOnlyGemm:
         if const_expr(params_first):
             self.load_step_x(x, th, cur, wk, t)
         elif const_expr(tile.x_ahead):
-            self.load_step_operands(x, th, cur, wk, t, group_scales, zeros, group)
+            self.load_step_operands(x, th, cur, wk, t, group_scales, zeros, group_mul)
         if const_expr(not tile.preload_weights):
             slot0 = self.ring_slot(tidx)
             self.first_weight_loads(th, wbuf, slot0, wk, t, row_bytes)
@@ -325,20 +349,20 @@ class WeightOnlyGemm:
                 step = wk + 2 * i * wk_count
                 self.load_weights(th, w_next, step + wk_count, t, row_bytes)
                 if const_expr(tile.x_ahead):
-                    self.load_step_operands(x, th, nxt, step + wk_count, t, group_scales, zeros, group)
+                    self.load_step_operands(x, th, nxt, step + wk_count, t, group_scales, zeros, group_mul)
                 else:
-                    self.load_step_operands(x, th, cur, step, t, group_scales, zeros, group)
+                    self.load_step_operands(x, th, cur, step, t, group_scales, zeros, group_mul)
                 self.mma_step(x, th, wbuf, cur, acc, step, t)
                 self.load_weights(th, wbuf, step + 2 * wk_count, t, row_bytes)
                 if const_expr(tile.x_ahead):
-                    self.load_step_operands(x, th, cur, step + 2 * wk_count, t, group_scales, zeros, group)
+                    self.load_step_operands(x, th, cur, step + 2 * wk_count, t, group_scales, zeros, group_mul)
                 else:
-                    self.load_step_operands(x, th, nxt, step + wk_count, t, group_scales, zeros, group)
+                    self.load_step_operands(x, th, nxt, step + wk_count, t, group_scales, zeros, group_mul)
                 self.mma_step(x, th, w_next, nxt, acc, step + wk_count, t)
             for _ in cutlass.range(n_mine % 2, unroll=1):  # an odd count: its last step is in wbuf / cur
                 step = wk + (n_mine - 1) * wk_count
                 if const_expr(not tile.x_ahead):
-                    self.load_step_operands(x, th, cur, step, t, group_scales, zeros, group)
+                    self.load_step_operands(x, th, cur, step, t, group_scales, zeros, group_mul)
                 self.mma_step(x, th, wbuf, cur, acc, step, t)
         elif const_expr(tile.stages == 0):
             # Register double buffer with a copy: fewer live registers in the unrolled body (the 32-token
@@ -347,7 +371,7 @@ class WeightOnlyGemm:
             for step in cutlass.range(wk, n_steps, wk_count, unroll=1):
                 self.load_weights(th, w_next, step + wk_count, t, row_bytes)
                 self.load_step_operands(x, th, nxt, step + wk_count if const_expr(tile.x_ahead) else step, t,
-                                        group_scales, zeros, group)
+                                        group_scales, zeros, group_mul)
                 self.mma_step(x, th, wbuf, cur, acc, step, t)
                 wbuf.store(w_next.load())
                 if const_expr(tile.x_ahead):
@@ -357,7 +381,7 @@ class WeightOnlyGemm:
             for i in cutlass.range(0, n_iter, 1, unroll=1):
                 step = wk + i * wk_count
                 self.load_step_operands(x, th, nxt, step + wk_count if const_expr(tile.x_ahead) else step, t,
-                                        group_scales, zeros, group)
+                                        group_scales, zeros, group_mul)
                 ptx.cp_async_wait(tile.stages - 2)  # this thread's step i has landed
                 self.read_ring(wbuf, slot0, i % tile.stages)
                 # Refill the slot read one iteration ago with the step stages - 1 ahead.
@@ -511,14 +535,15 @@ class WeightOnlyGemm:
         scales the whole step lies in one group: one context."""
         return 1 if self.promote else max(1, self.fmt.values_per_vector // 32)
 
-    def load_step_operands(self, x: cute.Tensor, th, buf, step, t: Int32, group_scales, zeros, group: Int32):
+    def load_step_operands(self, x: cute.Tensor, th, buf, step, t: Int32, group_scales, zeros,
+                           group_mul: Int32):
         """Registers <- what K step ``step`` needs besides the weights: with group scales, the (row, 32-value block)
         scales and zero points; with ``x_ahead``, this thread's K run of x for each of its token tiles (zeros past K
         or M). Without ``x_ahead`` the MMA loop loads each word's x run just before its MMAs instead (``x_run``):
         fewer live registers, which the 32-token tensor-core tiles need."""
         if const_expr(self.tile.x_ahead):
             self.load_step_x(x, th, buf, step, t)
-        self.load_step_params(th, buf, step, t, group_scales, zeros, group)
+        self.load_step_params(th, buf, step, t, group_scales, zeros, group_mul)
 
     def load_step_x(self, x: cute.Tensor, th, buf, step, t: Int32):
         """``x_ahead``'s registers <- this thread's K run of x of step ``step`` for each of its token tiles."""
@@ -529,7 +554,7 @@ class WeightOnlyGemm:
                 for j in range(4):
                     buf["x"][i * run + v + j] = words[j]
 
-    def load_step_params(self, th, buf, step, t: Int32, group_scales, zeros, group: Int32):
+    def load_step_params(self, th, buf, step, t: Int32, group_scales, zeros, group_mul: Int32):
         """Registers <- the group scales and zero points of K step ``step``'s (row, 32-value block)s, if any."""
         fmt, tile = self.fmt, self.tile
         vpv = fmt.values_per_vector
@@ -537,7 +562,7 @@ class WeightOnlyGemm:
         if self.scale_dtype is not None:
             for blk in range(self.blocks):
                 # Groups are >= 32 values and 32-aligned, and a word holds <= 32 values: one context per block.
-                gi = cutlass.min((k_chunk + 32 * blk) // group, group_scales.shape[1] - 1)  # past K: x is 0
+                gi = cutlass.min(group_of(k_chunk + 32 * blk, group_mul), group_scales.shape[1] - 1)  # past K: x is 0
                 for r in range(tile.row_slots):
                     row = th["rows"][r]
                     buf["s"][blk * tile.row_slots + r] = group_scales[row, gi].to(Float32)
