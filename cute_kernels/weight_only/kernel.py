@@ -36,7 +36,8 @@ Data path (per warp; g = lane / 4, t = lane % 4 - the mma.sync fragment coordina
       when every K step lies inside one group (group % (512 / bits) == 0, e.g. AWQ's G = 128 at 4 bits) - applied to
       the fp32 partial sums instead: each step's MMAs accumulate unscaled codes (exact small integers; AWQ's
       ``u - z`` too) into fresh registers, which one fma per accumulator then adds in at s[row, group]. That drops a
-      packed multiply per weight pair from the decode, and the scale is never rounded to 16 bits.
+      packed multiply per weight pair from the decode, and the scale is never rounded to 16 bits. A K offset's group
+      is found by a multiply and a shift (``group_of``; the launch turns the group size into its multiplier).
     * epilogue: fp32 accumulators * scale -> out dtype, predicated scalar stores (rows >= N, tokens >= M dropped).
 
 Two tile families use it (``config.py``): the decode path (M <= 16: 1-2 token tiles, 8 warps of split-K, meant to be
