@@ -37,7 +37,7 @@ from ..formats.awq import awq_dequantize_reference, check_awq_tensors
 from ..plan_cache import PlanCache
 from . import awq_repack, awq_sm90, config, wgmma
 from .compile import compile_awq_dequantize
-from .kernel import GROUP_INDEX_MAX_K, TileShape
+from .kernel import TileShape, check_group_index_k
 from .quantized_mm import (aligned_copy, check_out, launch, out_needs_copy, pad_x, use_promoted_scales,
                            warm_bias_ok, warm_out, x_needs_copy)
 
@@ -68,9 +68,7 @@ def _check_awq(qweight, scales, qzeros) -> tuple[int, int, int]:
 def _check_group(group: int, ic: int) -> None:
     if group % 32 != 0 and group != ic:
         raise ValueError(f"group size G = IC / scales.shape[0] = {group} must be a multiple of 32 or all of IC = {ic}")
-    if group < ic and ic > GROUP_INDEX_MAX_K:
-        raise ValueError(f"IC = {ic} with more than one group: the kernels take IC <= {GROUP_INDEX_MAX_K} "
-                         "(kernel.group_of)")
+    check_group_index_k(ic, -(-ic // group), "IC")
 
 
 def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor,

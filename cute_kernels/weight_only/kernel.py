@@ -75,6 +75,13 @@ def group_multiplier(group):
     return ((1 << GROUP_MUL_SHIFT) + d - 1) // d
 
 
+def check_group_index_k(k: int, groups: int, k_name: str = "K") -> None:
+    """The hosts' guard of ``group_of``'s range: K <= GROUP_INDEX_MAX_K wherever there is more than one group."""
+    if groups > 1 and k > GROUP_INDEX_MAX_K:
+        raise ValueError(f"{k_name} = {k} with more than one group: the kernels take {k_name} <= {GROUP_INDEX_MAX_K} "
+                         "(kernel.group_of)")
+
+
 def group_of(k, group_mul):
     """floor(k / group) for a K offset k >= 0, given ``group_multiplier(group)``: floor(k / 32) * mul >> 30, which
     equals floor(floor(k / 32) / d) while floor(k / 32) * d < 2^30."""

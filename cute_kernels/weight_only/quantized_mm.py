@@ -49,7 +49,7 @@ from ..plan_cache import PlanCache
 from . import config, wgmma
 from .compile import compile_dequantize, compile_weight_only
 from .formats import format_by_key
-from .kernel import GROUP_INDEX_MAX_K, TileShape, promotes_scales
+from .kernel import TileShape, check_group_index_k, promotes_scales
 
 X_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 DENSE_DTYPES = (torch.float16, torch.bfloat16)  # dense weights and the x dtypes of the dense path
@@ -88,9 +88,7 @@ def check_group_scales(group_scales: torch.Tensor, n: int, k: int) -> int:
     if group_scales.shape[0] != n or groups == 0 or k % groups != 0 or (k // groups) % 32 != 0:
         raise ValueError(f"group_scales must have shape [N, K / group] = [{n}, K / group] with group a multiple of "
                          f"32 that divides K = {k}; got {tuple(group_scales.shape)}")
-    if groups > 1 and k > GROUP_INDEX_MAX_K:
-        raise ValueError(f"K = {k} with more than one group: the kernels take K <= {GROUP_INDEX_MAX_K} "
-                         "(kernel.group_of)")
+    check_group_index_k(k, groups)
     checks.check_inner_contiguous("group_scales", group_scales)
     return k // groups
 
