@@ -84,6 +84,38 @@ def test_awq_side_by_side_ring_tile(dtype, M, OC, IC):
     assert _err(out[:, cols], ref) < TOL[dtype]
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("M,OC,IC,row_tiles", [(1, 4616, 2048, 3), (5, 9736, 1024, 5), (8, 11008, 1152, 6),
+                                               (3, 13832, 5120, 7), (2, 16888, 4352, 8)])
+def test_awq_one_cta_per_sm_tile(dtype, M, OC, IC, row_tiles):
+    """config.one_cta_per_sm_warps (session 51): a multi-wave AWQ decode grid becomes one CTA per SM with
+    ``row_tiles`` 16-row tiles side by side and 3-8 warps along K (the warps' K steps uneven: IC = 1152 is 9 steps
+    over 4 warps, 5120 40 over 3, 4352 34 over 3); OC tails (4616, 9736, 13832, 16888: a last CTA with fewer rows, a
+    last 16-row tile of 8). At 132 SMs; on another GPU the warps are the ones its SM count gives. Checked on every
+    output channel of the smaller layers and on two 512-channel slices (first CTAs, tail) of the larger, all tokens,
+    against float64."""
+    from cute_kernels.weight_only import config
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    path, tile = config.select_tile(4, M, OC, sms, "decode", scaled=True, awq=True, k=IC)
+    expected = config.one_cta_per_sm_warps("awq", OC, IC, sms)
+    if sms == 132:
+        assert expected is not None and expected[0] == row_tiles
+    if expected is not None:
+        assert (tile.warps_n, tile.warps_k) == expected and tile.threads > config.DECODE_THREADS
+    qweight, scales, qzeros = _awq(IC, OC, 128, dtype, seed=M + OC + IC)
+    x = torch.randn(M, IC, dtype=dtype, device="cuda")
+    out = poisoned((M, OC), dtype)
+    awq_gemm(x, qweight, scales, qzeros, out=out, path="decode")
+    assert not out.isnan().any()
+    slices = [slice(0, OC)] if OC * IC <= 12 * 2**20 else [slice(0, 512), slice(OC - 512, OC)]
+    for cols in slices:
+        packed = slice(cols.start // 8, cols.stop // 8)
+        ref = awq_gemm_ref(x.cpu(), qweight[:, packed].contiguous().cpu(), scales[:, cols].contiguous().cpu(),
+                           qzeros[:, packed].contiguous().cpu())
+        assert _err(out[:, cols], ref) < TOL[dtype]
+
+
 @pytest.mark.parametrize("path,M,OC,IC", [("decode", 1, 1032, 2048), ("decode", 4, 4096, 4096),
                                           ("decode", 8, 264, 4096), ("wgmma", 1, 520, 2176), ("wgmma", 16, 4104, 1024),
                                           ("wgmma", 40, 264, 4096), ("wgmma", 300, 520, 2176)])

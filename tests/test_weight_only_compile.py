@@ -105,6 +105,39 @@ def test_decode_cta_cap_rule_and_smem():
     assert max(s.kernels.values()) <= 85 and not s.spills  # registers for > 2 CTAs of 256 threads: the cap matters
 
 
+def test_awq_one_cta_per_sm_rule_and_sass():
+    """Session 51: AWQ's <= 8-token decode grids of more than one wave (16-row CTAs, N / 16 > 2 x SMs) whose SMs would
+    hold at most 8 row tiles each run one CTA per SM - warps_n = ceil(N / 16 / SMs) side by side, min(8, 24 //
+    warps_n) along K, no CTA cap, folded scales - and nothing else changes: not the one-wave grids, not the
+    side-by-side ring tiles, not 14 row tiles per SM, not 9-16 tokens, not the blob reader, not other formats, and not
+    the paths (awq_decode_multi_wave still calls such a grid multi-wave). The tiles compile without spills at the
+    registers their CTA size leaves."""
+    from cute_kernels.weight_only.quantized_mm import use_promoted_scales
+
+    for (n, k), warps in {(11008, 4096): (6, 4), (13824, 5120): (7, 3), (5120, 13824): (3, 8),
+                          (10240, 8192): (5, 4), (15360, 5120): (8, 3), (4240, 2048): (3, 8)}.items():
+        assert config.one_cta_per_sm_warps("awq", n, k, 132) == warps
+        for m in (1, 5, 8):
+            tile = config.decode_tile("awq", m, n, 132, scaled=True, k=k)
+            assert (tile.warps_n, tile.warps_k, tile.max_ctas_per_sm, tile.stages) == (*warps, 0, 0), (n, k, m)
+            assert config.DECODE_THREADS < tile.threads <= 768
+            for fmt in ("awq", "awq_fma"):
+                assert not use_promoted_scales(fmt, True, 128, torch.float16, config.tile_for_format(fmt, tile))
+        assert config.tile_for_format("awq_fma", tile).acc_chains == config.AWQ_DECODE_ACC_CHAINS
+        assert config.decode_tile("awq", 16, n, 132, scaled=True, k=k).threads == config.DECODE_THREADS
+        assert config.decode_tile("awq", 1, n, 132, scaled=True, k=k, blob_reader=True).warps_n == 1
+        assert config.decode_tile(4, 1, n, 132, scaled=True, k=k).threads == config.DECODE_THREADS
+    for n, k in ((4224, 2048), (4096, 14336), (14336, 4096), (16384, 4096), (28672, 4096)):
+        assert config.decode_tile("awq", 1, n, 132, scaled=True, k=k).threads == config.DECODE_THREADS, (n, k)
+    assert config.one_cta_per_sm_warps("awq", 28672, 4096, 132) is None
+    assert config.awq_decode_multi_wave(5120, 4096, 132) and config.awq_decode_multi_wave(11008, 4096, 132)
+    assert not config.awq_decode_multi_wave(4096, 14336, 132)
+    for fmt, dtype, (n, k) in (("awq_fma", torch.float16, (11008, 4096)), ("awq", torch.bfloat16, (15360, 5120))):
+        tile = config.tile_for_format(fmt, config.awq_repack_tile(config.decode_tile("awq", 1, n, 132, k=k)))
+        s = _sass(fmt, dtype, dtype, tile)
+        assert s.mma and not s.spills and max(s.kernels.values()) <= 65536 // tile.threads, s.as_dict()
+
+
 def test_group_index_multiplier_is_exact():
     """kernel.group_of's arithmetic (floor(k / 32) * group_multiplier(group) >> 30) equals k // group at every K
     offset the kernels form (multiples of 16) for groups that are multiples of 32, up to GROUP_INDEX_MAX_K; the host
@@ -241,7 +274,9 @@ def test_awq_side_by_side_ring_rule_and_sass():
         assert config.select_tile(4, 1, n, 132, scaled=True, awq=True, k=k, wgmma=True, blob_reader=True)[1].stages == 0
     for n, k in ((4096, 4096), (4096, 14336), (8192, 4096), (11008, 4096)):  # fewer warps side by side
         tile = config.decode_tile("awq", 1, n, 132, scaled=True, k=k)
-        assert tile.warps_n < rule["min_warps_n"] and tile.stages == 0, (n, k)
+        assert tile.stages == 0, (n, k)
+        # 11008 x 4096: one CTA per SM (config.one_cta_per_sm_warps), 6 warps side by side in registers
+        assert tile.warps_n < rule["min_warps_n"] or tile.threads > config.DECODE_THREADS, (n, k)
     tile = config.decode_tile("awq", 1, 14336, 132, scaled=True, k=4096)
     for x_dtype in (torch.float16, torch.bfloat16):
         s = summarize_cubin(compile_with_cubin("awq", x_dtype, x_dtype, x_dtype, tile, promote_scales=True)

@@ -357,6 +357,23 @@ def test_awq_gemm_side_by_side_warps_emulated(emulated_ops, M, warps_n, ring):
     assert _rel_err(out, awq_gemm_ref(x, qweight, scales, qzeros)) < _TOL[torch.float16]
 
 
+@pytest.mark.parametrize("dtype,M,warps_n,warps_k", [(torch.float16, 1, 3, 8), (torch.bfloat16, 5, 7, 3),
+                                                     (torch.float16, 8, 6, 4)])
+def test_awq_gemm_one_cta_per_sm_tile_emulated(emulated_ops, dtype, M, warps_n, warps_k):
+    """The tile shape of config.one_cta_per_sm_warps (odd warps side by side, more than 256 threads) forced on a
+    small layer: 72 rows (5 row tiles: a partial CTA, a half tile), 1280 K values (10 K steps over 3-8 warps, some
+    warps without a step or with one more). The emulator restates the K loop and the epilogue (weight_only_simt.py),
+    so this checks the per-thread code under those shapes; the GPU tier (test_awq_one_cta_per_sm_tile) the kernel."""
+    torch.manual_seed(M * warps_n)
+    qweight, qzeros, scales = awq_quantize(torch.randn(1280, 72) * 0.05, 128, scale_dtype=dtype)
+    x = torch.randn(M, 1280, dtype=dtype)
+    out = torch.full((M, 72), float("nan"), dtype=dtype)
+    tile = dataclasses.replace(config.decode_tile("awq", M, 72, 132), warps_n=warps_n, warps_k=warps_k)
+    awq_ops.awq_gemm(x, qweight, scales, qzeros, out=out, tile=tile)
+    assert not out.isnan().any()
+    assert _rel_err(out, awq_gemm_ref(x, qweight, scales, qzeros)) < _TOL[dtype]
+
+
 def test_awq_repack_is_cached_and_invalidated(emulated_ops):
     from cute_kernels.weight_only import awq_repack
 

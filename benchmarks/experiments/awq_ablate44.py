@@ -264,6 +264,8 @@ def main():
     add_layer_args(ap)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--variants", default="ship,shipcap,nop,nox,noxp,now")
+    ap.add_argument("--fmt", default=None, help="(session 51) run the variants in this format (awq / awq_fma) instead "
+                    "of the dispatch's; promoted scales per variant tile as quantized_mm.use_promoted_scales says")
     args = ap.parse_args()
     variants = args.variants.split(",")
     dtype = torch_dtype(args.dtype)
@@ -279,9 +281,13 @@ def main():
             if picked is None:
                 continue
             fmt_key, tile, promote = picked
+            if args.fmt:
+                fmt_key = args.fmt
             old_pf = 4 if tile.l2_prefetch_mb else 0
             TILE_OVERRIDES["rowmajor"] = {"fragment_order": False, "l2_prefetch_mb": old_pf}
-            fns = {v: build(v, fmt_key, dtype, variant_tile(v, tile), promote) for v in variants}
+            fns = {v: build(v, fmt_key, dtype, variant_tile(v, tile),
+                            use_promoted_scales(fmt_key, True, 128, dtype, variant_tile(v, tile)) if args.fmt else promote)
+                   for v in variants}
             rowm = {id(kw): kw.row_major() for kw in kws} if any("rowmajor" in v for v in variants) else {}
 
             def wt(v, kw):

@@ -313,8 +313,11 @@ WGMMA_MIN_M_AWQ_MULTI_WAVE_DECODE = 1
 
 
 def awq_decode_multi_wave(n: int, k: int, sm_count: int) -> bool:
-    """AWQ's one-token decode grid (``decode_tile``, side-by-side warps included) is more than one wave."""
+    """AWQ's one-token decode grid (``decode_tile``, side-by-side warps included) is more than one wave of 256-thread
+    CTAs (as measured for WGMMA_MIN_M_AWQ_MULTI_WAVE_DECODE, i.e. before ``one_cta_per_sm_warps``)."""
     tile = decode_tile("awq", 1, n, sm_count, k=k)
+    if tile.threads > DECODE_THREADS:
+        return True  # a multi-wave grid turned into one CTA per SM
     return -(-n // tile.rows_per_cta) > DECODE_CTAS_PER_SM * sm_count
 
 
@@ -499,6 +502,42 @@ DECODE_CTA_CAP_FORMATS = (4, 8)
 DECODE_CTA_CAP_GROUPED_FORMATS = ("awq", 1, 2)
 DECODE_CTA_CAP_GROUPED_MAX_M = 8
 
+# Session 51 (H200): one CTA per SM for AWQ's multi-wave decode grids. The one-warp-across tile of <= 8 tokens (16
+# rows and 8 warps along K per CTA, 2 CTAs per SM) needs several waves once N / 16 exceeds 2 x SMs (N > 4224 on 132
+# SMs), and side_by_side_warps turns only nearly full single waves into warps side by side. There the grid becomes
+# one CTA per SM instead: warps_n = ceil(N / 16 / SMs) 16-row tiles side by side (at most every SM's share, 3% over
+# the ideal on these layers) and warps_k = min(8, AWQ_ONE_CTA_PER_SM["warps_per_sm"] // warps_n) along K (<= 768
+# threads: the 896-thread CTAs of 28672 x 4096 spilled at ptxas's 72 registers and ran 1.4-1.6x slower), the rest of
+# the tile as it was (register pipeline, preload, L2 prefetch; no cap - the grid has <= one CTA per SM; folded
+# scales, i.e. awq_fma in fp16: quantized_mm.use_promoted_scales). benchmarks/experiments/awq_ablate44.py with
+# "o:warps_n=R+warps_k=W+max_ctas_per_sm=0", CUDA-graph medians of 7 interleaved rounds over 240 MB of rotating
+# weights, checked against awq_gemm (within 7e-4 of max|ref|, float64 error unchanged); µs shipped -> this at 1 / 4
+# tokens, fp16: 11008 x 4096 (6 x 4) 11.62 / 12.04 -> 10.11 / 10.16, 13824 x 5120 (7 x 3; 7 x 2 measured 15.70 /
+# 15.84) 17.09 / 17.78 -> 15.87 / 16.36 (first run), 5120 x 13824 (3 x 8) 19.11 / 21.05 -> 15.49 / 15.98, 10240 x
+# 8192 (5 x 4) 18.52 / 20.28 -> 14.67 / 15.58; bf16 (the exact format): 11008 x 4096 13.21 / 13.50 -> 10.46 / 10.49,
+# 13824 x 5120 19.36 / 20.02 -> 16.03 / 16.28, 5120 x 13824 18.45 / 21.72 -> 15.94 / 16.01, 10240 x 8192 20.96 /
+# 23.04 -> 16.48 / 16.74. The same warps with promoted scales (``awq``) in fp16: 10.27-10.83, 16.55, 14.11 µs at one
+# token (two of three slower than awq_fma). Not taken: the single-wave layers (4096 x 14336 and 4096^2 with 2 x 8 or
+# 2 x 12: 1.04-1.06x slower), the ring tiles of 14336 x 4096 and 16384 x 4096 (7 x 2, 7 x 3, 8 x 3: 0.97-1.10x, in
+# both formats), 28672 x 4096 (14 row tiles per SM; 2 CTAs of 7 x 2: 0.96-0.97x, two waves, not taken). Data archive
+# session51/.
+AWQ_ONE_CTA_PER_SM = {"max_row_tiles": 8, "warps_per_sm": 24}
+DECODE_THREADS = 256  # the decode CTA of the plans: 8 warps (one CTA per SM tiles have more)
+
+
+def one_cta_per_sm_warps(fmt: int | str, n: int, k: int | None, sm_count: int) -> tuple[int, int] | None:
+    """(warps_n, warps_k) of the one-CTA-per-SM grid for AWQ's multi-wave decode layers (comment above), else None."""
+    if fmt != "awq" or k is None:
+        return None
+    row_tiles = -(-n // 16)
+    if row_tiles <= DECODE_CTAS_PER_SM * sm_count:
+        return None
+    per_sm = -(-row_tiles // sm_count)
+    if per_sm > AWQ_ONE_CTA_PER_SM["max_row_tiles"]:
+        return None
+    return per_sm, min(8, AWQ_ONE_CTA_PER_SM["warps_per_sm"] // per_sm)
+
+
 # Session 43 (H100, awq_ring43.py, data archive session44/moved/: forced tiles through awq_gemm, CUDA-graph medians of 5
 # interleaved rounds over 240 MB of rotating weight sets, float64-checked): AWQ's 1-8 token tiles with 4 warps side by
 # side (layers of ~14-16K rows and K <= 4096, side_by_side_warps) run faster from a 3-stage cp.async ring whose first
@@ -548,14 +587,16 @@ def awq_repack_tile(tile: TileShape) -> TileShape:
 def tile_for_format(fmt_key: str, tile: TileShape) -> TileShape:
     """The AWQ repack reader's tile for the format key a call runs: fragment order (``awq_repack_tile``) with
     ``AWQ_FRAGMENT_L2_PREFETCH_MB`` where the tile prefetches, and AWQ_DECODE_ACC_CHAINS accumulator sets for the
-    formats in AWQ_DECODE_ACC_CHAIN_FORMATS on decode tiles with one warp across on the register pipeline; the
+    formats in AWQ_DECODE_ACC_CHAIN_FORMATS on decode tiles with one warp across, or one CTA per SM
+    (``one_cta_per_sm_warps``), on the register pipeline; the
     prefetch order of ``decode_tile`` (``prefetch_last``) only for the formats in DECODE_PREFETCH_LAST_FORMATS."""
     tile = awq_repack_tile(tile)
     if tile.l2_prefetch_mb:
         tile = replace(tile, l2_prefetch_mb=AWQ_FRAGMENT_L2_PREFETCH_MB)
     if tile.prefetch_last and fmt_key not in DECODE_PREFETCH_LAST_FORMATS:
         tile = replace(tile, prefetch_last=False)
-    if fmt_key in AWQ_DECODE_ACC_CHAIN_FORMATS and tile.warps_n == 1 and tile.stages == 0 and tile.acc_chains == 1:
+    if (fmt_key in AWQ_DECODE_ACC_CHAIN_FORMATS and (tile.warps_n == 1 or tile.threads > DECODE_THREADS)
+            and tile.stages == 0 and tile.acc_chains == 1):
         return replace(tile, acc_chains=AWQ_DECODE_ACC_CHAINS)
     return tile
 
@@ -581,7 +622,8 @@ def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None
     ``swap_registers`` / ``fields_in_place`` override it. ``k`` (the reduction length) enables the side-by-side warps
     of multi-wave grids (``side_by_side_warps``) and of short-K layers at 9-16 tokens (``SCALED_16_SPLIT_MAX_K_STEPS``);
     small one-tile grids get the CTA cap (``DECODE_CTA_CAP_FORMATS``), and so do AWQ's and grouped 1/2-bit tiles of
-    <= 8 tokens (``DECODE_CTA_CAP_GROUPED_FORMATS``). AWQ tiles with 4 warps side by side run from
+    <= 8 tokens (``DECODE_CTA_CAP_GROUPED_FORMATS``) unless AWQ's multi-wave grid becomes one CTA per SM
+    (``one_cta_per_sm_warps``). AWQ tiles with 4 warps side by side run from
     the cp.async ring (``AWQ_SIDE_BY_SIDE_RING``) unless ``blob_reader`` (the SM90 blob's reader, ``blob_decode.py``,
     runs the register pipeline only). The accumulator sets of ``tile_for_format`` are the call's to add."""
     plan = decode_plan(fmt, m, scaled)
@@ -621,11 +663,17 @@ def decode_tile(fmt: int | str, m: int, n: int, sm_count: int, ring: bool | None
                      fields_in_place=in_place, l2_prefetch_mb=prefetch,
                      preload_weights=decode_preload(fmt) and (ring or (fmt in DECODE_PRELOAD_REGISTER_FORMATS
                                                                       and not blob_reader)))
+    wide = None
+    if tile.nt == 1 and tile.mt == 1 and tile.warps_n == 1 and not tile.stages and not blob_reader:
+        wide = one_cta_per_sm_warps(fmt, n, k, sm_count)
+    if wide:  # one CTA per SM (AWQ_ONE_CTA_PER_SM): no cap
+        tile = replace(tile, warps_n=wide[0], warps_k=wide[1])
     ctas = -(-n // tile.rows_per_cta) * (-(-m // tile.tokens_per_cta) if token_major else 1)
-    if (fmt in DECODE_CTA_CAP_FORMATS and nt == 1 and ctas <= DECODE_CTAS_PER_SM * sm_count
+    if (not wide and fmt in DECODE_CTA_CAP_FORMATS and nt == 1 and ctas <= DECODE_CTAS_PER_SM * sm_count
             and tile.ring_bytes + tile.reduction_bytes <= TileShape.cap_smem_bytes(DECODE_CTAS_PER_SM)):
         tile = replace(tile, max_ctas_per_sm=DECODE_CTAS_PER_SM)
-    if ((scaled or fmt == "awq") and fmt in DECODE_CTA_CAP_GROUPED_FORMATS and m <= DECODE_CTA_CAP_GROUPED_MAX_M
+    if (not wide and (scaled or fmt == "awq") and fmt in DECODE_CTA_CAP_GROUPED_FORMATS
+            and m <= DECODE_CTA_CAP_GROUPED_MAX_M
             and not blob_reader and not tile.max_ctas_per_sm
             and tile.ring_bytes + tile.reduction_bytes <= TileShape.cap_smem_bytes(DECODE_CTAS_PER_SM)):
         tile = replace(tile, max_ctas_per_sm=DECODE_CTAS_PER_SM)
