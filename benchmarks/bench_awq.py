@@ -154,7 +154,8 @@ def plot(json_path: str, png_path: str) -> None:
         return on
 
     ms = sorted({r["m"] for r in data["rows"]})
-    panel_plot(png_path, [(f"OC={oc}, IC={ic}", draw(oc, ic)) for oc, ic in SHAPES], "tokens M",
+    layers = list(dict.fromkeys((r["n"], r["k"]) for r in data["rows"]))
+    panel_plot(png_path, [(f"OC={oc}, IC={ic}", draw(oc, ic)) for oc, ic in layers], "tokens M",
                "speedup vs fp16 torch.matmul", f"AWQ int4 g{GROUP}, {data['device']} ({data['date']})", xticks=ms)
 
 
@@ -163,6 +164,8 @@ def main():
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--ms", help="comma-separated token counts (default: all of MS)")
+    ap.add_argument("--layers", help="comma-separated OCxIC layers instead of issue #5's four (SHAPES), e.g. "
+                    "11008x4096,5120x13824")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved timings of awq_gemm and fp16 matmul per row "
                     "(their medians are reported)")
     ap.add_argument("--plot", metavar="RESULTS_JSON", help="only draw the plot (--png) from an awq_results.json")
@@ -174,6 +177,8 @@ def main():
     shapes, ms = (SHAPES[-1:], [1, 16, 256]) if args.quick else (SHAPES, MS)
     if args.ms:
         ms = [int(m) for m in args.ms.split(",")]
+    if args.layers:
+        shapes = [tuple(int(v) for v in layer.split("x")) for layer in args.layers.split(",")]
     device = torch.cuda.get_device_name()
     os.makedirs(args.out, exist_ok=True)
 

@@ -206,7 +206,11 @@ def _build_weight_only(fmt_key: str, bits: int, scaled: bool):
                                 spec.epilogue_bias)
         layout = ("fragment order uint8 [N16, R64] (cute_kernels/weight_only/fragment_order.py, awq_repack.py)"
                   if tile.fragment_order else "row-major K-packed uint8 [N, K * bits / 8]")
-        return fn, {"format": fmt, "bits": bits, "path": path, "tile": str(tile), "x_dtype": spec.x_dtype,
+        from .weight_only.config import tile_for_arch
+
+        # the tile as the arch runs it (no PDL, L2 bulk prefetch or CTA cap before SM90: config.tile_for_arch)
+        return fn, {"format": fmt, "bits": bits, "path": path, "tile": str(tile_for_arch(tile, spec.arch)),
+                    "x_dtype": spec.x_dtype,
                     "group_scales": scaled, "promoted_scales": promote, "bias": spec.epilogue_bias,
                     "weight_layout": layout}
     return build

@@ -105,6 +105,9 @@ import pytest  # noqa: E402
     (("awq_gemm", "--m", "64", "--x-dtype", "fp16"), "HGMMA.64x64x16.F32"),
     (("quantized_mm", "--bits", "4", "--m", "1000"), "HGMMA.64x256x16.F32.BF16"),
     (("quantized_mm", "--bits", "8", "--m", "200"), "HGMMA.64x128x16.F32.BF16"),  # 8-bit too (session 21)
+    # SM80-class GPUs: the mma.sync kernel without SM90's PDL / L2 bulk prefetch (session 51: config.tile_for_arch)
+    (("awq_gemm", "--arch", "sm_80", "--m", "64", "--x-dtype", "fp16"), "HMMA.16816.F32"),
+    (("quantized_mm", "--arch", "sm_89", "--bits", "4", "--m", "1"), "HMMA.16816.F32.BF16"),
 ])
 def test_export_every_family(tmp_path, args, mma):
     _cli("export", *args, "--out", str(tmp_path))

@@ -138,6 +138,37 @@ def test_awq_one_cta_per_sm_rule_and_sass():
         assert s.mma and not s.spills and max(s.kernels.values()) <= 65536 // tile.threads, s.as_dict()
 
 
+def test_sm80_class_tiles_compile_without_sm90_features():
+    """The weight-only kernel compiles for the SM80-class GPUs (config.tile_for_arch): mma.sync (HMMA) without
+    programmatic dependent launch (no ACQBULK), L2 bulk prefetches (UBLKPF) or spills, the shared memory within the
+    arch's per-CTA limit (sm_89: 99 KB, so the 9-16-token rings lose stages); SM90 tiles unchanged; other archs refused
+    by name. The SM counts are the archs' flagships (A100 108, L40 142)."""
+    from cute_kernels.sm80.configs import NOMINAL_SMS, SMEM_PER_BLOCK
+
+    ring = config.decode_tile(2, 12, 14336, 132, k=4096)
+    assert config.tile_for_arch(ring, "sm_90a") is ring
+    small = config.tile_for_arch(ring, "sm_89")
+    assert ring.ring_bytes + ring.reduction_bytes > SMEM_PER_BLOCK["sm_89"] >= small.ring_bytes + small.reduction_bytes
+    assert 2 <= small.stages < ring.stages and config.tile_for_arch(ring, "sm_80").stages == ring.stages
+    with pytest.raises(ValueError, match="weight-only GEMM.*no kernel for GPU arch sm_100a"):
+        config.tile_for_arch(ring, "sm_100a")
+    for arch in ("sm_80", "sm_89"):
+        sms = NOMINAL_SMS[arch]
+        cases = [("awq_fma", torch.float16, True, config.decode_tile("awq", 1, 4096, sms, scaled=True, k=4096)),
+                 ("awq", torch.bfloat16, True, config.decode_tile("awq", 12, 14336, sms, scaled=True, k=4096)),
+                 ("int4", torch.float16, True, config.decode_tile(4, 1, 4096, sms, scaled=True, k=4096)),
+                 ("int2", torch.bfloat16, False, ring),
+                 ("awq", torch.float16, True, config.tensor_core_tile(64, True, "awq"))]
+        for fmt, dtype, scaled, tile in cases:
+            s = summarize_cubin(compile_with_cubin(fmt, dtype, dtype, dtype if scaled else None,
+                                                   config.awq_repack_tile(tile) if "awq" in fmt else tile,
+                                                   arch).artifacts.CUBIN)
+            assert s.mma and not s.spills, (arch, fmt, s.as_dict())
+            assert "ACQBULK" not in s.instructions and "UBLKPF" not in s.instructions, (arch, fmt)
+            ran = config.tile_for_arch(tile, arch)
+            assert ran.ring_bytes + ran.reduction_bytes <= SMEM_PER_BLOCK[arch] and not ran.max_ctas_per_sm
+
+
 def test_group_index_multiplier_is_exact():
     """kernel.group_of's arithmetic (floor(k / 32) * group_multiplier(group) >> 30) equals k // group at every K
     offset the kernels form (multiples of 16) for groups that are multiples of 32, up to GROUP_INDEX_MAX_K; the host

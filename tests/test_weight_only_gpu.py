@@ -184,3 +184,46 @@ def test_warm_path_with_out():
     strided = torch.empty(3, 8192, dtype=torch.bfloat16, device="cuda")[:, ::2]
     with pytest.raises(ValueError, match="out must be contiguous"):
         quantized_mm(x, w, s, 4, out=strided)
+
+
+@pytest.mark.parametrize("M", [1, 5, 12, 40])
+def test_sm80_class_variant_on_this_gpu(monkeypatch, M):
+    """The weight-only kernel as an SM80-class GPU runs it (config.tile_for_arch for sm_86: no programmatic dependent
+    launch, no L2 bulk prefetch, no CTA cap, the 9-16-token rings cut to 99 KB) with A100's 108 SMs for the tile
+    choice, compiled for this GPU: quantized_mm (int4 g128, int2) and awq_gemm against float64. The SM80 binaries
+    themselves cannot run here (the CPU tier compiles them)."""
+    import importlib
+
+    from cute_kernels import arch as _arch
+    from cute_kernels.formats.awq import awq_quantize
+    from cute_kernels.reference import awq_gemm_ref
+    from cute_kernels.weight_only import awq_gemm
+
+    qmm_mod = importlib.import_module("cute_kernels.weight_only.quantized_mm")  # the package exports the function
+    awq = importlib.import_module("cute_kernels.weight_only.awq")
+
+    built = []
+    compile_fn = qmm_mod.compile_weight_only
+
+    def as_on_sm86(fmt_key, x_dtype, out_dtype, scale_dtype, tile, arch, promote, has_bias=False):
+        built.append(config.tile_for_arch(tile, "sm_86"))
+        return compile_fn(fmt_key, x_dtype, out_dtype, scale_dtype, built[-1], arch, promote, has_bias=has_bias,
+                          pdl=False)
+
+    monkeypatch.setattr(qmm_mod, "compile_weight_only", as_on_sm86)
+    monkeypatch.setattr(_arch, "sm_count", lambda index=None: 108)
+    monkeypatch.setattr(awq, "_wgmma_eligible", lambda *a: False)
+    path = "decode" if M <= 16 else "tensor_core"
+    for bits, group in ((4, 128), (2, None)):
+        x, w_packed, scale, gs = _case(bits, M, 4104, 4096, torch.float16, group, seed=7)
+        _check(x, w_packed, scale, bits, gs, path=path)
+    torch.manual_seed(M)
+    qweight, qzeros, scales = awq_quantize(torch.randn(2048, 11008, device="cuda") * 0.05, 128,
+                                           scale_dtype=torch.bfloat16)
+    x = torch.randn(M, 2048, dtype=torch.bfloat16, device="cuda")
+    out = poisoned((M, 11008), torch.bfloat16)
+    awq_gemm(x, qweight, scales, qzeros, out=out, path=path)
+    ref = awq_gemm_ref(x.cpu(), qweight.cpu(), scales.cpu(), qzeros.cpu())
+    assert not out.isnan().any()
+    assert ((out.double().cpu() - ref).abs().max() / ref.abs().max()).item() < TOL[torch.bfloat16]
+    assert built and all(not t.l2_prefetch_mb and not t.preload_weights and not t.max_ctas_per_sm for t in built)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from ..jit_cache import cached_compile
+from . import config
 from .formats import format_by_key
 from .kernel import TileShape, WeightOnlyGemm
 
@@ -26,8 +27,10 @@ def cutlass_dtype(dt: torch.dtype):
 
 def _build(fmt_key: str, x_dtype: torch.dtype, out_dtype: torch.dtype, scale_dtype, tile: TileShape, arch: str,
            extra_options: str = "", promote_scales: bool = False, has_bias: bool = False, kernel_cls=None,
-           bias_fake=None):
-    """``kernel_cls`` (a ``WeightOnlyGemm`` subclass) and ``bias_fake`` (the fake tensor of the last argument, instead
+           bias_fake=None, pdl: bool | None = None):
+    """The tile as ``arch`` runs it (``config.tile_for_arch``), with programmatic dependent launch where the arch has
+    it (``pdl`` None; False forces it off: the GPU tier runs the SM80-class variant on SM90 that way).
+    ``kernel_cls`` (a ``WeightOnlyGemm`` subclass) and ``bias_fake`` (the fake tensor of the last argument, instead
     of the [N] bias) are for experiments: ablations, instrumented builds (benchmarks/experiments/)."""
     import cutlass
     import cutlass.cute as cute
@@ -53,7 +56,9 @@ def _build(fmt_key: str, x_dtype: torch.dtype, out_dtype: torch.dtype, scale_dty
         if fmt.has_zeros:
             f_z = cute.runtime.make_fake_tensor(cutlass.Uint8, (n, groups), stride=(cute.sym_int64(), 1),
                                                 assumed_align=1)
-    kernel = (kernel_cls or WeightOnlyGemm)(fmt, xd, od, sd, tile, promote_scales)
+    tile = config.tile_for_arch(tile, arch)
+    pdl = config.has_pdl(arch) if pdl is None else pdl
+    kernel = (kernel_cls or WeightOnlyGemm)(fmt, xd, od, sd, tile, promote_scales, pdl=pdl)
     stream = cute.runtime.make_fake_stream(use_tvm_ffi_env_stream=True)
     # bias [N] in out's dtype, added in the epilogue: the last argument (after the stream; None in the plain variant)
     bias = (cute.runtime.make_fake_tensor(od, (n,), stride=(1,), assumed_align=od.width // 8),) if has_bias else ()
@@ -63,23 +68,24 @@ def _build(fmt_key: str, x_dtype: torch.dtype, out_dtype: torch.dtype, scale_dty
 
 
 def compile_weight_only(fmt_key: str, x_dtype: torch.dtype, out_dtype: torch.dtype, scale_dtype,
-                        tile: TileShape, arch: str = "sm_90a", promote_scales: bool = False, has_bias: bool = False):
+                        tile: TileShape, arch: str = "sm_90a", promote_scales: bool = False, has_bias: bool = False,
+                        pdl: bool | None = None):
     """The cached compiled specialization (memory, then disk, then ``cute.compile``): ``fn(x, w, out, scale,
-    group_scales, zeros, group, bias)``, bias None for the variant without one."""
+    group_scales, zeros, group, bias)``, bias None for the variant without one; ``pdl`` as ``_build``'s."""
     key = (arch, fmt_key, str(x_dtype), str(out_dtype), str(scale_dtype), tile.key, promote_scales) \
-        + (("bias",) if has_bias else ())
+        + (("bias",) if has_bias else ()) + (("pdl", pdl) if pdl is not None else ())
     return cached_compile("weight_only_gemm", key,
                           lambda: _build(fmt_key, x_dtype, out_dtype, scale_dtype, tile, arch,
-                                         promote_scales=promote_scales, has_bias=has_bias))
+                                         promote_scales=promote_scales, has_bias=has_bias, pdl=pdl))
 
 
 def compile_with_cubin(fmt_key: str, x_dtype, out_dtype, scale_dtype, tile: TileShape, arch: str = "sm_90a",
-                       promote_scales: bool = False, has_bias: bool = False):
+                       promote_scales: bool = False, has_bias: bool = False, pdl: bool | None = None):
     """Uncached compile that keeps the cubin and PTX (``.artifacts``), for SASS inspection in tests."""
     from ..sass import compile_with_artifacts
 
     return compile_with_artifacts(lambda opts: _build(fmt_key, x_dtype, out_dtype, scale_dtype, tile, arch, opts,
-                                                      promote_scales, has_bias))
+                                                      promote_scales, has_bias, pdl=pdl))
 
 
 def _build_blob_decode(fmt_key: str, x_dtype: torch.dtype, out_dtype: torch.dtype, tile: TileShape, arch: str,

@@ -579,6 +579,33 @@ AWQ_DECODE_ACC_CHAIN_FORMATS = ("awq_fma",)
 AWQ_FRAGMENT_L2_PREFETCH_MB = 2
 
 
+def has_pdl(arch: str) -> bool:
+    """Whether ``arch`` runs programmatic dependent launch (griddepcontrol, SM90)."""
+    return arch == "sm_90a"
+
+
+def tile_for_arch(tile: TileShape, arch: str) -> TileShape:
+    """The tile as it runs on ``arch``: itself on SM90; on the SM80-class GPUs (sm_80/86/87/89) without what only SM90
+    has - the L2 bulk prefetch (cp.async.bulk.prefetch), the loads before the PDL wait (no PDL there), the CTA cap
+    (sized from SM90's shared memory) - and with a cp.async ring that fits the arch's shared memory per CTA (fewer
+    stages, else the register pipeline). Not measured on such GPUs (none is lent here): the SM90 choices of tile
+    shape stand."""
+    if has_pdl(arch):
+        return tile
+    from .. import arch as _arch
+    from ..sm80.configs import SMEM_PER_BLOCK, SUPPORTED_ARCHS
+
+    if arch not in SUPPORTED_ARCHS:
+        raise _arch.unsupported(arch, "the weight-only GEMM (quantized_mm, awq_gemm)")
+    limit = SMEM_PER_BLOCK[arch]
+    tile = replace(tile, l2_prefetch_mb=0, preload_weights=False, prefetch_last=False, max_ctas_per_sm=0)
+    while tile.stages > 2 and tile.ring_bytes + tile.reduction_bytes > limit:
+        tile = replace(tile, stages=tile.stages - 1)
+    if tile.stages and tile.ring_bytes + tile.reduction_bytes > limit:
+        tile = replace(tile, stages=0)
+    return tile
+
+
 def awq_repack_tile(tile: TileShape) -> TileShape:
     """A tile that reads AWQ's repack (in fragment order, awq_repack.py), whichever chose it."""
     return replace(tile, fragment_order=True)

@@ -40,6 +40,11 @@ Data path (per warp; g = lane / 4, t = lane % 4 - the mma.sync fragment coordina
       is found by a multiply and a shift (``group_of``; the launch turns the group size into its multiplier).
     * epilogue: fp32 accumulators * scale -> out dtype, predicated scalar stores (rows >= N, tokens >= M dropped).
 
+Architectures
+    SM90 (sm_90a) as described. SM80-class GPUs (sm_80/86/87/89) run the same code without what only SM90 has
+    (``config.tile_for_arch``): no programmatic dependent launch (``pdl``), no L2 bulk prefetch, no loads before the
+    wait, no CTA cap, a ring that fits their shared memory.
+
 Two tile families use it (``config.py``): the decode path (M <= 16: 1-2 token tiles, 8 warps of split-K, meant to be
 bound by the weight stream) and the tensor-core path for larger M (32 tokens per warp, warps along N, split-K only
 for small M), where each decoded weight fragment feeds 4 MMAs. Measurements: docs/weight_only.md.
@@ -262,12 +267,13 @@ class WeightOnlyGemm:
     """
 
     def __init__(self, fmt: WeightFormat, x_dtype, out_dtype, scale_dtype, tile: TileShape,
-                 promote_scales: bool = False):
+                 promote_scales: bool = False, pdl: bool = True):
         if fmt.has_zeros and scale_dtype is None:
             raise ValueError(f"format {fmt.name} needs group scales")
         if promote_scales and scale_dtype is None:
             raise ValueError("promote_scales needs group scales")
         self.promote = promote_scales
+        self.pdl = pdl  # programmatic dependent launch (griddepcontrol: SM90 and later; config.tile_for_arch)
         self.fmt = fmt
         self.act = activation_operand(x_dtype)
         self.out_dtype = out_dtype
@@ -281,12 +287,13 @@ class WeightOnlyGemm:
         tile = self.tile
         grid_n = (self.weight_rows(w, out) + tile.rows_per_cta - 1) // tile.rows_per_cta
         grid_m = (x.shape[0] + tile.tokens_per_cta - 1) // tile.tokens_per_cta
-        # Programmatic dependent launch: the grid may be scheduled while the previous kernel on the stream drains
-        # (its launch latency hides behind that kernel's tail); the kernel waits for it before touching memory.
+        # Programmatic dependent launch (SM90, ``pdl``): the grid may be scheduled while the previous kernel on the
+        # stream drains (its launch latency hides behind that kernel's tail); the kernel waits for it before touching
+        # memory.
         grid = [grid_m, grid_n, 1] if const_expr(tile.token_major) else [grid_n, grid_m, 1]
         # the kernel divides by the group size through its multiplier (group_of)
         self.kernel(x, w, out, scale, group_scales, zeros, group_multiplier(group), bias).launch(
-            grid=grid, block=[tile.threads, 1, 1], stream=stream, use_pdl=True, smem=tile.launch_smem_bytes())
+            grid=grid, block=[tile.threads, 1, 1], stream=stream, use_pdl=self.pdl, smem=tile.launch_smem_bytes())
 
     # ---------------------------------------------------------------------------------------------- device side
     @cute.kernel
@@ -330,8 +337,9 @@ class WeightOnlyGemm:
                 self.prefetch_rows_l2(w, bx, tidx)
         # Otherwise nothing in global memory is read before the previous grid on the stream has completed (any
         # input, weights included, may be its output). Our dependents may launch at once: they wait the same way.
-        cute.arch.griddepcontrol_wait()
-        cute.arch.griddepcontrol_launch_dependents()
+        if const_expr(self.pdl):
+            cute.arch.griddepcontrol_wait()
+            cute.arch.griddepcontrol_launch_dependents()
         if const_expr(not tile.preload_weights):
             th = self.thread_setup(x, w, n0, m0, g, t, self.true_rows(out))
 
