@@ -504,23 +504,23 @@ DECODE_CTA_CAP_GROUPED_MAX_M = 8
 
 # Session 51 (H200): one CTA per SM for AWQ's multi-wave decode grids. The one-warp-across tile of <= 8 tokens (16
 # rows and 8 warps along K per CTA, 2 CTAs per SM) needs several waves once N / 16 exceeds 2 x SMs (N > 4224 on 132
-# SMs), and side_by_side_warps turns only nearly full single waves into warps side by side. There the grid becomes
-# one CTA per SM instead: warps_n = ceil(N / 16 / SMs) 16-row tiles side by side (at most every SM's share, 3% over
-# the ideal on these layers) and warps_k = min(8, AWQ_ONE_CTA_PER_SM["warps_per_sm"] // warps_n) along K (<= 768
-# threads: the 896-thread CTAs of 28672 x 4096 spilled at ptxas's 72 registers and ran 1.4-1.6x slower), the rest of
-# the tile as it was (register pipeline, preload, L2 prefetch; no cap - the grid has <= one CTA per SM; folded
-# scales, i.e. awq_fma in fp16: quantized_mm.use_promoted_scales). benchmarks/experiments/awq_ablate44.py with
+# SMs), and side_by_side_warps turns only nearly full single waves into warps side by side. There the grid becomes one
+# CTA per SM instead: warps_n = ceil(N / 16 / SMs) 16-row tiles side by side (at most every SM's share, 3% over the
+# ideal on these layers) and warps_k = min(8, AWQ_ONE_CTA_PER_SM["warps_per_sm"] // warps_n) along K (<= 768 threads:
+# the 896-thread CTAs of 28672 x 4096 spilled at ptxas's 72 registers and ran 1.4-1.6x slower), the rest of the tile
+# as it was (register pipeline, preload, L2 prefetch; no cap - the grid has <= one CTA per SM; folded scales, i.e.
+# awq_fma in fp16: quantized_mm.use_promoted_scales). benchmarks/experiments/awq_ablate44.py with
 # "o:warps_n=R+warps_k=W+max_ctas_per_sm=0", CUDA-graph medians of 7 interleaved rounds over 240 MB of rotating
 # weights, checked against awq_gemm (within 7e-4 of max|ref|, float64 error unchanged); µs shipped -> this at 1 / 4
-# tokens, fp16: 11008 x 4096 (6 x 4) 11.62 / 12.04 -> 10.11 / 10.16, 13824 x 5120 (7 x 3; 7 x 2 measured 15.70 /
-# 15.84) 17.09 / 17.78 -> 15.87 / 16.36 (first run), 5120 x 13824 (3 x 8) 19.11 / 21.05 -> 15.49 / 15.98, 10240 x
-# 8192 (5 x 4) 18.52 / 20.28 -> 14.67 / 15.58; bf16 (the exact format): 11008 x 4096 13.21 / 13.50 -> 10.46 / 10.49,
-# 13824 x 5120 19.36 / 20.02 -> 16.03 / 16.28, 5120 x 13824 18.45 / 21.72 -> 15.94 / 16.01, 10240 x 8192 20.96 /
-# 23.04 -> 16.48 / 16.74. The same warps with promoted scales (``awq``) in fp16: 10.27-10.83, 16.55, 14.11 µs at one
-# token (two of three slower than awq_fma). Not taken: the single-wave layers (4096 x 14336 and 4096^2 with 2 x 8 or
-# 2 x 12: 1.04-1.06x slower), the ring tiles of 14336 x 4096 and 16384 x 4096 (7 x 2, 7 x 3, 8 x 3: 0.97-1.10x, in
-# both formats), 28672 x 4096 (14 row tiles per SM; 2 CTAs of 7 x 2: 0.96-0.97x, two waves, not taken). Data archive
-# session51/.
+# tokens, fp16: 11008 x 4096 (6 x 4) 11.62 / 12.04 -> 10.11 / 10.16, 13824 x 5120 (7 x 3) 17.05 / 18.14 -> 15.87 /
+# 16.36 (7 x 2 in another run: 17.09 / 17.78 -> 15.70 / 15.84), 5120 x 13824 (3 x 8) 19.11 / 21.05 -> 15.49 / 15.98,
+# 10240 x 8192 (5 x 4) 18.52 / 20.28 -> 14.67 / 15.58; bf16 (the exact format): 11008 x 4096 13.21 / 13.50 -> 10.46 /
+# 10.49, 13824 x 5120 19.36 / 20.02 -> 16.03 / 16.28, 5120 x 13824 18.45 / 21.72 -> 15.94 / 16.01, 10240 x 8192 20.96
+# / 23.04 -> 16.48 / 16.74 (held out: docs/weight_only.md "Status"). The same warps with promoted scales (``awq``) in
+# fp16: 10.27-10.83, 16.55, 14.11 µs at one token (two of three slower than awq_fma). Not taken: the single-wave
+# layers (4096 x 14336 and 4096^2 with 2 x 8 or 2 x 12: 1.04-1.06x slower), the ring tiles of 14336 x 4096 and 16384 x
+# 4096 (7 x 2, 7 x 3, 8 x 3: 0.97-1.10x, in both formats), 28672 x 4096 (14 row tiles per SM; 2 CTAs of 7 x 2:
+# 0.96-0.97x, two waves, not taken). Data archive session51/.
 AWQ_ONE_CTA_PER_SM = {"max_row_tiles": 8, "warps_per_sm": 24}
 DECODE_THREADS = 256  # the decode CTA of the plans: 8 warps (one CTA per SM tiles have more)
 
