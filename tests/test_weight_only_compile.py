@@ -16,7 +16,7 @@ import torch
 from cute_kernels.sass import summarize_cubin
 from cute_kernels.weight_only import awq, config, formats, kernel
 from cute_kernels.weight_only.compile import compile_with_cubin
-from cute_kernels.weight_only.quantized_mm import check_group_scales
+from cute_kernels.weight_only.quantized_mm import check_group_scales, use_promoted_scales
 
 _SOURCE_NAME = "WeightOnlyGemm"  # the kernel function's class, which the DSL puts in every mangled kernel name
 
@@ -167,6 +167,30 @@ def test_sm80_class_tiles_compile_without_sm90_features():
             assert "ACQBULK" not in s.instructions and "UBLKPF" not in s.instructions, (arch, fmt)
             ran = config.tile_for_arch(tile, arch)
             assert ran.ring_bytes + ran.reduction_bytes <= SMEM_PER_BLOCK[arch] and not ran.max_ctas_per_sm
+
+
+# Shipped tiles that spill (local-memory ops on sm_90a, session 51): the unscaled 1/2-bit tensor-core tiles (4 x 4
+# tiles per warp), which SM90 runs only for fp32 x (fp16 / bf16 take the WGMMA path there) and SM80-class GPUs from 17
+# tokens. docs/weight_only.md "Missing / next".
+KNOWN_SPILLS = {("int1", False, config.TENSOR_CORE_TILE), ("int1", False, config.TENSOR_CORE_SPLIT_K_TILE),
+                ("int2", False, config.TENSOR_CORE_TILE), ("int2", False, config.TENSOR_CORE_SPLIT_K_TILE)}
+
+
+@pytest.mark.parametrize("key,scaled,tile", config.shipped_tiles(),
+                         ids=lambda v: v if isinstance(v, str) else "g128" if v is True else "plain" if v is False
+                         else f"nt{v.nt}mt{v.mt}w{v.warps_n}x{v.warps_k}s{v.stages}")
+def test_every_shipped_tile_compiles_clean(key, scaled, tile):
+    """Every tile of config.shipped_tiles (the dispatch's picks on sample layers, every format; AWQ as awq_gemm runs
+    it) compiles for sm_90a: its MMAs, the PDL wait, registers that let its CTA launch, and no spills outside
+    KNOWN_SPILLS."""
+    dtype = torch.float16 if key == "awq_fma" else torch.bfloat16
+    promote = use_promoted_scales(key, scaled, 128, dtype, tile)
+    s = summarize_cubin(compile_with_cubin(key, dtype, dtype, dtype if scaled else None, tile,
+                                           promote_scales=promote).artifacts.CUBIN)
+    assert s.mma and "ACQBULK" in s.instructions, s.as_dict()
+    assert max(s.kernels.values()) <= 65536 // tile.threads
+    known = (key, scaled, tile) in KNOWN_SPILLS
+    assert s.spills == known, (s.local_memory_ops, "spills" if s.spills else "no longer spills: update KNOWN_SPILLS")
 
 
 def test_group_index_multiplier_is_exact():

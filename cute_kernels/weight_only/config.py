@@ -561,6 +561,9 @@ AWQ_SIDE_BY_SIDE_RING = {"min_warps_n": 4, "stages": 3}
 # 0.985-1.00x (4096 x 14336 at 1 token 14.34 -> 14.12), but bf16 (the exact ``awq`` format) 1.014-1.03x slower
 # (4096^2 at 4 tokens 5.81 -> 5.97): only the formats in AWQ_DECODE_ACC_CHAIN_FORMATS take the sets. The exact format
 # is picked at the call (awq.decode_format), so the call applies the rule (``tile_for_format``), not decode_tile.
+# Only tiles of one 16-row tile and one token tile per warp (those measured): the 9-16-token register plan (4 x 2
+# tiles per warp) spilled with two sets (16 local-memory ops, session 51's compile of every shipped tile); SM90's
+# dispatch never ran it (WGMMA there), SM80-class GPUs and a forced path="decode" do.
 AWQ_DECODE_ACC_CHAINS = 2
 AWQ_DECODE_ACC_CHAIN_FORMATS = ("awq_fma",)
 
@@ -614,8 +617,8 @@ def awq_repack_tile(tile: TileShape) -> TileShape:
 def tile_for_format(fmt_key: str, tile: TileShape) -> TileShape:
     """The AWQ repack reader's tile for the format key a call runs: fragment order (``awq_repack_tile``) with
     ``AWQ_FRAGMENT_L2_PREFETCH_MB`` where the tile prefetches, and AWQ_DECODE_ACC_CHAINS accumulator sets for the
-    formats in AWQ_DECODE_ACC_CHAIN_FORMATS on decode tiles with one warp across, or one CTA per SM
-    (``one_cta_per_sm_warps``), on the register pipeline; the
+    formats in AWQ_DECODE_ACC_CHAIN_FORMATS on decode tiles of one row tile and one token tile per warp with one warp
+    across, or one CTA per SM (``one_cta_per_sm_warps``), on the register pipeline; the
     prefetch order of ``decode_tile`` (``prefetch_last``) only for the formats in DECODE_PREFETCH_LAST_FORMATS."""
     tile = awq_repack_tile(tile)
     if tile.l2_prefetch_mb:
@@ -623,7 +626,7 @@ def tile_for_format(fmt_key: str, tile: TileShape) -> TileShape:
     if tile.prefetch_last and fmt_key not in DECODE_PREFETCH_LAST_FORMATS:
         tile = replace(tile, prefetch_last=False)
     if (fmt_key in AWQ_DECODE_ACC_CHAIN_FORMATS and (tile.warps_n == 1 or tile.threads > DECODE_THREADS)
-            and tile.stages == 0 and tile.acc_chains == 1):
+            and tile.nt == 1 and tile.mt == 1 and tile.stages == 0 and tile.acc_chains == 1):
         return replace(tile, acc_chains=AWQ_DECODE_ACC_CHAINS)
     return tile
 
@@ -800,9 +803,24 @@ def select_tile(bits: int, m: int, n: int, sm_count: int, path: str | None = Non
     raise ValueError(f"path must be None, 'decode', 'tensor_core', 'wgmma' or 'dense'; got {path!r}")
 
 
-def shipped_tiles() -> list[TileShape]:
-    """Every tile the dispatch can return (the CPU tests compile them)."""
-    tiles = {decode_tile(f, m, n, 132, scaled=sc, k=k) for f in DECODE_PLANS for m in (1, 16)
-             for n, k in ((64, 4096), (1 << 16, 4096), (14336, 4096), (8192, 8192)) for sc in (False, True)}
-    tiles |= {tensor_core_tile(m, sc, f) for m in (32, 1024) for sc in (False, True) for f in (1, 4)}
-    return sorted(tiles, key=lambda t: t.key)
+def shipped_tiles() -> list[tuple[str, bool, TileShape]]:
+    """(format key, group scales, tile) of the mma.sync tiles the dispatch picks on sample layers (decode tiles at 1, 4
+    and 16 tokens, the tensor-core tiles at 32 and 1024) for every format; AWQ's as awq_gemm runs them
+    (``tile_for_format``, and ``awq_fma`` where the decode tile folds the scales). The CPU tests compile each and check
+    its SASS (tests/test_weight_only_compile.py)."""
+    from .quantized_mm import use_promoted_scales  # (it imports this module)
+
+    out = set()
+    layers = ((64, 4096), (1 << 16, 4096), (14336, 4096), (8192, 8192), (11008, 4096))
+    for f in DECODE_PLANS:
+        for sc in (True,) if f == "awq" else (False, True):
+            tiles = {decode_tile(f, m, n, 132, scaled=sc, k=k) for m in (1, 4, 16) for n, k in layers}
+            tiles |= {tensor_core_tile(m, sc, f) for m in (32, 1024)}
+            for tile in tiles:
+                if f != "awq":
+                    out.add((f"int{f}", sc, tile))
+                    continue
+                out.add(("awq", True, tile_for_format("awq", tile)))
+                if tile.tokens_per_cta <= 16 and not use_promoted_scales("awq", True, 128, None, tile):
+                    out.add(("awq_fma", True, tile_for_format("awq_fma", tile)))
+    return sorted(out, key=lambda c: (c[0], c[1], c[2].key))
