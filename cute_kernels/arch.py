@@ -49,6 +49,11 @@ def current_arch(device: torch.device | None = None) -> str:
     return "sm_90a"
 
 
+def has_pdl(arch: str) -> bool:
+    """Whether kernels for ``arch`` may use programmatic dependent launch (griddepcontrol: SM90 here)."""
+    return arch == "sm_90a"
+
+
 def unsupported(arch: str, what: str) -> ValueError:
     allowed = ", ".join(f"{a} ({d})" for a, d in SUPPORTED.items())
     return ValueError(f"{what} has no kernel for GPU arch {arch}; supported: {allowed}")

@@ -76,7 +76,7 @@ def build(dtype: torch.dtype, fp8: bool, arch: str, extra_options: str = "", pdl
     qd = cutlass.Float8E4M3FN if fp8 else cutlass.Int8
     fq = cute.runtime.make_fake_tensor(qd, (m, k), stride=(cute.sym_int64(divisibility=16), 1), assumed_align=16)
     fs = cute.runtime.make_fake_tensor(cutlass.Float32, (cute.sym_int32(),), stride=(1,), assumed_align=4)
-    kernel = ActivationQuantize(xd, fp8, pdl and arch == "sm_90a", zero_point, per_token)
+    kernel = ActivationQuantize(xd, fp8, pdl and _arch.has_pdl(arch), zero_point, per_token)
     options = f"--enable-tvm-ffi --gpu-arch {arch} {extra_options}".strip()
     if zero_point:
         fz = cute.runtime.make_fake_tensor(cutlass.Int32, (cute.sym_int32(),), stride=(1,), assumed_align=4)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from .. import arch as _arch
 from ..jit_cache import cached_compile
 from . import config
 from .formats import format_by_key
@@ -57,7 +58,7 @@ def _build(fmt_key: str, x_dtype: torch.dtype, out_dtype: torch.dtype, scale_dty
             f_z = cute.runtime.make_fake_tensor(cutlass.Uint8, (n, groups), stride=(cute.sym_int64(), 1),
                                                 assumed_align=1)
     tile = config.tile_for_arch(tile, arch)
-    pdl = config.has_pdl(arch) if pdl is None else pdl
+    pdl = _arch.has_pdl(arch) if pdl is None else pdl
     kernel = (kernel_cls or WeightOnlyGemm)(fmt, xd, od, sd, tile, promote_scales, pdl=pdl)
     stream = cute.runtime.make_fake_stream(use_tvm_ffi_env_stream=True)
     # bias [N] in out's dtype, added in the epilogue: the last argument (after the stream; None in the plain variant)

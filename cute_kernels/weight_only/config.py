@@ -316,7 +316,7 @@ def awq_decode_multi_wave(n: int, k: int, sm_count: int) -> bool:
     """AWQ's one-token decode grid (``decode_tile``, side-by-side warps included) is more than one wave of 256-thread
     CTAs (as measured for WGMMA_MIN_M_AWQ_MULTI_WAVE_DECODE, i.e. before ``one_cta_per_sm_warps``)."""
     tile = decode_tile("awq", 1, n, sm_count, k=k)
-    if tile.threads > DECODE_THREADS:
+    if is_one_cta_per_sm(tile):
         return True  # a multi-wave grid turned into one CTA per SM
     return -(-n // tile.rows_per_cta) > DECODE_CTAS_PER_SM * sm_count
 
@@ -525,6 +525,11 @@ AWQ_ONE_CTA_PER_SM = {"max_row_tiles": 8, "warps_per_sm": 24}
 DECODE_THREADS = 256  # the decode CTA of the plans: 8 warps (one CTA per SM tiles have more)
 
 
+def is_one_cta_per_sm(tile: TileShape) -> bool:
+    """Whether a decode tile is ``one_cta_per_sm_warps``'s (the only ones wider than DECODE_THREADS)."""
+    return tile.threads > DECODE_THREADS
+
+
 def one_cta_per_sm_warps(fmt: int | str, n: int, k: int | None, sm_count: int) -> tuple[int, int] | None:
     """(warps_n, warps_k) of the one-CTA-per-SM grid for AWQ's multi-wave decode layers (comment above), else None."""
     if fmt != "awq" or k is None:
@@ -582,20 +587,16 @@ AWQ_DECODE_ACC_CHAIN_FORMATS = ("awq_fma",)
 AWQ_FRAGMENT_L2_PREFETCH_MB = 2
 
 
-def has_pdl(arch: str) -> bool:
-    """Whether ``arch`` runs programmatic dependent launch (griddepcontrol, SM90)."""
-    return arch == "sm_90a"
-
-
 def tile_for_arch(tile: TileShape, arch: str) -> TileShape:
     """The tile as it runs on ``arch``: itself on SM90; on the SM80-class GPUs (sm_80/86/87/89) without what only SM90
     has - the L2 bulk prefetch (cp.async.bulk.prefetch), the loads before the PDL wait (no PDL there), the CTA cap
     (sized from SM90's shared memory) - and with a cp.async ring that fits the arch's shared memory per CTA (fewer
     stages, else the register pipeline). Not measured on such GPUs (none is lent here): the SM90 choices of tile
     shape stand."""
-    if has_pdl(arch):
-        return tile
     from .. import arch as _arch
+
+    if _arch.has_pdl(arch):
+        return tile
     from ..sm80.configs import SMEM_PER_BLOCK, SUPPORTED_ARCHS
 
     if arch not in SUPPORTED_ARCHS:
@@ -625,7 +626,7 @@ def tile_for_format(fmt_key: str, tile: TileShape) -> TileShape:
         tile = replace(tile, l2_prefetch_mb=AWQ_FRAGMENT_L2_PREFETCH_MB)
     if tile.prefetch_last and fmt_key not in DECODE_PREFETCH_LAST_FORMATS:
         tile = replace(tile, prefetch_last=False)
-    if (fmt_key in AWQ_DECODE_ACC_CHAIN_FORMATS and (tile.warps_n == 1 or tile.threads > DECODE_THREADS)
+    if (fmt_key in AWQ_DECODE_ACC_CHAIN_FORMATS and (tile.warps_n == 1 or is_one_cta_per_sm(tile))
             and tile.nt == 1 and tile.mt == 1 and tile.stages == 0 and tile.acc_chains == 1):
         return replace(tile, acc_chains=AWQ_DECODE_ACC_CHAINS)
     return tile

@@ -167,10 +167,10 @@ def use_promoted_scales(fmt_key: str, has_scales: bool, group: int, x_dtype: tor
     there on all 8 points (M = 1, 2, 4, 8; best of three) (8192^2 M = 1 / 2 / 4 16.59 / 16.74 / 17.33 -> 16.37 / 16.54 / 17.01 us, 14336 x 4096
     15.59 / 15.44 / 15.74 -> 15.30 / 15.18 / 15.37) and 9-19% slower on the one-warp-column tiles (4096 x 14336 M = 1
     14.74 -> 17.07; 4096^2 5.47 -> 6.29), as the H200 found for those in session 4. Nor on the one-CTA-per-SM tiles
-    (more than ``config.DECODE_THREADS`` threads, ``config.one_cta_per_sm_warps``): folded was faster on two of three
+    (``config.is_one_cta_per_sm``): folded was faster on two of three
     layers there (session 51)."""
     if fmt_key == "awq_fma" or (fmt_key == "awq" and (tile.warps_n == 1 or tile.tokens_per_cta > 16
-                                                      or tile.threads > config.DECODE_THREADS)):
+                                                      or config.is_one_cta_per_sm(tile))):
         return False  # awq_fma: the one-fma decode is for the tiles that fold the scale (awq.decode_format)
     return promotes_scales(format_by_key(fmt_key), has_scales, group) and (
         tile.tokens_per_cta <= 16 or x_dtype == torch.float32)
