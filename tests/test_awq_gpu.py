@@ -28,6 +28,20 @@ def _err(out, ref):
     return ((out.double().cpu() - ref.cpu()).abs().max() / ref.abs().max()).item()
 
 
+def _column_slices(OC, IC):
+    """Every output channel of a small layer; the first and last 512 (first CTAs, tail) of a large one."""
+    return [slice(0, OC)] if OC * IC <= 12 * 2**20 else [slice(0, 512), slice(OC - 512, OC)]
+
+
+def _check_columns(out, x, qweight, scales, qzeros, slices):
+    """out's columns in ``slices`` (multiples of 8) against the float64 reference of those output channels."""
+    for cols in slices:
+        packed = slice(cols.start // 8, cols.stop // 8)
+        ref = awq_gemm_ref(x.cpu(), qweight[:, packed].contiguous().cpu(), scales[:, cols].contiguous().cpu(),
+                           qzeros[:, packed].contiguous().cpu())
+        assert _err(out[:, cols], ref) < TOL[x.dtype]
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("M", [1, 7, 16, 33, 130])
 @pytest.mark.parametrize("G", [32, 64, 128, -1])
@@ -108,12 +122,50 @@ def test_awq_one_cta_per_sm_tile(dtype, M, OC, IC, row_tiles):
     out = poisoned((M, OC), dtype)
     awq_gemm(x, qweight, scales, qzeros, out=out, path="decode")
     assert not out.isnan().any()
-    slices = [slice(0, OC)] if OC * IC <= 12 * 2**20 else [slice(0, 512), slice(OC - 512, OC)]
-    for cols in slices:
-        packed = slice(cols.start // 8, cols.stop // 8)
-        ref = awq_gemm_ref(x.cpu(), qweight[:, packed].contiguous().cpu(), scales[:, cols].contiguous().cpu(),
-                           qzeros[:, packed].contiguous().cpu())
-        assert _err(out[:, cols], ref) < TOL[dtype]
+    _check_columns(out, x, qweight, scales, qzeros, _column_slices(OC, IC))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("M,OC,IC,G", [(1, 4096, 4096, 128), (4, 14328, 2176, 128), (16, 8200, 1024, 128),
+                                       (3, 11008, 1152, 128), (7, 1032, 2048, 2048), (12, 264, 4096, 128)])
+def test_awq_zero_mma_format(dtype, M, OC, IC, G, monkeypatch):
+    """awq_zmma (session 52: the zero point and the magic number taken out by a second MMA) on the dispatch's decode
+    tiles - one warp across with the L2 prefetch (4096^2), the side-by-side ring with an OC tail and an odd count of K
+    steps per warp (14328 x 2176), two token tiles (16, 12), one CTA per SM (11008 x 1152), a single group (G = IC) -
+    against float64; x with a common offset of 4, so that the main MMA's running sum (~M_j sum x) is large before
+    the correction cancels it."""
+    from cute_kernels.weight_only import awq as awq_mod
+
+    ran = []
+    monkeypatch.setattr(awq_mod, "decode_format", lambda *a: ran.append(1) or "awq_zmma")
+    qweight, scales, qzeros = _awq(IC, OC, G, dtype, seed=M + OC + IC)
+    x = (torch.randn(M, IC, device="cuda") + 4.0).to(dtype)
+    out = poisoned((M, OC), dtype)
+    awq_gemm(x, qweight, scales, qzeros, out=out, path="decode")
+    assert ran and not out.isnan().any()
+    _check_columns(out, x, qweight, scales, qzeros, _column_slices(OC, IC))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("M,OC,expect", [(1, 8192, "awq_zmma"), (4, 7168, "awq_zmma"), (5, 8192, None)])
+def test_awq_zero_mma_long_k_dispatch(M, OC, expect, dtype, monkeypatch):
+    """The default dispatch (session 52): x at <= 4 tokens on 8192^2 / 7168 x 8192 runs the decode tile with
+    awq_zmma instead of the WGMMA plan (config.AWQ_ZERO_MMA_LONG_K_MAX_M); at 5 tokens the WGMMA path (no decode
+    launch). Against float64 on two 512-channel slices."""
+    from cute_kernels.weight_only import awq as awq_mod
+
+    if torch.cuda.get_device_capability() != (9, 0) or torch.cuda.get_device_properties(0).multi_processor_count != 132:
+        pytest.skip("the entry is for 132-SM SM90 GPUs")
+    ran = []
+    launch = awq_mod.launch
+    monkeypatch.setattr(awq_mod, "launch", lambda fmt_key, *a, **k: (ran.append(fmt_key), launch(fmt_key, *a, **k))[1])
+    IC = 8192
+    qweight, scales, qzeros = _awq(IC, OC, 128, dtype, seed=M + OC)
+    x = torch.randn(M, IC, dtype=dtype, device="cuda")
+    out = poisoned((M, OC), dtype)
+    awq_gemm(x, qweight, scales, qzeros, out=out)
+    assert ran == ([expect] if expect else []) and not out.isnan().any()
+    _check_columns(out, x, qweight, scales, qzeros, [slice(0, 512), slice(OC - 512, OC)])
 
 
 @pytest.mark.parametrize("path,M,OC,IC", [("decode", 1, 1032, 2048), ("decode", 4, 4096, 4096),

@@ -183,7 +183,7 @@ def test_every_shipped_tile_compiles_clean(key, scaled, tile):
     """Every tile of config.shipped_tiles (the dispatch's picks on sample layers, every format; AWQ as awq_gemm runs
     it) compiles for sm_90a: its MMAs, the PDL wait, registers that let its CTA launch, and no spills outside
     KNOWN_SPILLS."""
-    dtype = torch.float16 if key == "awq_fma" else torch.bfloat16
+    dtype = torch.float16 if key in ("awq_fma", "awq_zmma") else torch.bfloat16
     promote = use_promoted_scales(key, scaled, 128, dtype, tile)
     s = summarize_cubin(compile_with_cubin(key, dtype, dtype, dtype if scaled else None, tile,
                                            promote_scales=promote).artifacts.CUBIN)
@@ -191,6 +191,35 @@ def test_every_shipped_tile_compiles_clean(key, scaled, tile):
     assert max(s.kernels.values()) <= 65536 // tile.threads
     known = (key, scaled, tile) in KNOWN_SPILLS
     assert s.spills == known, (s.local_memory_ops, "spills" if s.spills else "no longer spills: update KNOWN_SPILLS")
+
+
+@pytest.mark.parametrize("n,k", [(8192, 8192), (14336, 4096)], ids=["register", "ring"])
+def test_awq_zero_mma_sass(n, k):
+    """awq_zmma (session 52) on the tiles that promote the scales: one correction HMMA per HMMA of ``awq``, and the
+    decode without its packed fp16 op per pair (the K step's 32 HADD2 / HFMA2: u - z) - the instruction mix the format
+    is for - no spills, and the dispatch runs it for fp16 x there."""
+    from cute_kernels.weight_only.awq import decode_format
+
+    tile = config.tile_for_format("awq_zmma", config.decode_tile("awq", 1, n, 132, scaled=True, k=k))
+    assert tile.fields_in_place and use_promoted_scales("awq_zmma", True, 128, torch.float16, tile)
+    assert not use_promoted_scales("awq_zmma", True, 64, torch.float16, tile)
+
+    class KW:
+        group, max_abs_scale = 128, 0.01
+
+    assert decode_format("decode", torch.float16, KW, tile) == "awq_zmma"
+    assert decode_format("decode", torch.bfloat16, KW, tile) == ("awq_zmma" if tile.stages == 0 else "awq")
+    s = {f: summarize_cubin(compile_with_cubin(f, torch.float16, torch.float16, torch.float16, tile,
+                                               promote_scales=True).artifacts.CUBIN) for f in ("awq", "awq_zmma")}
+    assert sum(s["awq_zmma"].mma.values()) == 2 * sum(s["awq"].mma.values())
+    half = {f: s[f].instructions["HADD2"] + s[f].instructions["HFMA2"] for f in s}
+    assert half["awq_zmma"] <= half["awq"] - 32 and not s["awq_zmma"].spills, half
+    if tile.stages == 0:  # bf16 runs it there too
+        bf = summarize_cubin(compile_with_cubin("awq_zmma", torch.bfloat16, torch.bfloat16, torch.bfloat16, tile,
+                                                promote_scales=True).artifacts.CUBIN)
+        assert sum(bf.mma.values()) == sum(s["awq_zmma"].mma.values()) and not bf.spills
+    with pytest.raises(ValueError, match="needs promote_scales"):
+        compile_with_cubin("awq_zmma", torch.float16, torch.float16, torch.float16, tile, promote_scales=False)
 
 
 def test_group_index_multiplier_is_exact():

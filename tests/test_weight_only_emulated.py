@@ -71,23 +71,29 @@ def test_decode_every_code(fmt_bits, ct, in_place):
             assert np.array_equal(hi, expect[:, e_hi].numpy()), (q, "high half")
 
 
-@pytest.mark.parametrize("in_place", [True, False], ids=["fields_in_place", "shift_per_pair"])
-@pytest.mark.parametrize("ct", [formats.F16, formats.BF16], ids=["f16", "bf16"])
-def test_awq_decode_every_code_and_zero(ct, in_place):
-    """AWQ's (u - z) for every code u of every pair and every zero point z, before any scale."""
-    fmt = formats.AWQ
-    rng = np.random.default_rng(7)
+def _awq_decoded_pairs(fmt, ct, in_place, seed):
+    """(z, q, ctx, decoded low half, high half, their codes) for every zero point z and pair q of 32 random words
+    (0 and 0xFFFFFFFF among them), decoded by the kernel's code under the emulation."""
+    rng = np.random.default_rng(seed)
     words = simt.u32(rng.integers(0, 2**32, simt.LANES))
     words[0], words[1] = 0, 0xFFFFFFFF
-    nibbles = [(words >> (4 * i)) & 0xF for i in range(8)]
+    nibbles = [((words >> (4 * i)) & 0xF).astype(np.float64) for i in range(8)]
     with simt.emulated(simt.Memory()):
         for z in range(16):
             ctx = fmt.group_ctx(ct, None, simt.u32(np.full(simt.LANES, z)), in_place)
             for q in range(fmt.pairs_per_word):
                 lo, hi = simt._halves(fmt.decode_pair(words, q, ct, ctx, in_place), ct.x2)
                 e_lo, e_hi = fmt.pair_elems(q)
-                assert np.array_equal(lo, nibbles[e_lo].astype(np.float64) - z), (z, q, "low half")
-                assert np.array_equal(hi, nibbles[e_hi].astype(np.float64) - z), (z, q, "high half")
+                yield z, q, ctx, lo, hi, nibbles[e_lo], nibbles[e_hi]
+
+
+@pytest.mark.parametrize("in_place", [True, False], ids=["fields_in_place", "shift_per_pair"])
+@pytest.mark.parametrize("ct", [formats.F16, formats.BF16], ids=["f16", "bf16"])
+def test_awq_decode_every_code_and_zero(ct, in_place):
+    """AWQ's (u - z) for every code u of every pair and every zero point z, before any scale."""
+    for z, q, _, lo, hi, u_lo, u_hi in _awq_decoded_pairs(formats.AWQ, ct, in_place, 7):
+        assert np.array_equal(lo, u_lo - z), (z, q, "low half")
+        assert np.array_equal(hi, u_hi - z), (z, q, "high half")
 
 
 def test_awq_one_fma_decode_path_context_every_code_and_zero():
@@ -300,6 +306,45 @@ def test_awq_gemm_emulated(emulated_ops, monkeypatch, dtype, M, IC, OC, G, promo
     x = torch.randn(M, IC, dtype=dtype)
     out = torch.full((M, OC), float("nan"), dtype=dtype)
     awq_ops.awq_gemm(x, qweight, scales, qzeros, out=out)
+    assert not out.isnan().any()
+    assert _rel_err(out, awq_gemm_ref(x, qweight, scales, qzeros)) < _TOL[dtype]
+
+
+@pytest.mark.parametrize("in_place", [True, False], ids=["fields_in_place", "shift_per_pair"])
+@pytest.mark.parametrize("ct", [formats.F16, formats.BF16], ids=["f16", "bf16"])
+def test_awq_zero_mma_decode_every_code_and_zero(ct, in_place):
+    """awq_zmma: the decode gives M_j + u exactly and the correction operand -(M_j + z) of the same pair, so that
+    the two MMAs sum (u - z) x: checked as decode + correction = u - z for every code and zero point."""
+    fmt = formats.AWQ_ZERO_MMA
+    for z, q, ctx, lo, hi, u_lo, u_hi in _awq_decoded_pairs(fmt, ct, in_place, 11):
+        with simt.emulated(simt.Memory()):
+            c_lo, c_hi = simt._halves(simt.u32(np.broadcast_to(fmt.correction(q, ct, ctx, in_place), simt.LANES)),
+                                      ct.x2)
+        magic = 2.0 ** (ct.mantissa - fmt.field_j(ct, q, in_place))
+        assert np.array_equal(lo, u_lo + magic) and np.array_equal(hi, u_hi + magic), (z, q)
+        assert np.array_equal(c_lo, np.full(simt.LANES, -(magic + z))) and np.array_equal(c_hi, c_lo), (z, q)
+    with pytest.raises(NotImplementedError, match="promoted scales only"):
+        fmt.correction(0, ct, (ctx[0], 1.0), in_place)
+
+
+@pytest.mark.parametrize("dtype,M,IC,OC,G,in_place,ring", [
+    (torch.float16, 1, 384, 72, 128, True, False),
+    (torch.float16, 5, 256, 40, -1, False, True),
+    (torch.bfloat16, 3, 384, 24, 128, True, False),  # bf16: one field in place, the rest shifted
+    (torch.float16, 12, 512, 56, 128, True, False),  # two token tiles per warp
+])
+def test_awq_gemm_zero_mma_emulated(emulated_ops, monkeypatch, dtype, M, IC, OC, G, in_place, ring):
+    """awq_zmma on the decode tiles (register pipeline and ring), promoted scales, against the float64 reference;
+    x with a large common offset, so that the magic's share of the main MMA's sum (~M_j sum x) is large."""
+    monkeypatch.setattr(awq_ops, "decode_format", lambda *a: "awq_zmma")
+    torch.manual_seed(M + IC + OC)
+    qweight, qzeros, scales = awq_quantize(torch.randn(IC, OC), G, scale_dtype=dtype)
+    x = (torch.randn(M, IC) + 4.0).to(dtype)
+    out = torch.full((M, OC), float("nan"), dtype=dtype)
+    tile = dataclasses.replace(config.decode_tile("awq", M, OC, 132), fields_in_place=in_place)
+    if ring:
+        tile = dataclasses.replace(tile, stages=3, preload_weights=True, l2_prefetch_mb=0)
+    awq_ops.awq_gemm(x, qweight, scales, qzeros, out=out, tile=tile)
     assert not out.isnan().any()
     assert _rel_err(out, awq_gemm_ref(x, qweight, scales, qzeros)) < _TOL[dtype]
 

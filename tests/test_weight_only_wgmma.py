@@ -222,8 +222,30 @@ def test_awq_format_choice():
     assert awq.decode_format("decode", torch.float16, large, one_column) == "awq"  # e > 0: exact format
     assert awq.decode_format("decode", torch.float16, nan, one_column) == "awq"
     assert awq.decode_format("decode", torch.bfloat16, small, one_column) == "awq"
-    assert awq.decode_format("decode", torch.float16, small, side_by_side) == "awq"
+    assert awq.decode_format("decode", torch.float16, small, side_by_side) == "awq_zmma"  # session 52
+    assert awq.decode_format("decode", torch.float16, large, side_by_side) == "awq_zmma"  # exact in any scale range
+    assert side_by_side.stages > 0  # the ring: bf16 keeps awq there, the register tile of 8192^2 takes awq_zmma
+    assert awq.decode_format("decode", torch.bfloat16, small, side_by_side) == "awq"
+    register = config.decode_tile("awq", 4, 8192, 132, k=8192)
+    assert register.stages == 0 and register.warps_n > 1
+    assert awq.decode_format("decode", torch.bfloat16, small, register) == "awq_zmma"
+    g64 = SimpleNamespace(max_abs_scale=0.1, group=64)  # K steps across groups: nothing to promote, the fold
+    assert awq.decode_format("decode", torch.float16, g64, side_by_side) == "awq_fma"
     assert awq.decode_format("tensor_core", torch.float16, small, config.tensor_core_tile(32, True, "awq")) == "awq"
+
+
+def test_awq_zero_mma_long_k_entry():
+    """config.awq_zero_mma_decode_first (session 52): AWQ at <= 4 tokens on the long-K layers whose decode tile
+    has two warps side by side on the register pipeline (8192^2, 7168 x 8192) goes back to the decode path; not at 5
+    tokens, not the layers whose decode grid is one CTA per SM or one warp across, not K below the cluster entry."""
+    first = config.awq_zero_mma_decode_first
+    assert first(1, 8192, 8192, 132) and first(4, 7168, 8192, 132)
+    assert not first(5, 8192, 8192, 132)
+    assert not first(1, 8192, 4096, 132)  # K < WGMMA_CLUSTER_LONG_K: the decode path already
+    assert not first(1, 6144, 8192, 132) and not first(1, 8192, 14336, 132)  # one CTA per SM
+    assert not first(1, 4096, 8192, 132)  # one warp across
+    for m in (1, 4):
+        assert config.select_tile(4, m, 8192, 132, scaled=True, awq=True, k=8192, wgmma=True)[0] == "wgmma"
 
 
 def test_param_cache_follows_its_tensors():

@@ -26,7 +26,8 @@ max|ref| where the summation order moves) before timing:
   inplace_probe, xcontig_probe  (session 47, ablations) awq_fma's decode with two shifts per word instead of four; the
             x loads of a quad side by side (the instruction count / the x access of two layouts not built or kept)
   o:F=V+..  (session 46) the dispatch's tile with TileShape fields F set to the integers V (e.g. o:stages=3+
-            preload_weights=1+l2_prefetch_mb=0)
+            preload_weights=1+l2_prefetch_mb=0); since session 52 ``fmt=KEY`` among them runs that format (e.g.
+            o:fmt=awq_zmma+fields_in_place=1+acc_chains=1)
   rowmajor  (session 45) the dispatch's tile on the repack before session 45: row-major (kw.row_major()), without
             fragment_order, the L2 prefetch at its old 4 MB where the tile has one; rowmajor_pfMB with MB
 
@@ -241,10 +242,18 @@ def variant_tile(v, tile):
     if v.startswith("o:"):
         VARIANTS[v] = WeightOnlyGemm
         TILE_OVERRIDES[v] = {f: int(val) if f != "x_ahead" else bool(int(val))
-                             for f, val in (kv.split("=") for kv in v[2:].split("+"))}
+                             for f, val in (kv.split("=") for kv in v[2:].split("+")) if f != "fmt"}
     if v in TILE_OVERRIDES:
         return replace(tile, **TILE_OVERRIDES[v])
     return tile if v in EXACT else replace(tile, max_ctas_per_sm=2)
+
+
+def variant_format(v, fmt_key):
+    """(session 52) the format a variant runs: ``fmt=KEY`` among an "o:" variant's fields, else ``fmt_key``."""
+    for kv in (v[2:].split("+") if v.startswith("o:") else ()):
+        if kv.startswith("fmt="):
+            return kv[4:]
+    return fmt_key
 
 
 def dispatch_decode_tile(m, oc, ic, dtype, kw, sms):
@@ -285,9 +294,12 @@ def main():
                 fmt_key = args.fmt
             old_pf = 4 if tile.l2_prefetch_mb else 0
             TILE_OVERRIDES["rowmajor"] = {"fragment_order": False, "l2_prefetch_mb": old_pf}
-            fns = {v: build(v, fmt_key, dtype, variant_tile(v, tile),
-                            use_promoted_scales(fmt_key, True, 128, dtype, variant_tile(v, tile)) if args.fmt else promote)
-                   for v in variants}
+            fns = {}
+            for v in variants:
+                fv = variant_format(v, fmt_key)
+                tv = variant_tile(v, tile)
+                fns[v] = build(v, fv, dtype, tv, use_promoted_scales(fv, True, 128, dtype, tv)
+                               if args.fmt or fv != fmt_key else promote)
             rowm = {id(kw): kw.row_major() for kw in kws} if any("rowmajor" in v for v in variants) else {}
 
             def wt(v, kw):

@@ -9,11 +9,15 @@ int32 [IC, OC/8] (8 int4 along OC in the order 0,2,4,6,1,3,5,7); scales [IC/G, O
   how); the same M dispatch as ``quantized_mm`` picks decode or tensor-core tiles, and on SM90 every M from
   ``config.wgmma_min_m`` tokens (8 on small layers, 9 where their decode grid is one wave and K <= 8192, 1 where it
   is more than one wave; 6 on layers of >= 32M weights, 7 on ~4096-row ones; 1 on long-K layers whose plan reduces
-  its K slices in clusters and on many-wave ones) runs the WGMMA path (wgmma.py), which reads a blob built once from
+  its K slices in clusters - 5 there where the decode tile has warps side by side, session 52 - and on
+  many-wave ones) runs the WGMMA path (wgmma.py), which reads a blob built once from
   the checkpoint for WGMMA's register operand and its scales and zero points as words per group and row (awq_sm90.py:
   one blob per weight, no repack). With ``config.AWQ_ONE_COPY`` the SM90 decode tiles read that blob too
   (blob_decode.py) and no repack is built. The dequantized weight ``(q - z) * s`` is rounded to x's dtype before the
-  MMA, as vLLM's kernel does; accumulation is fp32.
+  MMA, as vLLM's kernel does; accumulation is fp32. The decode tiles with warps side by side instead sum ``(q - z) x``
+  exactly per group and scale those fp32 sums (promoted scales); their format is ``awq_zmma`` (bf16: on the register
+  pipeline only), whose MMAs take the code with the magic number as it is and whose second MMA per MMA subtracts
+  magic and zero point (formats.AwqInt4ZeroMma).
 * ``awq_dequantize`` -> [IC, OC] in the scales' dtype: a CuTe kernel on CUDA tensors (reads the checkpoint layout
   directly, no repack), the float reference on CPU tensors.
 * ``awq_linear``: any leading batch dims; at >= ``config.awq_dense_min_tokens`` tokens dequantize + torch.matmul (a
@@ -37,7 +41,8 @@ from ..formats.awq import awq_dequantize_reference, check_awq_tensors
 from ..plan_cache import PlanCache
 from . import awq_repack, awq_sm90, config, wgmma
 from .compile import compile_awq_dequantize
-from .kernel import TileShape, check_group_index_k
+from .formats import AWQ_ZERO_MMA
+from .kernel import TileShape, check_group_index_k, promotes_scales
 from .quantized_mm import (aligned_copy, check_out, launch, out_needs_copy, pad_x, use_promoted_scales,
                            warm_bias_ok, warm_out, x_needs_copy)
 
@@ -127,6 +132,9 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzero
     wgmma_ok = tile is None and _wgmma_eligible(x, oc, ic, group, device)
     path_name, tl = config.select_tile(4, m, oc, sms, path, scaled=True, awq=True, k=ic, wgmma=wgmma_ok,
                                        blob_reader=wgmma_ok and config.AWQ_ONE_COPY)
+    if (path is None and path_name == "wgmma" and not config.AWQ_ONE_COPY and promotes_scales(AWQ_ZERO_MMA, True, group)
+            and config.awq_zero_mma_decode_first(m, oc, ic, sms)):
+        path_name, tl = config.select_tile(4, m, oc, sms, "decode", scaled=True, awq=True, k=ic)
     signature = (x.shape, x.stride(), x.dtype, awq_repack.cache_key(qweight, scales, qzeros), bias is not None)
     if path_name == "wgmma" or (wgmma_ok and path_name == "decode" and config.AWQ_ONE_COPY
                                 and awq_sm90.decode_ok(tl, group, ic)):
@@ -192,10 +200,31 @@ class _Sm90Plan:
 DECODE_ONE_FMA_DTYPES = (torch.float16,)
 
 
+# Where the decode tiles that promote the scales (warps side by side: use_promoted_scales) decode AWQ with
+# ``formats.AwqInt4ZeroMma`` (a lop3 per pair; the zero point and the magic number by a second MMA): fp16 x on every
+# such tile, bf16 x on the register pipeline's (``tile.stages == 0``), not on the cp.async ring's.
+# Session 52 (H200, awq_ablate44.py, 5-7 interleaved rounds, µs at 1 / 4 tokens, awq -> awq_zmma). fp16: 8192^2 13.82 /
+# 14.26 -> 12.75 / 12.87 (two-warp register tile; through the WGMMA entry: config.AWQ_ZERO_MMA_LONG_K_MAX_M), 14336 x
+# 4096 12.71 / 13.48 -> 12.61 / 13.08 (the ring of four warps side by side; 12.68 / 13.16 -> 12.57 / 12.82 in another
+# run); layers not used to choose: 7168 x 4096 7.78 / 7.87 -> 7.28 / 7.28, 8192 x 4096 7.68 / 7.89 -> 7.07 / 7.26,
+# 16384 x 4096 12.88 / 13.34 -> 12.76 / 12.90, 13824 x 3072 9.97 / 10.19 -> 9.79 / 9.93, 8192 x 2048 4.77 / 4.93 ->
+# 4.45 / 4.69. bf16: register tiles 8192^2 13.83 / 14.33 -> 13.55 / 13.46, 7168 x 4096 7.78 / 7.95 -> 7.61 / 7.67;
+# rings slower: 14336 x 4096 12.60 / 13.01 -> 13.34 / 13.46, 16384 x 4096 12.92 / 13.56 -> 13.63 / 13.81, 13824 x
+# 3072 9.98 / 10.24 -> 10.46 / 10.57. On the tiles that fold the scale (one warp across: awq_fma) it was slower in
+# fp16 (4096 x 14336 11.22 / 11.73 -> 11.74 / 12.22, 2048 x 8192 +11%, 1536 x 8960 +14%, as promoted scales are
+# there; 4096^2 even), and on the one-CTA-per-SM tiles mixed (13824 x 5120 -5%, 10240 x 8192 +10%): not there.
+DECODE_ZERO_MMA_DTYPES = (torch.float16, torch.bfloat16)
+DECODE_ZERO_MMA_RING_DTYPES = (torch.float16,)
+
+
 def decode_format(path_name: str, x_dtype: torch.dtype, kw, tile: TileShape) -> str:
     """The format key the decode path runs ``kw`` with (the tensor-core tiles keep ``awq``)."""
     from .formats import AWQ_ONE_FMA, F16
 
+    if (path_name == "decode" and x_dtype in DECODE_ZERO_MMA_DTYPES
+            and (tile.stages == 0 or x_dtype in DECODE_ZERO_MMA_RING_DTYPES)
+            and use_promoted_scales("awq", True, kw.group, x_dtype, tile)):
+        return AWQ_ZERO_MMA.key
     if (path_name == "decode" and x_dtype in DECODE_ONE_FMA_DTYPES and math.isfinite(kw.max_abs_scale)
             and AWQ_ONE_FMA.exponent(F16, kw.max_abs_scale) == 0
             and not use_promoted_scales("awq", True, kw.group, x_dtype, tile)):

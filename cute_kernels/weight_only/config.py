@@ -214,6 +214,14 @@ WGMMA_MIN_M_AWQ_LARGE = 6
 # 7168-row layers before WGMMA_CLUSTER_INT4_MIN_FILL excluded them. None turns the rule off (experiments).
 WGMMA_CLUSTER_LONG_K = 8192
 WGMMA_CLUSTER_INT4_MIN_FILL = 0.95
+# Session 52 (H200, awq_ablate44.py, 5 rounds, µs at 1 / 2 / 4 / 6 / 8 tokens): with ``awq_zmma`` (the zero point by a
+# second MMA, formats.AwqInt4ZeroMma) the decode tile with two warps side by side beats the cluster-split WGMMA plan
+# above at up to 4 tokens. fp16: 8192^2 12.75 / 12.65 / 12.87 / 14.17 / 16.37 against 13.58 / 13.54 / 13.67 / 13.50 /
+# 13.81; 7168 x 8192 12.81 / 12.82 / 12.93 / 14.03 / 15.98 against 13.44 / 13.37 / 13.34 / 13.21 / 13.26. bf16 (1 / 2
+# / 4 / 6): 8192^2 13.78 / 13.53 / 13.80 / 14.71 against 14.95 / 14.65 / 14.92 / 14.79; 7168 x 8192 13.57 / 13.48 /
+# 13.60 / 14.36 against 14.30 / 14.24 / 14.31 / 14.25. So AWQ on those layers takes the decode path up to this many
+# tokens where its decode tile is one of those (``awq_zero_mma_decode_first``).
+AWQ_ZERO_MMA_LONG_K_MAX_M = 4
 # Session 31 (H100, benchmarks/experiments/wo_sync_mma.py; docs/weight_only.md): with mma.sync consumers at <= 8
 # tokens (wgmma.SYNC_MMA_MAX_M) the WGMMA path overtakes the decode path earlier. Unscaled 1/2-bit weights on the three
 # large layers at 4 tokens, decode / WGMMA us: int1 14336 x 4096 10.9 / 8.7, 4096 x 14336 12.2 / 9.8, 8192^2 9.7 /
@@ -622,6 +630,8 @@ def tile_for_format(fmt_key: str, tile: TileShape) -> TileShape:
     across, or one CTA per SM (``one_cta_per_sm_warps``), on the register pipeline; the
     prefetch order of ``decode_tile`` (``prefetch_last``) only for the formats in DECODE_PREFETCH_LAST_FORMATS."""
     tile = awq_repack_tile(tile)
+    if fmt_key == "awq_zmma":  # its decode is a lop3 per pair: in place, one shift per word in fp16 (formats.py)
+        tile = replace(tile, fields_in_place=True)
     if tile.l2_prefetch_mb:
         tile = replace(tile, l2_prefetch_mb=AWQ_FRAGMENT_L2_PREFETCH_MB)
     if tile.prefetch_last and fmt_key not in DECODE_PREFETCH_LAST_FORMATS:
@@ -765,6 +775,17 @@ def tensor_core_tile(m: int, scaled: bool = False, fmt: int | str | None = None)
     return replace(tile, fields_in_place=fmt in TENSOR_CORE_FIELDS_IN_PLACE)
 
 
+def awq_zero_mma_decode_first(m: int, n: int, k: int, sm_count: int) -> bool:
+    """Whether an AWQ call the WGMMA path would take runs faster on the decode path with ``awq_zmma``
+    (AWQ_ZERO_MMA_LONG_K_MAX_M's comment): at most that many tokens, K >= WGMMA_CLUSTER_LONG_K, and a decode tile of
+    warps side by side on the register pipeline in two CTAs per SM (where both dtypes run the format:
+    ``awq.decode_format``)."""
+    if m > AWQ_ZERO_MMA_LONG_K_MAX_M or WGMMA_CLUSTER_LONG_K is None or k < WGMMA_CLUSTER_LONG_K:
+        return False
+    tile = decode_tile("awq", m, n, sm_count, scaled=True, k=k)
+    return tile.warps_n > 1 and tile.stages == 0 and not is_one_cta_per_sm(tile)
+
+
 def select_tile(bits: int, m: int, n: int, sm_count: int, path: str | None = None,
                 decode_max_m: int | None = None, scaled: bool = False, dense: bool = False,
                 dense_min_m: int | None = None, awq: bool = False, k: int | None = None, wgmma: bool = False,
@@ -807,8 +828,8 @@ def select_tile(bits: int, m: int, n: int, sm_count: int, path: str | None = Non
 def shipped_tiles() -> list[tuple[str, bool, TileShape]]:
     """(format key, group scales, tile) of the mma.sync tiles the dispatch picks on sample layers (decode tiles at 1, 4
     and 16 tokens, the tensor-core tiles at 32 and 1024) for every format; AWQ's as awq_gemm runs them
-    (``tile_for_format``, and ``awq_fma`` where the decode tile folds the scales). The CPU tests compile each and check
-    its SASS (tests/test_weight_only_compile.py)."""
+    (``tile_for_format``, and ``awq_fma`` where the decode tile folds the scales, ``awq_zmma`` where it promotes
+    them). The CPU tests compile each and check its SASS (tests/test_weight_only_compile.py)."""
     from .quantized_mm import use_promoted_scales  # (it imports this module)
 
     out = set()
@@ -824,4 +845,6 @@ def shipped_tiles() -> list[tuple[str, bool, TileShape]]:
                 out.add(("awq", True, tile_for_format("awq", tile)))
                 if tile.tokens_per_cta <= 16 and not use_promoted_scales("awq", True, 128, None, tile):
                     out.add(("awq_fma", True, tile_for_format("awq_fma", tile)))
+                elif tile.tokens_per_cta <= 16:  # fp16's format on the tiles that promote (awq.decode_format)
+                    out.add(("awq_zmma", True, tile_for_format("awq_zmma", tile)))
     return sorted(out, key=lambda c: (c[0], c[1], c[2].key))

@@ -104,6 +104,7 @@ class WeightFormat:
     name: str
     has_zeros = False  # True: a per-(row, group) zero-point tensor is an operand
     epilogue_scale = True  # the kernel's scalar scale multiplies the fp32 accumulator (AWQ: its scales are all there)
+    zero_by_mma = False  # True: each MMA is followed by a correction MMA (``AwqInt4ZeroMma``)
     field_min_bit = 0  # lowest mantissa bit a field may start at, in place
 
     @property
@@ -292,6 +293,46 @@ class AwqInt4(WeightFormat):
         return ptx.fma_x2_rc(ct.x2, v, scale2, NEG_ZERO2)  # (u - z) * s, rounded once
 
 
+class AwqInt4ZeroMma(AwqInt4):
+    """AWQ with the magic number and the zero point taken out by the tensor cores instead of per weight.
+
+    The decode of a pair is one lop3: the nibble ORed into a float whose ULP at the field's bit is 1 gives M_j + u
+    exactly (fp16: M_0 = 1024 = 0x6400 for a field at bit 0, M_4 = 64 = 0x5400 for one at bit 4, in place; bf16:
+    128 at bit 0), and the MMA takes that as it is. A second MMA per main MMA, on the same activation fragment,
+    with the (row, group) constants -(M_j + z) as its A operand (``correction``, exact), adds -sum (M_j + z) x, so the
+    two leave sum (u - z) x in the step's fp32 partial sums, which the promoted scale multiplies (``promote_scales``
+    only: every K step in one group). Per 32-bit word: the lop3s and, in place in fp16, one shift - against a packed
+    fma (or sub) per pair and a shift per pair of the other AWQ decodes - for one more HMMA per word, on a tensor
+    pipe these tiles keep 10-20% busy (docs/weight_only.md).
+
+    Rounding: the main MMA's running sum reaches ~M_j sum|x| before the correction cancels it, so the kernel puts
+    each correction right behind its main MMA in the same accumulator (two such chains a step): a partial sum is
+    rounded at <= (M_0 + 15) * 16 |x|max, ~2^-13 of that per step, against 2^-11 |w| per weight for the fp16 weight
+    the other decodes round (tests: tests/test_awq_gpu.py's float64 checks)."""
+
+    name = "awq_zmma"
+    zero_by_mma = True
+
+    def magic_at(self, ct, j: int) -> int:
+        """M_j: the 16-bit float 2^(mantissa - j), whose mantissa bit j weighs 1."""
+        return ct.encode(2.0 ** (ct.mantissa - j))
+
+    def field_j(self, ct, q: int, in_place: bool) -> int:
+        bits = self.field_bits(ct, in_place)
+        return bits[q % len(bits)]
+
+    def decode_pair(self, w, q, ct, ctx, in_place=False):
+        x, j = self.field(w, q, ct, in_place)
+        return ptx.lop3(x, 0x000F000F << j, ct.pair(self.magic_at(ct, j)), ptx.LUT_AND_OR)  # M_j + u, exact
+
+    def correction(self, q, ct, ctx, in_place=False):
+        """The correction MMA's A register for pair q of a row: -(M_j + z) in both halves (``group_ctx``)."""
+        neg_offsets, scale2 = ctx
+        if scale2 is not None:
+            raise NotImplementedError("awq_zmma runs with promoted scales only")
+        return neg_offsets[self.field_j(ct, q, in_place)]
+
+
 class OneFma:
     """The subnormal decode of a 4-bit field with its group's scale in one packed fma (mixed into a 4-bit format).
 
@@ -435,6 +476,7 @@ class SignedInt4OneFma(OneFma, SignedInt4):
 _SIGNED = {8: SignedInt8(), 4: SignedInt4(), 2: OffsetInt2(), 1: SignBit1()}
 AWQ = AwqInt4()
 AWQ_ONE_FMA = AwqInt4OneFma()
+AWQ_ZERO_MMA = AwqInt4ZeroMma()
 INT4_ONE_FMA = SignedInt4OneFma()
 
 
@@ -443,7 +485,7 @@ def signed_format(bits: int) -> WeightFormat:
 
 
 def format_by_key(key: str) -> WeightFormat:
-    for f in (*_SIGNED.values(), AWQ, AWQ_ONE_FMA, INT4_ONE_FMA):
+    for f in (*_SIGNED.values(), AWQ, AWQ_ONE_FMA, AWQ_ZERO_MMA, INT4_ONE_FMA):
         if f.key == key:
             return f
     raise KeyError(key)

@@ -36,8 +36,10 @@ Data path (per warp; g = lane / 4, t = lane % 4 - the mma.sync fragment coordina
       when every K step lies inside one group (group % (512 / bits) == 0, e.g. AWQ's G = 128 at 4 bits) - applied to
       the fp32 partial sums instead: each step's MMAs accumulate unscaled codes (exact small integers; AWQ's
       ``u - z`` too) into fresh registers, which one fma per accumulator then adds in at s[row, group]. That drops a
-      packed multiply per weight pair from the decode, and the scale is never rounded to 16 bits. A K offset's group
-      is found by a multiply and a shift (``group_of``; the launch turns the group size into its multiplier).
+      packed multiply per weight pair from the decode, and the scale is never rounded to 16 bits. A format with
+      ``zero_by_mma`` (AWQ's ``awq_zmma``) hands the MMA its codes with the magic number still in and follows each
+      MMA by a correction MMA on the same x fragment (A = -(magic + zero point)), in the same accumulator. A K
+      offset's group is found by a multiply and a shift (``group_of``; the launch turns the group size into its multiplier).
     * epilogue: fp32 accumulators * scale -> out dtype, predicated scalar stores (rows >= N, tokens >= M dropped).
 
 Architectures
@@ -272,6 +274,8 @@ class WeightOnlyGemm:
             raise ValueError(f"format {fmt.name} needs group scales")
         if promote_scales and scale_dtype is None:
             raise ValueError("promote_scales needs group scales")
+        if fmt.zero_by_mma and not promote_scales:
+            raise ValueError(f"format {fmt.name} needs promote_scales (its MMAs sum unscaled u - z)")
         self.promote = promote_scales
         self.pdl = pdl  # programmatic dependent launch (griddepcontrol: SM90 and later; config.tile_for_arch)
         self.fmt = fmt
@@ -631,10 +635,21 @@ class WeightOnlyGemm:
                         r0, r1 = 2 * j, 2 * j + 1  # rows g and g + 8 of tile j
                         a = [fmt.decode_pair(wp[r], q, ct, ctx[r], tile.fields_in_place)
                              for q, r in ((2 * q2, r0), (2 * q2, r1), (2 * q2 + 1, r0), (2 * q2 + 1, r1))]
+                        if const_expr(fmt.zero_by_mma):  # -(M_j + z) of the same four (pair, row)s
+                            a_corr = [fmt.correction(q, ct, ctx[r], tile.fields_in_place)
+                                      for q, r in ((2 * q2, r0), (2 * q2, r1), (2 * q2 + 1, r0), (2 * q2 + 1, r1))]
                         for i in range(mt):
                             base = (j * mt + i) * 4
                             for p in range(act.parts):
-                                if const_expr(self.promote):
+                                if const_expr(fmt.zero_by_mma):
+                                    # The correction right behind its main MMA, in the same accumulator, keeps the
+                                    # running sum near sum (u - z) x; 2 * acc_chains such chains a step (ILP).
+                                    key = (j, i, (2 * wi + q2) % (2 * tile.acc_chains))
+                                    c = part.get(key, [Float32(0.0)] * 4)
+                                    bb = [b[i][0][p], b[i][1][p]]
+                                    part[key] = ptx.mma_m16n8k16(ct.name, a_corr, bb,
+                                                                 ptx.mma_m16n8k16(ct.name, a, bb, c))
+                                elif const_expr(self.promote):
                                     c = part.get((j, i), [Float32(0.0)] * 4)
                                     part[(j, i)] = ptx.mma_m16n8k16(ct.name, a, [b[i][0][p], b[i][1][p]], c)
                                 else:
@@ -645,7 +660,10 @@ class WeightOnlyGemm:
                                     for e in range(4):
                                         acc[at + e] = d[e]
         if const_expr(self.promote):
-            for (j, i), d in part.items():
+            sums = {}
+            for (j, i, *_), d in part.items():  # zero_by_mma's two chains of a tile add up first
+                sums[(j, i)] = [x + y for x, y in zip(sums[(j, i)], d)] if (j, i) in sums else d
+            for (j, i), d in sums.items():
                 base = (j * mt + i) * 4
                 for e in range(4):  # C slots 0, 1: row g of tile j; 2, 3: row g + 8
                     acc[base + e] = acc[base + e] + d[e] * buf["s"][2 * j + e // 2]

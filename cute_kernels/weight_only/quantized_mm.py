@@ -169,6 +169,8 @@ def use_promoted_scales(fmt_key: str, has_scales: bool, group: int, x_dtype: tor
     14.74 -> 17.07; 4096^2 5.47 -> 6.29), as the H200 found for those in session 4. Nor on the one-CTA-per-SM tiles
     (``config.is_one_cta_per_sm``): folded was faster on two of three
     layers there (session 51)."""
+    if fmt_key == "awq_zmma":
+        return promotes_scales(format_by_key(fmt_key), has_scales, group)  # its MMAs sum unscaled u - z
     if fmt_key == "awq_fma" or (fmt_key == "awq" and (tile.warps_n == 1 or tile.tokens_per_cta > 16
                                                       or config.is_one_cta_per_sm(tile))):
         return False  # awq_fma: the one-fma decode is for the tiles that fold the scale (awq.decode_format)
