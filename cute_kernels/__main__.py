@@ -166,8 +166,11 @@ def _layout_weight_only(args) -> int:
     x_dtype = torch.float16 if args.x_dtype == "fp16" else torch.bfloat16
     eligible = wgmma.eligible(torch.empty((0, args.k), dtype=x_dtype, device="meta"), bits, args.n, args.k, group,
                               x_dtype, "sm_90a")
-    path, tile = wo_config.select_tile(bits, args.m, args.n, 132, scaled=group is not None, awq=awq, dense=not awq,
-                                       k=args.k, wgmma=eligible)
+    if awq:  # as awq_gemm dispatches
+        path, tile = wo_config.awq_select_tile(args.m, args.n, args.k, 132, wgmma=eligible, group=group)
+    else:
+        path, tile = wo_config.select_tile(bits, args.m, args.n, 132, scaled=group is not None, dense=True, k=args.k,
+                                           wgmma=eligible)
     what = f"{'AWQ' if awq else f'{bits}-bit'}{f' g{group}' if group else ''}, x {args.x_dtype}"
     print(f"dispatch          : M={args.m} N={args.n} K={args.k} ({what}) on SM90 -> {path} path"
           + (f", tile {tile}" if tile is not None else ""))

@@ -164,7 +164,7 @@ def _build_fp8_contiguous(spec: ExportSpec, extra_options: str):
 def _build_weight_only(fmt_key: str, bits: int, scaled: bool):
     def build(spec: ExportSpec, extra_options: str):
         from .weight_only.compile import compile_with_cubin
-        from .weight_only.config import select_tile
+        from .weight_only.config import awq_select_tile, select_tile
 
         from .weight_only import wgmma
 
@@ -172,8 +172,10 @@ def _build_weight_only(fmt_key: str, bits: int, scaled: bool):
         # the ops' own rule for the WGMMA path (only x's dtype is read from the tensor)
         on_wgmma = wgmma.eligible(torch.empty((0, spec.k), dtype=x_dtype, device="meta"), bits, spec.n, spec.k,
                                   128 if scaled else None, x_dtype, spec.arch)
-        path, tile = select_tile(bits, spec.m, spec.n, 132, scaled=scaled, awq=fmt_key == "awq", k=spec.k,
-                                 wgmma=on_wgmma)
+        if fmt_key == "awq":  # as awq_gemm dispatches (its decode tile first on some long-K layers: session 52)
+            path, tile = awq_select_tile(spec.m, spec.n, spec.k, 132, wgmma=on_wgmma)
+        else:
+            path, tile = select_tile(bits, spec.m, spec.n, 132, scaled=scaled, k=spec.k, wgmma=on_wgmma)
         if fmt_key == "awq":  # the format awq_gemm runs for scales below 0.25 (AutoAWQ's are; awq_fma's e = 0)
             from types import SimpleNamespace
 

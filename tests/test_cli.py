@@ -130,6 +130,19 @@ def test_export_weight_only_bias_variant(tmp_path, m, mma):
         assert "fragment order" in json.dumps(manifest), manifest
 
 
+def test_awq_long_k_decode_entry_in_the_clis(tmp_path):
+    """8192^2 at one token: awq_gemm runs the decode tile with awq_zmma (config.awq_select_tile, session 52), and the
+    layout and export CLIs say and compile the same; at 5 tokens the WGMMA path."""
+    shape = ("--n", "8192", "--k", "8192", "--x-dtype", "fp16")
+    assert "-> decode path" in _cli("layout", "awq_gemm", "--m", "1", *shape)
+    assert "-> wgmma path" in _cli("layout", "awq_gemm", "--m", "5", *shape)
+    _cli("export", "awq_gemm", "--m", "1", *shape, "--out", str(tmp_path))
+    (manifest_path,) = tmp_path.glob("*.json")
+    manifest = json.loads(manifest_path.read_text())
+    assert '"format": "awq_zmma"' in json.dumps(manifest) and '"promoted_scales": true' in json.dumps(manifest)
+    assert any(op.startswith("HMMA.16816.F32") for op in manifest["sass"]["tensor_core_ops"]), manifest["sass"]
+
+
 def test_export_dequantize_weights(tmp_path):
     _cli("export", "dequantize_weights", "--bits", "4", "--x-dtype", "fp16", "--out", str(tmp_path))
     (manifest_path,) = tmp_path.glob("*.json")

@@ -41,8 +41,7 @@ from ..formats.awq import awq_dequantize_reference, check_awq_tensors
 from ..plan_cache import PlanCache
 from . import awq_repack, awq_sm90, config, wgmma
 from .compile import compile_awq_dequantize
-from .formats import AWQ_ZERO_MMA
-from .kernel import TileShape, check_group_index_k, promotes_scales
+from .kernel import TileShape, check_group_index_k
 from .quantized_mm import (aligned_copy, check_out, launch, out_needs_copy, pad_x, use_promoted_scales,
                            warm_bias_ok, warm_out, x_needs_copy)
 
@@ -130,11 +129,7 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzero
         return out.copy_(awq_gemm(x, qweight, scales, qzeros, split_k_iters, bias=bias, path=path, tile=tile))
     sms = _arch.sm_count(device.index)
     wgmma_ok = tile is None and _wgmma_eligible(x, oc, ic, group, device)
-    path_name, tl = config.select_tile(4, m, oc, sms, path, scaled=True, awq=True, k=ic, wgmma=wgmma_ok,
-                                       blob_reader=wgmma_ok and config.AWQ_ONE_COPY)
-    if (path is None and path_name == "wgmma" and not config.AWQ_ONE_COPY and promotes_scales(AWQ_ZERO_MMA, True, group)
-            and config.awq_zero_mma_decode_first(m, oc, ic, sms)):
-        path_name, tl = config.select_tile(4, m, oc, sms, "decode", scaled=True, awq=True, k=ic)
+    path_name, tl = config.awq_select_tile(m, oc, ic, sms, path, wgmma_ok, group)
     signature = (x.shape, x.stride(), x.dtype, awq_repack.cache_key(qweight, scales, qzeros), bias is not None)
     if path_name == "wgmma" or (wgmma_ok and path_name == "decode" and config.AWQ_ONE_COPY
                                 and awq_sm90.decode_ok(tl, group, ic)):
@@ -219,7 +214,7 @@ DECODE_ZERO_MMA_RING_DTYPES = (torch.float16,)
 
 def decode_format(path_name: str, x_dtype: torch.dtype, kw, tile: TileShape) -> str:
     """The format key the decode path runs ``kw`` with (the tensor-core tiles keep ``awq``)."""
-    from .formats import AWQ_ONE_FMA, F16
+    from .formats import AWQ_ONE_FMA, AWQ_ZERO_MMA, F16
 
     if (path_name == "decode" and x_dtype in DECODE_ZERO_MMA_DTYPES
             and (tile.stages == 0 or x_dtype in DECODE_ZERO_MMA_RING_DTYPES)

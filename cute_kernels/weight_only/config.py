@@ -786,6 +786,19 @@ def awq_zero_mma_decode_first(m: int, n: int, k: int, sm_count: int) -> bool:
     return tile.warps_n > 1 and tile.stages == 0 and not is_one_cta_per_sm(tile)
 
 
+def awq_select_tile(m: int, n: int, k: int, sm_count: int, path: str | None = None, wgmma: bool = False,
+                    group: int = 128) -> tuple[str, TileShape | None]:
+    """``select_tile`` for AWQ as ``awq_gemm`` dispatches it (the export and layout CLIs ask the same): with the
+    decode tile instead of the WGMMA plan where ``awq_zero_mma_decode_first`` says so (a group of whole K steps,
+    whose scales the decode tile promotes; not with AWQ_ONE_COPY, whose decode tiles read the blob)."""
+    picked = select_tile(4, m, n, sm_count, path, scaled=True, awq=True, k=k, wgmma=wgmma,
+                         blob_reader=wgmma and AWQ_ONE_COPY)
+    if (path is None and picked[0] == "wgmma" and not AWQ_ONE_COPY and group % 128 == 0
+            and awq_zero_mma_decode_first(m, n, k, sm_count)):
+        return select_tile(4, m, n, sm_count, "decode", scaled=True, awq=True, k=k)
+    return picked
+
+
 def select_tile(bits: int, m: int, n: int, sm_count: int, path: str | None = None,
                 decode_max_m: int | None = None, scaled: bool = False, dense: bool = False,
                 dense_min_m: int | None = None, awq: bool = False, k: int | None = None, wgmma: bool = False,
