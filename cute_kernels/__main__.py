@@ -166,14 +166,25 @@ def _layout_weight_only(args) -> int:
     x_dtype = torch.float16 if args.x_dtype == "fp16" else torch.bfloat16
     eligible = wgmma.eligible(torch.empty((0, args.k), dtype=x_dtype, device="meta"), bits, args.n, args.k, group,
                               x_dtype, "sm_90a")
-    if awq:  # as awq_gemm dispatches
+    decode_fmt = None
+    if awq:  # as awq_gemm dispatches, with the format's tile (awq.decode_format for AutoAWQ-sized scales)
         path, tile = wo_config.awq_select_tile(args.m, args.n, args.k, 132, wgmma=eligible, group=group)
+        if path == "decode":
+            from types import SimpleNamespace
+
+            from .weight_only.awq import decode_format
+
+            fmt = decode_format(path, x_dtype, SimpleNamespace(max_abs_scale=0.0, group=group), tile)
+            tile = wo_config.tile_for_format(fmt, tile)
+            decode_fmt = f"decode format     : {fmt}"
     else:
         path, tile = wo_config.select_tile(bits, args.m, args.n, 132, scaled=group is not None, dense=True, k=args.k,
                                            wgmma=eligible)
     what = f"{'AWQ' if awq else f'{bits}-bit'}{f' g{group}' if group else ''}, x {args.x_dtype}"
     print(f"dispatch          : M={args.m} N={args.n} K={args.k} ({what}) on SM90 -> {path} path"
           + (f", tile {tile}" if tile is not None else ""))
+    if decode_fmt:
+        print(decode_fmt)
     cfg = _parse_config(args.config)
     if path != "wgmma" and cfg is None:
         print("(the decode and tensor-core tiles stage their weights per thread and the dense path is dequantize + "

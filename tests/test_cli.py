@@ -134,7 +134,8 @@ def test_awq_long_k_decode_entry_in_the_clis(tmp_path):
     """8192^2 at one token: awq_gemm runs the decode tile with awq_zmma (config.awq_select_tile, session 52), and the
     layout and export CLIs say and compile the same; at 5 tokens the WGMMA path."""
     shape = ("--n", "8192", "--k", "8192", "--x-dtype", "fp16")
-    assert "-> decode path" in _cli("layout", "awq_gemm", "--m", "1", *shape)
+    out = _cli("layout", "awq_gemm", "--m", "1", *shape)
+    assert "-> decode path" in out and "decode format     : awq_zmma" in out and "fields_in_place=True" in out, out
     assert "-> wgmma path" in _cli("layout", "awq_gemm", "--m", "5", *shape)
     _cli("export", "awq_gemm", "--m", "1", *shape, "--out", str(tmp_path))
     (manifest_path,) = tmp_path.glob("*.json")
