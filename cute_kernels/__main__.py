@@ -170,12 +170,9 @@ def _layout_weight_only(args) -> int:
     if awq:  # as awq_gemm dispatches, with the format's tile (awq.decode_format for AutoAWQ-sized scales)
         path, tile = wo_config.awq_select_tile(args.m, args.n, args.k, 132, wgmma=eligible, group=group)
         if path == "decode":
-            from types import SimpleNamespace
+            from .weight_only.awq import typical_format_and_tile
 
-            from .weight_only.awq import decode_format
-
-            fmt = decode_format(path, x_dtype, SimpleNamespace(max_abs_scale=0.0, group=group), tile)
-            tile = wo_config.tile_for_format(fmt, tile)
+            fmt, tile = typical_format_and_tile(path, x_dtype, tile, group)
             decode_fmt = f"decode format     : {fmt}"
     else:
         path, tile = wo_config.select_tile(bits, args.m, args.n, 132, scaled=group is not None, dense=True, k=args.k,

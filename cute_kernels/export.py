@@ -177,17 +177,14 @@ def _build_weight_only(fmt_key: str, bits: int, scaled: bool):
         else:
             path, tile = select_tile(bits, spec.m, spec.n, 132, scaled=scaled, k=spec.k, wgmma=on_wgmma)
         if fmt_key == "awq":  # the format awq_gemm runs for scales below 0.25 (AutoAWQ's are; awq_fma's e = 0)
-            from types import SimpleNamespace
+            if path == "wgmma":
+                from types import SimpleNamespace
 
-            from .weight_only.awq import decode_format
+                fmt = wgmma.awq_format(x_dtype, SimpleNamespace(max_abs_scale=0.0, group=128), spec.m)
+            else:
+                from .weight_only.awq import typical_format_and_tile
 
-            typical = SimpleNamespace(max_abs_scale=0.0, group=128)
-            fmt = (wgmma.awq_format(x_dtype, typical, spec.m) if path == "wgmma"
-                   else decode_format(path, x_dtype, typical, tile))
-            if path != "wgmma":
-                from .weight_only.config import tile_for_format
-
-                tile = tile_for_format(fmt, tile)  # the accumulator sets awq_gemm adds for this format
+                fmt, tile = typical_format_and_tile(path, x_dtype, tile)
         else:
             fmt = wgmma.signed_format(bits, scaled, spec.m) if path == "wgmma" else fmt_key
         if path == "wgmma":

@@ -216,15 +216,25 @@ def decode_format(path_name: str, x_dtype: torch.dtype, kw, tile: TileShape) -> 
     """The format key the decode path runs ``kw`` with (the tensor-core tiles keep ``awq``)."""
     from .formats import AWQ_ONE_FMA, AWQ_ZERO_MMA, F16
 
-    if (path_name == "decode" and x_dtype in DECODE_ZERO_MMA_DTYPES
-            and (tile.stages == 0 or x_dtype in DECODE_ZERO_MMA_RING_DTYPES)
-            and use_promoted_scales("awq", True, kw.group, x_dtype, tile)):
-        return AWQ_ZERO_MMA.key
-    if (path_name == "decode" and x_dtype in DECODE_ONE_FMA_DTYPES and math.isfinite(kw.max_abs_scale)
-            and AWQ_ONE_FMA.exponent(F16, kw.max_abs_scale) == 0
-            and not use_promoted_scales("awq", True, kw.group, x_dtype, tile)):
+    if path_name != "decode":
+        return "awq"
+    if use_promoted_scales("awq", True, kw.group, x_dtype, tile):
+        if x_dtype in DECODE_ZERO_MMA_DTYPES and (tile.stages == 0 or x_dtype in DECODE_ZERO_MMA_RING_DTYPES):
+            return AWQ_ZERO_MMA.key
+    elif (x_dtype in DECODE_ONE_FMA_DTYPES and math.isfinite(kw.max_abs_scale)
+          and AWQ_ONE_FMA.exponent(F16, kw.max_abs_scale) == 0):
         return AWQ_ONE_FMA.key
     return "awq"
+
+
+def typical_format_and_tile(path_name: str, x_dtype: torch.dtype, tile: TileShape,
+                            group: int = 128) -> tuple[str, TileShape]:
+    """(format, tile) awq_gemm runs on a decode or tensor-core ``tile`` for AutoAWQ-sized scales (every |s| < 0.25:
+    awq_fma's e = 0): what the export and layout CLIs compile and show."""
+    from types import SimpleNamespace
+
+    fmt = decode_format(path_name, x_dtype, SimpleNamespace(max_abs_scale=0.0, group=group), tile)
+    return fmt, config.tile_for_format(fmt, tile)
 
 
 def _wgmma_eligible(x: torch.Tensor, oc: int, ic: int, group: int, device) -> bool:
