@@ -90,18 +90,22 @@ def _bench_m(m, ic, oc, dtype, sets, dense, awq_bytes, t_deq, repack_ms, first_c
     x = torch.randn(m, ic, device="cuda", dtype=dtype)
     err = _check(awq_gemm(x, *sets[0]), x, *sets[0])
     ws = sets if m <= 256 else sets[:2]  # up to 256 tokens the fused GEMM streams its weights: from HBM, not L2
-    # The speedup's two terms: medians of ``rounds`` interleaved timings each (one timing of the fp16 matmul has
-    # read 2.3x its usual value once, session 19; the baseline moves by 5-6% between runs)
-    fused_rounds, fp16_rounds = [], []
+    # Every column: the median of ``rounds`` interleaved timings (one timing of the fp16 matmul has read 2.3x its
+    # usual value once, session 19; the baseline moves by 5-6% between runs; and with one timing each, awq_linear -
+    # awq_gemm's own kernel below the dense threshold - read 1.08-1.11x awq_gemm's median at 256 tokens, session 53)
+    fused_rounds, fp16_rounds, dmm_rounds, lin_rounds = [], [], [], []
     for _ in range(rounds):
         t, how = graph_time_us([lambda s=s: awq_gemm(x, *s) for s in ws], min_calls=GRAPH_CALLS)
         fused_rounds.append(t)
         fp16_rounds.append(graph_time_us([lambda w=w: torch.matmul(x, w) for w in dense], min_calls=GRAPH_CALLS)[0])
+        dmm_rounds.append(graph_time_us([lambda s=s: torch.matmul(x, awq_dequantize(*s)) for s in ws],
+                                        min_calls=GRAPH_CALLS)[0])
+        lin_rounds.append(graph_time_us([lambda s=s: awq_linear(x, *s) for s in ws], min_calls=GRAPH_CALLS)[0])
     t_fused, t_fp16 = statistics.median(fused_rounds), statistics.median(fp16_rounds)
-    t_dmm, _ = graph_time_us([lambda s=s: torch.matmul(x, awq_dequantize(*s)) for s in ws], min_calls=GRAPH_CALLS)
-    t_lin, _ = graph_time_us([lambda s=s: awq_linear(x, *s) for s in ws], min_calls=GRAPH_CALLS)
+    t_dmm, t_lin = statistics.median(dmm_rounds), statistics.median(lin_rounds)
     row = dict(n=oc, k=ic, m=m, fused_us=t_fused, deq_mm_us=t_dmm, linear_us=t_lin, fp16_us=t_fp16,
-               fused_rounds=fused_rounds, fp16_rounds=fp16_rounds,
+               fused_rounds=fused_rounds, fp16_rounds=fp16_rounds, deq_mm_rounds=dmm_rounds,
+               linear_rounds=lin_rounds,
                fused_speedup=t_fp16 / t_fused, linear_over_best=t_lin / min(t_fused, t_dmm),
                linear_path="dense" if m >= _dense_min_tokens(x, oc, ic, config) else "fused",
                dequant_us=t_deq, dequant_gbs=(awq_bytes + ic * oc * 2) / t_deq / 1e3,
@@ -121,8 +125,9 @@ def _dense_min_tokens(x, oc, ic, config):
 
 
 def markdown(rows, device):
-    lines = [f"Device: {device}; fp16 x, group {GROUP}; times in µs (median of CUDA-graph replays; awq_gemm and "
-             f"fp16 matmul: median of {len(rows[0].get('fused_rounds', [0])) if rows else 1} interleaved rounds).", "",
+    both = "awq_gemm and fp16 matmul" if rows and "linear_rounds" not in rows[0] else "every column"
+    lines = [f"Device: {device}; fp16 x, group {GROUP}; times in µs (median of CUDA-graph replays; {both}: median "
+             f"of {len(rows[0].get('fused_rounds', [0])) if rows else 1} interleaved rounds).", "",
              "| OC | IC | M | awq_gemm | deq+matmul | awq_linear (path) | fp16 matmul | fused speedup | "
              "linear / best |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:

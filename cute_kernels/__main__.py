@@ -168,11 +168,12 @@ def _layout_weight_only(args) -> int:
                               x_dtype, "sm_90a")
     decode_fmt = None
     if awq:  # as awq_gemm dispatches, with the format's tile (awq.decode_format for AutoAWQ-sized scales)
-        path, tile = wo_config.awq_select_tile(args.m, args.n, args.k, 132, wgmma=eligible, group=group)
+        path, tile = wo_config.awq_select_tile(args.m, args.n, args.k, 132, wgmma=eligible, group=group,
+                                               x_dtype=x_dtype)
         if path == "decode":
             from .weight_only.awq import typical_format_and_tile
 
-            fmt, tile = typical_format_and_tile(path, x_dtype, tile, group)
+            fmt, tile = typical_format_and_tile(path, x_dtype, tile, group, args.k)
             decode_fmt = f"decode format     : {fmt}"
     else:
         path, tile = wo_config.select_tile(bits, args.m, args.n, 132, scaled=group is not None, dense=True, k=args.k,

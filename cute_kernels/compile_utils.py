@@ -7,6 +7,8 @@ static unit strides and the declared divisibility/alignment on every call.
 
 from __future__ import annotations
 
+import contextlib
+
 import cutlass.cute as cute
 
 
@@ -48,3 +50,35 @@ def kernel_view(t: cute.Tensor, x_mode: int, y_mode: int) -> cute.Tensor:
     else:
         layout = cute.select(t.layout, mode=[x_mode + 1, y_mode + 1, 0])
     return cute.make_tensor(t.iterator, layout)
+
+
+@contextlib.contextmanager
+def target_smem_per_sm(arch: str):
+    """Compile for ``arch`` on a machine without a CUDA driver (CI, ``export``): a kernel that declares
+    ``min_blocks_per_mp > 1`` makes the DSL read the device's shared memory per SM from the driver at compile time
+    (it attaches it to the kernel); here it is given the target arch's instead (``sm80.configs.SMEM_PER_SM``, H100 /
+    H200 for sm_90a), the value the driver reports on such a GPU. With a GPU present nothing changes."""
+    import torch
+
+    if torch.cuda.is_available():
+        yield
+        return
+    from cutlass.cutlass_dsl import cutlass as dsl_cutlass
+
+    from .sm80.configs import SMEM_PER_SM
+
+    helpers = dsl_cutlass.cuda_helpers
+    wanted = helpers.cuda.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR
+    smem = SMEM_PER_SM[arch.rstrip("a")]
+    real = helpers.get_device_attribute
+
+    def get_device_attribute(attribute, device_id: int = 0):
+        if attribute == wanted:
+            return smem
+        return real(attribute, device_id)
+
+    helpers.get_device_attribute = get_device_attribute
+    try:
+        yield
+    finally:
+        helpers.get_device_attribute = real

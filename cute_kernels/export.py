@@ -173,7 +173,7 @@ def _build_weight_only(fmt_key: str, bits: int, scaled: bool):
         on_wgmma = wgmma.eligible(torch.empty((0, spec.k), dtype=x_dtype, device="meta"), bits, spec.n, spec.k,
                                   128 if scaled else None, x_dtype, spec.arch)
         if fmt_key == "awq":  # as awq_gemm dispatches (its decode tile first on some long-K layers: session 52)
-            path, tile = awq_select_tile(spec.m, spec.n, spec.k, 132, wgmma=on_wgmma)
+            path, tile = awq_select_tile(spec.m, spec.n, spec.k, 132, wgmma=on_wgmma, x_dtype=x_dtype)
         else:
             path, tile = select_tile(bits, spec.m, spec.n, 132, scaled=scaled, k=spec.k, wgmma=on_wgmma)
         if fmt_key == "awq":  # the format awq_gemm runs for scales below 0.25 (AutoAWQ's are; awq_fma's e = 0)
@@ -184,7 +184,7 @@ def _build_weight_only(fmt_key: str, bits: int, scaled: bool):
             else:
                 from .weight_only.awq import typical_format_and_tile
 
-                fmt, tile = typical_format_and_tile(path, x_dtype, tile)
+                fmt, tile = typical_format_and_tile(path, x_dtype, tile, k=spec.k)
         else:
             fmt = wgmma.signed_format(bits, scaled, spec.m) if path == "wgmma" else fmt_key
         if path == "wgmma":

@@ -147,6 +147,61 @@ def test_awq_zero_mma_format(dtype, M, OC, IC, G, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("M,OC,IC", [(1, 2048, 8192), (3, 1544, 8960), (8, 4096, 9088), (5, 8192, 4096),
+                                     (2, 7176, 8192)])
+def test_awq_swapped_register_tiles(dtype, M, OC, IC, monkeypatch):
+    """Session 53's register plan (config.AWQ_DECODE_SWAP_MIN_STEPS: the two-CTA hint to ptxas with the K loop
+    unrolled by two and the register buffers swapped) as the default dispatch runs it: one warp across (2048 x 8192,
+    an OC tail at 1544, an odd count of K steps on some warps at IC = 9088) and two warps side by side (awq_zmma,
+    7176 rows: a tail), against float64 on poisoned outputs; the launch must have used the swapped tile, in the
+    format the dispatch picks (scales below 0.25: awq_fma in fp16 one warp across, bf16's awq; awq_zmma side by
+    side)."""
+    from cute_kernels.formats.awq import awq_quantize
+    from cute_kernels.weight_only import awq as awq_mod
+
+    if torch.cuda.get_device_capability() != (9, 0) or torch.cuda.get_device_properties(0).multi_processor_count != 132:
+        pytest.skip("the tiles are those of 132-SM SM90 GPUs")
+    ran = []
+    launch = awq_mod.launch
+    monkeypatch.setattr(awq_mod, "launch",
+                        lambda fmt_key, *a, **k: (ran.append((fmt_key, a[7])), launch(fmt_key, *a, **k))[1])
+    torch.manual_seed(M + OC + IC)
+    qweight, qzeros, scales = awq_quantize(0.1 * torch.randn(IC, OC, device="cuda"), 128, scale_dtype=dtype)
+    x = torch.randn(M, IC, dtype=dtype, device="cuda")
+    out = poisoned((M, OC), dtype)
+    awq_gemm(x, qweight, scales, qzeros, out=out, path="decode")
+    (fmt_key, tile), = ran
+    want = "awq_zmma" if tile.warps_n == 2 else "awq_fma" if dtype == torch.float16 else "awq"
+    assert fmt_key == want and tile.min_ctas_hint == 2 and tile.swap_registers, ran
+    assert not out.isnan().any()
+    _check_columns(out, x, qweight, scales, qzeros, _column_slices(OC, IC))
+
+
+@pytest.mark.parametrize("dtype,M,OC,IC,decode", [(torch.float16, 7, 4096, 11008, True),
+                                                  (torch.float16, 8, 4096, 11008, False),
+                                                  (torch.bfloat16, 8, 8192, 4096, True),
+                                                  (torch.bfloat16, 6, 8192, 8192, False)])
+def test_awq_swapped_decode_dispatch(dtype, M, OC, IC, decode, monkeypatch):
+    """The default dispatch (session 53, config.AWQ_SWAPPED_DECODE_MAX_M): 6-7 tokens in fp16 and 6-8 in bf16 on the
+    swapped register tiles run the decode path (one launch of the repack reader), above that or on 8192^2 the WGMMA
+    path (none); against float64 on poisoned outputs."""
+    from cute_kernels.weight_only import awq as awq_mod
+
+    if torch.cuda.get_device_capability() != (9, 0) or torch.cuda.get_device_properties(0).multi_processor_count != 132:
+        pytest.skip("the entry is for 132-SM SM90 GPUs")
+    ran = []
+    launch = awq_mod.launch
+    monkeypatch.setattr(awq_mod, "launch", lambda fmt_key, *a, **k: (ran.append(a[7]), launch(fmt_key, *a, **k))[1])
+    qweight, scales, qzeros = _awq(IC, OC, 128, dtype, seed=M + OC + IC)
+    x = torch.randn(M, IC, dtype=dtype, device="cuda")
+    out = poisoned((M, OC), dtype)
+    awq_gemm(x, qweight, scales, qzeros, out=out)
+    assert len(ran) == int(decode) and all(t.swap_registers and t.min_ctas_hint for t in ran), ran
+    assert not out.isnan().any()
+    _check_columns(out, x, qweight, scales, qzeros, _column_slices(OC, IC))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("M,OC,expect", [(1, 8192, "awq_zmma"), (4, 7168, "awq_zmma"), (5, 8192, None)])
 def test_awq_zero_mma_long_k_dispatch(M, OC, expect, dtype, monkeypatch):
     """The default dispatch (session 52): x at <= 4 tokens on 8192^2 / 7168 x 8192 runs the decode tile with

@@ -370,6 +370,42 @@ def test_awq_side_by_side_ring_rule_and_sass():
         assert s.mma.get("HMMA.16816.F32" + (".BF16" if x_dtype == torch.bfloat16 else ""), 0) > 0
 
 
+def test_awq_decode_swap_rule_and_sass():
+    """Session 53's rule (config.AWQ_DECODE_SWAP_MIN_STEPS, applied by the call: config.tile_for_format with the
+    layer's K): the capped <= 8-token register tiles declare two CTAs per SM to ptxas (TileShape.min_ctas_hint) and
+    swap their register buffers - bf16's awq on one-warp-across tiles always, fp16's awq_fma there (one accumulator
+    set) and awq_zmma on two warps side by side where a warp walks >= 8 K steps; not the ring, not the 9-16-token
+    tiles, not without K for the formats with a minimum. The PTX carries .minnctapersm 2 and the SASS stays within
+    the hint's 128 registers without spills (compiled without a GPU: compile_utils.target_smem_per_sm)."""
+    def rule(fmt_key, n, k, m=1, with_k=True):
+        t = config.decode_tile("awq", m, n, 132, scaled=True, k=k)
+        t = config.tile_for_format(fmt_key, t, k if with_k else None)
+        return t.min_ctas_hint == config.DECODE_CTAS_PER_SM and t.swap_registers, t
+
+    for m in (1, 4, 8):
+        for n, k in ((4096, 14336), (2048, 8192), (4096, 11008)):
+            on, t = rule("awq_fma", n, k, m)
+            assert on and t.acc_chains == 1 and t.warps_n == 1, (n, k, m)
+            assert rule("awq", n, k, m)[0] and rule("awq", n, k, m, with_k=False)[0]
+            assert not rule("awq_fma", n, k, m, with_k=False)[0]
+        assert not rule("awq_fma", 4096, 4096, m)[0] and rule("awq", 4096, 4096, m)[0]  # 4 K steps a warp
+        for n, k in ((8192, 8192), (7168, 4096), (8192, 4096)):
+            assert rule("awq_zmma", n, k, m)[0] and rule("awq_zmma", n, k, m)[1].warps_n == 2, (n, k, m)
+        assert not rule("awq_zmma", 8192, 2048, m)[0]
+        assert not rule("awq_zmma", 14336, 4096, m)[0] and not rule("awq", 14336, 4096, m)[0]  # the ring
+    assert not rule("awq", 4096, 4096, 16)[0] and not rule("awq_zmma", 8192, 8192, 16)[0]
+    assert config.decode_tile("awq", 1, 4096, 132, scaled=True, k=14336).min_ctas_hint == 0  # the call's to add
+    for fmt_key, x_dtype, (n, k) in (("awq_fma", torch.float16, (4096, 14336)), ("awq", torch.bfloat16, (4096, 4096)),
+                                     ("awq_zmma", torch.float16, (8192, 8192)),
+                                     ("awq_zmma", torch.bfloat16, (8192, 8192))):
+        t = rule(fmt_key, n, k)[1]
+        art = compile_with_cubin(fmt_key, x_dtype, x_dtype, x_dtype, t, promote_scales=fmt_key == "awq_zmma").artifacts
+        ptx = art.PTX if isinstance(art.PTX, str) else art.PTX.decode()
+        assert ".minnctapersm 2" in ptx, fmt_key
+        s = summarize_cubin(art.CUBIN)
+        assert s.local_memory_ops == 0 and max(s.kernels.values()) <= 128, (fmt_key, s.kernels)
+
+
 def test_awq_decode_acc_chains_rule_and_sass():
     """Session 44's rule (config.AWQ_DECODE_ACC_CHAINS, applied by the call: config.tile_for_format): AWQ's decode
     tiles with one warp across on the register pipeline alternate their MMAs between 2 accumulator sets for awq_fma

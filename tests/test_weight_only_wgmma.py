@@ -248,6 +248,25 @@ def test_awq_zero_mma_long_k_entry():
         assert config.select_tile(4, m, 8192, 132, scaled=True, awq=True, k=8192, wgmma=True)[0] == "wgmma"
 
 
+def test_awq_swapped_decode_entry():
+    """config.awq_swapped_decode_first (session 53): AWQ at 6-7 tokens (fp16) / 6-8 (bf16) takes the decode path
+    where its tile is a swapped register tile for every AWQ format (one warp across with >= 8 K steps a warp, or
+    awq_zmma's two warps side by side) - 4096 x 14336 and 8192 x 4096 among the measured, 3584 x 14336 among the
+    held out - but not on the cluster-split long-K layers (8192^2), not where the tile is the ring (14336 x 4096) or
+    one CTA per SM (9216 x 4096), not above the dtype's count, not for fp32 x or without a dtype."""
+    def path(m, n, k, dt):
+        return config.awq_select_tile(m, n, k, 132, wgmma=True, x_dtype=dt)[0]
+
+    for n, k in ((4096, 14336), (4096, 11008), (8192, 4096), (7168, 5120), (3584, 14336)):
+        assert config.select_tile(4, 7, n, 132, scaled=True, awq=True, k=k, wgmma=True)[0] == "wgmma", (n, k)
+        assert [path(m, n, k, torch.float16) for m in (6, 7, 8)] == ["decode", "decode", "wgmma"], (n, k)
+        assert [path(m, n, k, torch.bfloat16) for m in (6, 7, 8, 9)] == ["decode"] * 3 + ["wgmma"], (n, k)
+        assert path(7, n, k, torch.float32) == path(7, n, k, None) == "wgmma"
+    for n, k in ((8192, 8192), (7168, 8192), (14336, 4096), (9216, 4096)):
+        assert path(6, n, k, torch.bfloat16) == "wgmma", (n, k)
+    assert config.awq_select_tile(7, 4096, 14336, 132, path="wgmma", wgmma=True, x_dtype=torch.float16)[0] == "wgmma"
+
+
 def test_param_cache_follows_its_tensors():
     import gc
 

@@ -129,7 +129,7 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzero
         return out.copy_(awq_gemm(x, qweight, scales, qzeros, split_k_iters, bias=bias, path=path, tile=tile))
     sms = _arch.sm_count(device.index)
     wgmma_ok = tile is None and _wgmma_eligible(x, oc, ic, group, device)
-    path_name, tl = config.awq_select_tile(m, oc, ic, sms, path, wgmma_ok, group)
+    path_name, tl = config.awq_select_tile(m, oc, ic, sms, path, wgmma_ok, group, x.dtype)
     signature = (x.shape, x.stride(), x.dtype, awq_repack.cache_key(qweight, scales, qzeros), bias is not None)
     if path_name == "wgmma" or (wgmma_ok and path_name == "decode" and config.AWQ_ONE_COPY
                                 and awq_sm90.decode_ok(tl, group, ic)):
@@ -151,7 +151,7 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzero
     tl = config.awq_repack_tile(tile).validate() if tile else tl
     fmt_key = decode_format(path_name, x.dtype, kw, tl)
     if tile is None:
-        tl = config.tile_for_format(fmt_key, tl)
+        tl = config.tile_for_format(fmt_key, tl, ic)
     fn = launch(fmt_key, xk, kw.w, out, 1.0, kw.scales, kw.zeros, group, tl, device, bias)
     if fn is not None and xk is x and path is None and tile is None:
         _plans[signature] = _RepackPlan(fn, group)
@@ -227,14 +227,14 @@ def decode_format(path_name: str, x_dtype: torch.dtype, kw, tile: TileShape) -> 
     return "awq"
 
 
-def typical_format_and_tile(path_name: str, x_dtype: torch.dtype, tile: TileShape,
-                            group: int = 128) -> tuple[str, TileShape]:
+def typical_format_and_tile(path_name: str, x_dtype: torch.dtype, tile: TileShape, group: int = 128,
+                            k: int | None = None) -> tuple[str, TileShape]:
     """(format, tile) awq_gemm runs on a decode or tensor-core ``tile`` for AutoAWQ-sized scales (every |s| < 0.25:
-    awq_fma's e = 0): what the export and layout CLIs compile and show."""
+    awq_fma's e = 0) over a K (IC) of ``k``: what the export and layout CLIs compile and show."""
     from types import SimpleNamespace
 
     fmt = decode_format(path_name, x_dtype, SimpleNamespace(max_abs_scale=0.0, group=group), tile)
-    return fmt, config.tile_for_format(fmt, tile)
+    return fmt, config.tile_for_format(fmt, tile, k)
 
 
 def _wgmma_eligible(x: torch.Tensor, oc: int, ic: int, group: int, device) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from .. import arch as _arch
+from ..compile_utils import target_smem_per_sm
 from ..jit_cache import cached_compile
 from . import config
 from .formats import format_by_key
@@ -64,8 +65,9 @@ def _build(fmt_key: str, x_dtype: torch.dtype, out_dtype: torch.dtype, scale_dty
     # bias [N] in out's dtype, added in the epilogue: the last argument (after the stream; None in the plain variant)
     bias = (cute.runtime.make_fake_tensor(od, (n,), stride=(1,), assumed_align=od.width // 8),) if has_bias else ()
     bias = (bias_fake,) if bias_fake is not None else bias
-    return cute.compile(kernel, fx, fw, fo, cutlass.Float32(1.0), f_gs, f_z, cutlass.Int32(32), stream, *bias,
-                        options=f"--enable-tvm-ffi --gpu-arch {arch} {extra_options}".strip())
+    with target_smem_per_sm(arch):  # (decode tiles with TileShape.min_ctas_hint, compiled without a GPU)
+        return cute.compile(kernel, fx, fw, fo, cutlass.Float32(1.0), f_gs, f_z, cutlass.Int32(32), stream, *bias,
+                            options=f"--enable-tvm-ffi --gpu-arch {arch} {extra_options}".strip())
 
 
 def compile_weight_only(fmt_key: str, x_dtype: torch.dtype, out_dtype: torch.dtype, scale_dtype,

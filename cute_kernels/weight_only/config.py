@@ -580,6 +580,29 @@ AWQ_SIDE_BY_SIDE_RING = {"min_warps_n": 4, "stages": 3}
 AWQ_DECODE_ACC_CHAINS = 2
 AWQ_DECODE_ACC_CHAIN_FORMATS = ("awq_fma",)
 
+# Session 53 (H200, benchmarks/experiments/awq_ablate44.py via run53b.sh / run53c.sh (archive session53/moved/),
+# CUDA-graph medians of 7 interleaved rounds over 240 MB of rotating weights, outputs checked against awq_gemm;
+# docs/weight_only.md "Status"). Nsight Compute's source view of two decode tiles at one token: on 8192^2's register
+# pipeline (awq_zmma) 19% of the warps' stall samples sat on the copy of the next step's weight registers into the
+# current ones (it waits for their load), on 14336 x 4096's ring 12% on the first use of x, whose "ahead" loads
+# ptxas had sunk to the end of the step before (both kernels 3.3-3.7 active warps a scheduler, 0.48 issued a cycle).
+# Declaring two CTAs per SM (TileShape.min_ctas_hint: .minnctapersm, a budget of 128 registers where ptxas had
+# settled for 80-108) keeps those loads where they are written; with the register pipeline unrolled by two
+# (swap_registers: no copy to wait on) the capped <= 8-token tiles ran, time with / without, at 1 / 4 tokens:
+#   bf16's exact awq, one warp across: 4096^2 0.93 / 0.92, 4096 x 14336 0.89 / 0.89; held out 2048 x 8192 0.77 / 0.76,
+#     4096 x 11008 0.87 / 0.87, 3584^2 0.88 / 0.91;
+#   fp16's awq_fma, one warp across (one accumulator set: two spill at 128 registers): 4096 x 14336 0.99 / 0.98; held
+#     out 2048 x 8192 0.91 / 0.90, 4096 x 11008 0.98 / 0.94, 3584^2 0.94 / 0.97, 1536 x 8960 0.86 / 0.84; but 4096^2
+#     1.01 / 1.01 (4 K steps a warp);
+#   awq_zmma, two warps side by side, fp16: 8192^2 0.99 / 1.00, 7168 x 4096 0.98 / 1.00, 8192 x 4096 0.99 / 1.01,
+#     7168 x 8192 0.98 / 1.01, 8192 x 2048 1.03 / 1.02 (4 K steps a warp); bf16: 8192^2 0.98 / 1.00, 7168 x 4096
+#     0.99 / 0.99, 8192 x 4096 0.99 / 1.00.
+# The hint alone was 1.01-1.08x slower (the copies at the end of the step wait instead), on the cp.async ring
+# (14336 x 4096, 13824 x 3072) 1.03-1.04x; the swap alone had been (session 50: ptxas sank x's loads to their uses).
+# So those tiles take both - format -> {warps side by side, as measured: the fewest K steps a warp walks}
+# (``awq_decode_swaps``).
+AWQ_DECODE_SWAP_MIN_STEPS = {"awq": {1: 0}, "awq_fma": {1: 8}, "awq_zmma": {2: 8}}
+
 
 # Session 45 (H100, benchmarks/experiments/awq_ablate44.py, the dispatch's tiles on the same weights in both layouts,
 # CUDA-graph medians of 5 interleaved rounds over 240 MB of rotating weight sets, fp16 x, float64-checked): AWQ's
@@ -623,12 +646,29 @@ def awq_repack_tile(tile: TileShape) -> TileShape:
     return replace(tile, fragment_order=True)
 
 
-def tile_for_format(fmt_key: str, tile: TileShape) -> TileShape:
-    """The AWQ repack reader's tile for the format key a call runs: fragment order (``awq_repack_tile``) with
-    ``AWQ_FRAGMENT_L2_PREFETCH_MB`` where the tile prefetches, and AWQ_DECODE_ACC_CHAINS accumulator sets for the
-    formats in AWQ_DECODE_ACC_CHAIN_FORMATS on decode tiles of one row tile and one token tile per warp with one warp
-    across, or one CTA per SM (``one_cta_per_sm_warps``), on the register pipeline; the
-    prefetch order of ``decode_tile`` (``prefetch_last``) only for the formats in DECODE_PREFETCH_LAST_FORMATS."""
+def awq_decode_swaps(fmt_key: str, tile: TileShape, k: int | None) -> bool:
+    """Whether a decode tile running ``fmt_key`` over a K of ``k`` takes AWQ_DECODE_SWAP_MIN_STEPS's register plan
+    (the two-CTA hint with swapped buffers): the register pipeline of one row tile and one token tile per warp in
+    capped 256-thread CTAs (two per SM), with the format's warps side by side, where a warp walks at least the
+    format's K steps (``k`` None: only where there is no minimum)."""
+    least = AWQ_DECODE_SWAP_MIN_STEPS.get(fmt_key, {}).get(tile.warps_n)
+    if least is None or tile.stages or tile.nt != 1 or tile.mt != 1 or not tile.x_ahead:
+        return False
+    if tile.max_ctas_per_sm != DECODE_CTAS_PER_SM or tile.threads != DECODE_THREADS:
+        return False
+    if least == 0:
+        return True
+    return k is not None and -(-k // 128) // tile.warps_k >= least
+
+
+def tile_for_format(fmt_key: str, tile: TileShape, k: int | None = None) -> TileShape:
+    """The AWQ repack reader's tile for the format key a call runs over a K of ``k``: fragment order
+    (``awq_repack_tile``) with ``AWQ_FRAGMENT_L2_PREFETCH_MB`` where the tile prefetches; the two-CTA hint with
+    swapped register buffers and one accumulator set where ``awq_decode_swaps`` says so
+    (AWQ_DECODE_SWAP_MIN_STEPS), else AWQ_DECODE_ACC_CHAINS accumulator sets for the formats in
+    AWQ_DECODE_ACC_CHAIN_FORMATS on decode tiles of one row tile and one token tile per warp with one warp across, or
+    one CTA per SM (``one_cta_per_sm_warps``), on the register pipeline; the prefetch order of ``decode_tile``
+    (``prefetch_last``) only for the formats in DECODE_PREFETCH_LAST_FORMATS."""
     tile = awq_repack_tile(tile)
     if fmt_key == "awq_zmma":  # its decode is a lop3 per pair: in place, one shift per word in fp16 (formats.py)
         tile = replace(tile, fields_in_place=True)
@@ -636,6 +676,8 @@ def tile_for_format(fmt_key: str, tile: TileShape) -> TileShape:
         tile = replace(tile, l2_prefetch_mb=AWQ_FRAGMENT_L2_PREFETCH_MB)
     if tile.prefetch_last and fmt_key not in DECODE_PREFETCH_LAST_FORMATS:
         tile = replace(tile, prefetch_last=False)
+    if awq_decode_swaps(fmt_key, tile, k):  # (two accumulator sets spill at the hint's 128 registers)
+        return replace(tile, min_ctas_hint=DECODE_CTAS_PER_SM, swap_registers=True, acc_chains=1)
     if (fmt_key in AWQ_DECODE_ACC_CHAIN_FORMATS and (tile.warps_n == 1 or is_one_cta_per_sm(tile))
             and tile.nt == 1 and tile.mt == 1 and tile.stages == 0 and tile.acc_chains == 1):
         return replace(tile, acc_chains=AWQ_DECODE_ACC_CHAINS)
@@ -786,15 +828,60 @@ def awq_zero_mma_decode_first(m: int, n: int, k: int, sm_count: int) -> bool:
     return tile.warps_n > 1 and tile.stages == 0 and not is_one_cta_per_sm(tile)
 
 
+# Session 53 (H200, benchmarks/experiments/awq_decode_wgmma46.py via run53g.sh (archive session53/moved/), awq_gemm
+# with path="decode" / "wgmma" forced, CUDA-graph medians of 5 rounds): with the swapped register tiles
+# (AWQ_DECODE_SWAP_MIN_STEPS) the decode path overtook the WGMMA path at 6-8 tokens on layers the entries above send
+# to it from 6 or 7. decode / WGMMA µs at 6 / 7 / 8 tokens:
+#   fp16: 4096 x 14336 11.97 / 12.31 / 13.38 vs 12.95 / 12.84 / 12.94, 4096 x 11008 9.57 / 10.00 / 10.53 vs 10.99 /
+#     10.87 / 10.86, 4096 x 12288 10.87 / 11.32 / 12.00 vs 11.66 / 11.51 / 11.63, 8192 x 4096 7.71 / 7.93 / 8.39 vs
+#     8.15 / 8.20 / 8.08, 7168 x 5120 9.03 / 9.20 / 9.74 vs 9.19 / 9.18 / 9.20;
+#   bf16 (whose WGMMA path folds the scale per weight with the exact decode): 4096 x 14336 11.93 / 12.19 / 12.92 vs
+#     14.48 / 14.47 / 14.53, 4096 x 11008 9.61 / 10.10 / 10.50 vs 12.35 / 12.34 / 12.30, 4096 x 12288 10.53 / 11.03 /
+#     11.70 vs 12.97 / 12.92 / 12.93, 8192 x 4096 7.77 / 7.94 / 8.45 vs 8.77 / 8.69 / 8.71, 7168 x 5120 9.41 / 9.58 /
+#     9.52 vs 10.00 / 10.06 / 9.88; at 8 tokens also 1536 x 8960 5.84 vs 7.23 and 2048 x 14336 9.22 vs 9.51, but
+#     2560 x 10240 9.68 vs 9.14 (the one loss).
+# Held out after the entry was drawn (run53h.sh), awq_gemm as dispatched over the faster forced path at 6-8 tokens (and
+# 9 in bf16) on 3584 x 14336, 4096 x 8192, 3072 x 12288, 8192 x 5120, 7168 x 6144: 0.99-1.01x on 33 of 35 points,
+# 1.04x on fp16 3072 x 12288 at 7 tokens (decode 10.85, WGMMA 10.42), 1.014x at 8 there (the WGMMA path either way).
+# So where the dispatch's decode tile is one of those swapped tiles for every AWQ format (``awq_decode_swaps_all``)
+# AWQ takes the decode path up to this many tokens per x dtype - except on the long-K layers whose WGMMA plan
+# reduces K in clusters (8192^2, 7168 x 8192: WGMMA 13.5-13.8 µs against the decode tile's 14.2-16.4 at 6-8 tokens,
+# session 52; their own entry is AWQ_ZERO_MMA_LONG_K_MAX_M). Not measured on other dtypes (fp32 x keeps the entries).
+AWQ_SWAPPED_DECODE_MAX_M = {"float16": 7, "bfloat16": 8}
+
+
+def awq_decode_swaps_all(tile: TileShape, k: int) -> bool:
+    """Whether a decode tile takes AWQ_DECODE_SWAP_MIN_STEPS's register plan whichever AWQ format the call runs on it
+    (the one-warp-across formats, or awq_zmma with warps side by side)."""
+    fmts = ("awq_zmma",) if tile.warps_n > 1 else ("awq", "awq_fma")
+    return all(awq_decode_swaps(f, awq_repack_tile(tile), k) for f in fmts)
+
+
+def awq_swapped_decode_first(m: int, n: int, k: int, sm_count: int, x_dtype) -> bool:
+    """Whether an AWQ call the WGMMA path would take runs faster on the decode path's swapped register tiles
+    (AWQ_SWAPPED_DECODE_MAX_M's comment): ``x_dtype`` (a torch dtype or its name) in that table and at most its
+    tokens, and the layer not one whose WGMMA plan splits K in clusters at K >= WGMMA_CLUSTER_LONG_K."""
+    from . import wgmma as _wgmma  # (it imports this module)
+
+    name = str(x_dtype).replace("torch.", "")
+    if AWQ_SWAPPED_DECODE_MAX_M is None or m > AWQ_SWAPPED_DECODE_MAX_M.get(name, 0):
+        return False
+    if WGMMA_CLUSTER_LONG_K is not None and k >= WGMMA_CLUSTER_LONG_K and _wgmma.cluster_split_ctas(n, k, sm_count):
+        return False
+    return awq_decode_swaps_all(decode_tile("awq", m, n, sm_count, scaled=True, k=k), k)
+
+
 def awq_select_tile(m: int, n: int, k: int, sm_count: int, path: str | None = None, wgmma: bool = False,
-                    group: int = 128) -> tuple[str, TileShape | None]:
+                    group: int = 128, x_dtype=None) -> tuple[str, TileShape | None]:
     """``select_tile`` for AWQ as ``awq_gemm`` dispatches it (the export and layout CLIs ask the same): with the
     decode tile instead of the WGMMA plan where ``awq_zero_mma_decode_first`` says so (a group of whole K steps,
-    whose scales the decode tile promotes; not with AWQ_ONE_COPY, whose decode tiles read the blob)."""
+    whose scales the decode tile promotes) or, for ``x_dtype``, ``awq_swapped_decode_first`` (not with AWQ_ONE_COPY,
+    whose decode tiles read the blob)."""
     picked = select_tile(4, m, n, sm_count, path, scaled=True, awq=True, k=k, wgmma=wgmma,
                          blob_reader=wgmma and AWQ_ONE_COPY)
-    if (path is None and picked[0] == "wgmma" and not AWQ_ONE_COPY and group % 128 == 0
-            and awq_zero_mma_decode_first(m, n, k, sm_count)):
+    if path is None and picked[0] == "wgmma" and not AWQ_ONE_COPY and (
+            (group % 128 == 0 and awq_zero_mma_decode_first(m, n, k, sm_count))
+            or (x_dtype is not None and awq_swapped_decode_first(m, n, k, sm_count, x_dtype))):
         return select_tile(4, m, n, sm_count, "decode", scaled=True, awq=True, k=k)
     return picked
 
@@ -846,18 +933,18 @@ def shipped_tiles() -> list[tuple[str, bool, TileShape]]:
     from .quantized_mm import use_promoted_scales  # (it imports this module)
 
     out = set()
-    layers = ((64, 4096), (1 << 16, 4096), (14336, 4096), (8192, 8192), (11008, 4096))
+    layers = ((64, 4096), (1 << 16, 4096), (14336, 4096), (8192, 8192), (11008, 4096), (4096, 14336))
     for f in DECODE_PLANS:
         for sc in (True,) if f == "awq" else (False, True):
-            tiles = {decode_tile(f, m, n, 132, scaled=sc, k=k) for m in (1, 4, 16) for n, k in layers}
-            tiles |= {tensor_core_tile(m, sc, f) for m in (32, 1024)}
-            for tile in tiles:
+            tiles = {(decode_tile(f, m, n, 132, scaled=sc, k=k), k) for m in (1, 4, 16) for n, k in layers}
+            tiles |= {(tensor_core_tile(m, sc, f), None) for m in (32, 1024)}
+            for tile, k in tiles:
                 if f != "awq":
                     out.add((f"int{f}", sc, tile))
                     continue
-                out.add(("awq", True, tile_for_format("awq", tile)))
+                out.add(("awq", True, tile_for_format("awq", tile, k)))
                 if tile.tokens_per_cta <= 16 and not use_promoted_scales("awq", True, 128, None, tile):
-                    out.add(("awq_fma", True, tile_for_format("awq_fma", tile)))
+                    out.add(("awq_fma", True, tile_for_format("awq_fma", tile, k)))
                 elif tile.tokens_per_cta <= 16:  # fp16's format on the tiles that promote (awq.decode_format)
-                    out.add(("awq_zmma", True, tile_for_format("awq_zmma", tile)))
+                    out.add(("awq_zmma", True, tile_for_format("awq_zmma", tile, k)))
     return sorted(out, key=lambda c: (c[0], c[1], c[2].key))

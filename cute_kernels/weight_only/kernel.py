@@ -133,6 +133,10 @@ class TileShape:
     prefetch_last: (with preload_weights and l2_prefetch_mb) the rows' L2 prefetch is issued after the preloaded
     step's loads instead of before them, so those loads leave ~100 instructions sooner (the prefetch is a loop over
     the rows; config.DECODE_PREFETCH_LAST_MAX_K says where that is faster).
+    min_ctas_hint: > 0: the kernel declares that this many CTAs share an SM (``.minnctapersm``), so ptxas may use
+    65536 / (hint x threads) registers a thread. Without it ptxas schedules the register pipeline for fewer registers
+    than the two CTAs of the decode grids leave it, by sinking the next step's loads down to their first use, where
+    the warp then waits for them (config.AWQ_DECODE_SWAP: measured with ``swap_registers``).
     """
 
     nt: int
@@ -150,6 +154,7 @@ class TileShape:
     acc_chains: int = 1
     fragment_order: bool = False
     prefetch_last: bool = False
+    min_ctas_hint: int = 0
 
     @property
     def rows_per_cta(self) -> int:
@@ -183,7 +188,8 @@ class TileShape:
                 self.swap_registers, self.fields_in_place, self.l2_prefetch_mb, self.max_ctas_per_sm) + (
                     ("preload",) if self.preload_weights else ()) + (
                     (("acc_chains", self.acc_chains),) if self.acc_chains != 1 else ()) + (
-                    ("frag",) if self.fragment_order else ()) + (("pflast",) if self.prefetch_last else ())
+                    ("frag",) if self.fragment_order else ()) + (("pflast",) if self.prefetch_last else ()) + (
+                    (("minctas", self.min_ctas_hint),) if self.min_ctas_hint else ())
 
     def validate(self) -> "TileShape":
         """Raise ValueError naming the field when the tile cannot launch (a caller-forced ``tile=``); else self."""
@@ -194,6 +200,9 @@ class TileShape:
             raise ValueError(f"TileShape: warps_n * warps_k * 32 = {self.threads} threads per CTA exceeds 1024")
         if self.acc_chains < 1:
             raise ValueError(f"TileShape.acc_chains must be >= 1; got {self.acc_chains}")
+        if self.min_ctas_hint < 0 or self.min_ctas_hint * self.threads > 2048:
+            raise ValueError(f"TileShape.min_ctas_hint must be 0 or a count of CTAs whose threads fit an SM (<= 2048); "
+                             f"got {self.min_ctas_hint} x {self.threads} threads")
         if self.stages == 1 or self.stages < 0:
             raise ValueError(f"TileShape.stages must be 0 (register pipeline) or >= 2 (ring); got {self.stages}")
         smem = self.ring_bytes + self.reduction_bytes
@@ -297,7 +306,8 @@ class WeightOnlyGemm:
         grid = [grid_m, grid_n, 1] if const_expr(tile.token_major) else [grid_n, grid_m, 1]
         # the kernel divides by the group size through its multiplier (group_of)
         self.kernel(x, w, out, scale, group_scales, zeros, group_multiplier(group), bias).launch(
-            grid=grid, block=[tile.threads, 1, 1], stream=stream, use_pdl=self.pdl, smem=tile.launch_smem_bytes())
+            grid=grid, block=[tile.threads, 1, 1], stream=stream, use_pdl=self.pdl, smem=tile.launch_smem_bytes(),
+            min_blocks_per_mp=tile.min_ctas_hint)
 
     # ---------------------------------------------------------------------------------------------- device side
     @cute.kernel
