@@ -854,7 +854,7 @@ def awq_decode_swaps_all(tile: TileShape, k: int) -> bool:
     """Whether a decode tile takes AWQ_DECODE_SWAP_MIN_STEPS's register plan whichever AWQ format the call runs on it
     (the one-warp-across formats, or awq_zmma with warps side by side)."""
     fmts = ("awq_zmma",) if tile.warps_n > 1 else ("awq", "awq_fma")
-    return all(awq_decode_swaps(f, awq_repack_tile(tile), k) for f in fmts)
+    return all(awq_decode_swaps(f, tile, k) for f in fmts)
 
 
 def awq_swapped_decode_first(m: int, n: int, k: int, sm_count: int, x_dtype) -> bool:

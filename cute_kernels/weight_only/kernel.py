@@ -22,9 +22,10 @@ Data path (per warp; g = lane / 4, t = lane % 4 - the mma.sync fragment coordina
     MMA's N, i.e. tokens): it computes out^T = W x^T with ``mma.sync.m16n8k16`` (fp16/bf16 in, fp32 accumulate).
     * weights: each thread loads 16 bytes of row g and of row g + 8 of every tile per K step; the four threads of
       a quad cover 64 contiguous bytes of a row, a step covers 512 / bits K values. Two pipelines (``tile.stages``):
-      128-bit ``ld.global.nc`` into a register double buffer (next step in flight while this one decodes), or a
-      ``cp.async`` ring in shared memory where each thread owns its slots (``stages - 1`` steps in flight, no
-      barrier, no registers held). Each packed byte is read once and decoded in registers straight into the A
+      128-bit ``ld.global.nc`` into a register double buffer (next step in flight while this one decodes; with
+      ``swap_registers`` the loop is unrolled by two so the buffers swap roles, and ``min_ctas_hint`` tells ptxas
+      the registers it may keep the loads ahead with), or a ``cp.async`` ring in shared memory where each thread
+      owns its slots (``stages - 1`` steps in flight, no barrier, no registers held). Each packed byte is read once and decoded in registers straight into the A
       fragments (K is permuted inside each thread's chunk, which is legal because the activation fragment uses the
       same permutation - see formats.py); nothing else goes through shared memory.
     * activations: the thread's x[m, K run] (L1-cached, shared by all warps of the SM), B fragments built with prmt
