@@ -658,7 +658,7 @@ def awq_decode_swaps(fmt_key: str, tile: TileShape, k: int | None) -> bool:
         return False
     if least == 0:
         return True
-    return k is not None and -(-k // 128) // tile.warps_k >= least
+    return k is not None and -(-k // 128) // tile.warps_k >= least  # a 4-bit K step: 128 values
 
 
 def tile_for_format(fmt_key: str, tile: TileShape, k: int | None = None) -> TileShape:

@@ -25,9 +25,10 @@ Data path (per warp; g = lane / 4, t = lane % 4 - the mma.sync fragment coordina
       128-bit ``ld.global.nc`` into a register double buffer (next step in flight while this one decodes; with
       ``swap_registers`` the loop is unrolled by two so the buffers swap roles, and ``min_ctas_hint`` tells ptxas
       the registers it may keep the loads ahead with), or a ``cp.async`` ring in shared memory where each thread
-      owns its slots (``stages - 1`` steps in flight, no barrier, no registers held). Each packed byte is read once and decoded in registers straight into the A
-      fragments (K is permuted inside each thread's chunk, which is legal because the activation fragment uses the
-      same permutation - see formats.py); nothing else goes through shared memory.
+      owns its slots (``stages - 1`` steps in flight, no barrier, no registers held). Each packed byte is read once
+      and decoded in registers straight into the A fragments (K is permuted inside each thread's chunk, which is
+      legal because the activation fragment uses the same permutation - see formats.py); nothing else goes through
+      shared memory.
     * activations: the thread's x[m, K run] (L1-cached, shared by all warps of the SM), B fragments built with prmt
       (activations.py). With ``tile.x_ahead`` the whole step's runs (and group scales / zero points) are loaded one
       step ahead with the weights; otherwise each word's run is loaded right before its MMAs (fewer registers).
@@ -40,7 +41,8 @@ Data path (per warp; g = lane / 4, t = lane % 4 - the mma.sync fragment coordina
       packed multiply per weight pair from the decode, and the scale is never rounded to 16 bits. A format with
       ``zero_by_mma`` (AWQ's ``awq_zmma``) hands the MMA its codes with the magic number still in and follows each
       MMA by a correction MMA on the same x fragment (A = -(magic + zero point)), in the same accumulator. A K
-      offset's group is found by a multiply and a shift (``group_of``; the launch turns the group size into its multiplier).
+      offset's group is found by a multiply and a shift (``group_of``; the launch turns the group size into its
+      multiplier).
     * epilogue: fp32 accumulators * scale -> out dtype, predicated scalar stores (rows >= N, tokens >= M dropped).
 
 Architectures
@@ -137,7 +139,7 @@ class TileShape:
     min_ctas_hint: > 0: the kernel declares that this many CTAs share an SM (``.minnctapersm``), so ptxas may use
     65536 / (hint x threads) registers a thread. Without it ptxas schedules the register pipeline for fewer registers
     than the two CTAs of the decode grids leave it, by sinking the next step's loads down to their first use, where
-    the warp then waits for them (config.AWQ_DECODE_SWAP: measured with ``swap_registers``).
+    the warp then waits for them (config.AWQ_DECODE_SWAP_MIN_STEPS: measured with ``swap_registers``).
     """
 
     nt: int
@@ -644,11 +646,10 @@ class WeightOnlyGemm:
                     b = [(act.pair(xw[i], *p0), act.pair(xw[i], *p1)) for i in range(mt)]
                     for j in range(nt):
                         r0, r1 = 2 * j, 2 * j + 1  # rows g and g + 8 of tile j
-                        a = [fmt.decode_pair(wp[r], q, ct, ctx[r], tile.fields_in_place)
-                             for q, r in ((2 * q2, r0), (2 * q2, r1), (2 * q2 + 1, r0), (2 * q2 + 1, r1))]
+                        quad = ((2 * q2, r0), (2 * q2, r1), (2 * q2 + 1, r0), (2 * q2 + 1, r1))  # (pair, row)
+                        a = [fmt.decode_pair(wp[r], q, ct, ctx[r], tile.fields_in_place) for q, r in quad]
                         if const_expr(fmt.zero_by_mma):  # -(M_j + z) of the same four (pair, row)s
-                            a_corr = [fmt.correction(q, ct, ctx[r], tile.fields_in_place)
-                                      for q, r in ((2 * q2, r0), (2 * q2, r1), (2 * q2 + 1, r0), (2 * q2 + 1, r1))]
+                            a_corr = [fmt.correction(q, ct, ctx[r], tile.fields_in_place) for q, r in quad]
                         for i in range(mt):
                             base = (j * mt + i) * 4
                             for p in range(act.parts):
