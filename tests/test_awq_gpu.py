@@ -150,7 +150,8 @@ def test_awq_zero_mma_format(dtype, M, OC, IC, G, monkeypatch):
 @pytest.mark.parametrize("M,OC,IC", [(1, 2048, 8192), (3, 1544, 8960), (8, 4096, 9088), (5, 8192, 4096),
                                      (2, 7176, 8192)])
 def test_awq_swapped_register_tiles(dtype, M, OC, IC, monkeypatch):
-    """Session 53's register plan (config.AWQ_DECODE_SWAP_MIN_STEPS: the two-CTA hint to ptxas with the K loop
+    """(Since session 54 fp16 runs awq_zmma with parameter words on all of them, and bf16's two-warp tiles take the
+    words: TileShape.param_words, checked through the cold call and the warm plan.) Session 53's register plan (config.AWQ_DECODE_SWAP_MIN_STEPS: the two-CTA hint to ptxas with the K loop
     unrolled by two and the register buffers swapped) as the default dispatch runs it: one warp across (2048 x 8192,
     an OC tail at 1544, an odd count of K steps on some warps at IC = 9088) and two warps side by side (awq_zmma,
     7176 rows: a tail), against float64 on poisoned outputs; the launch must have used the swapped tile, in the
@@ -171,10 +172,17 @@ def test_awq_swapped_register_tiles(dtype, M, OC, IC, monkeypatch):
     out = poisoned((M, OC), dtype)
     awq_gemm(x, qweight, scales, qzeros, out=out, path="decode")
     (fmt_key, tile), = ran
-    want = "awq_zmma" if tile.warps_n == 2 else "awq_fma" if dtype == torch.float16 else "awq"
+    want = "awq_zmma" if tile.warps_n == 2 or dtype == torch.float16 else "awq"  # (session 54: fp16's words)
     assert fmt_key == want and tile.min_ctas_hint == 2 and tile.swap_registers, ran
+    assert tile.param_words == (want == "awq_zmma"), tile
     assert not out.isnan().any()
     _check_columns(out, x, qweight, scales, qzeros, _column_slices(OC, IC))
+    if tile.param_words:  # the default dispatch twice: the cold call builds the plan, whose launch passes the words
+        for _ in range(2):
+            out2 = poisoned((M, OC), dtype)
+            awq_gemm(x, qweight, scales, qzeros, out=out2)
+            assert not out2.isnan().any()
+            _check_columns(out2, x, qweight, scales, qzeros, _column_slices(OC, IC))
 
 
 @pytest.mark.parametrize("dtype,M,OC,IC,decode", [(torch.float16, 7, 4096, 11008, True),
@@ -229,7 +237,8 @@ def test_awq_zero_mma_long_k_dispatch(M, OC, expect, dtype, monkeypatch):
 @pytest.mark.parametrize("amp", [0.05, 1.0], ids=["e0", "e2"])
 def test_awq_gemm_one_fma_format(path, M, OC, IC, amp):
     """fp16 x runs awq_fma (session 34) on the WGMMA path up to 512 tokens (e = 2 where max|s| ~ 0.5) and on the
-    decode tiles that fold the scale when every |s| < 0.25 (on SM90 those read the blob since session 41), the exact
+    decode tiles that fold the scale when every |s| < 0.25 (since session 54 not those of
+    config.awq_param_words_tile's shape: awq_zmma with parameter words) (on SM90 those read the blob since session 41), the exact
     awq elsewhere; all within the fp16 tolerance of the float64 reference. The format each call ran is read from the
     launch."""
     from cute_kernels.weight_only import awq as awq_mod
@@ -252,9 +261,18 @@ def test_awq_gemm_one_fma_format(path, M, OC, IC, amp):
     finally:
         wgmma.WgmmaPlan.launch, awq_mod.launch, awq_sm90.DecodePlan.__call__ = plan_launch, launch, decode
     one_fma = path == "wgmma" or (amp < 0.5 and config_folds(M, OC, IC))
-    assert ran == ["awq_fma" if one_fma else "awq"]
+    words = path == "decode" and config_param_words(M, OC, IC)  # (session 54: awq_zmma there, any scales)
+    assert ran == ["awq_zmma" if words else "awq_fma" if one_fma else "awq"]
     assert not out.isnan().any()
     assert _err(out, ref) < TOL[torch.float16]
+
+
+def config_param_words(m, oc, ic):
+    """Whether this problem's decode tile runs awq_zmma with parameter words in fp16 (config.awq_param_words_tile)."""
+    from cute_kernels.weight_only import config
+
+    return config.awq_param_words_tile(config.decode_tile(
+        "awq", m, oc, torch.cuda.get_device_properties(0).multi_processor_count, scaled=True, k=ic))
 
 
 def config_folds(m, oc, ic):

@@ -194,12 +194,13 @@ def test_every_shipped_tile_compiles_clean(key, scaled, tile):
 
 
 @pytest.mark.parametrize("n,k", [(8192, 8192), (14336, 4096)], ids=["register", "ring"])
-def test_awq_zero_mma_sass(n, k):
+def test_awq_zero_mma_sass(n, k, monkeypatch):
     """awq_zmma (session 52) on the tiles that promote the scales: one correction HMMA per HMMA of ``awq``, and the
     decode without its packed fp16 op per pair (the K step's 32 HADD2 / HFMA2: u - z) - the instruction mix the format
     is for - no spills, and the dispatch runs it for fp16 x there."""
     from cute_kernels.weight_only.awq import decode_format
 
+    monkeypatch.setattr(config, "AWQ_PARAM_WORDS_WARPS_N", None)  # (the words: test_awq_param_words_rule_...)
     tile = config.tile_for_format("awq_zmma", config.decode_tile("awq", 1, n, 132, scaled=True, k=k))
     assert tile.fields_in_place and use_promoted_scales("awq_zmma", True, 128, torch.float16, tile)
     assert not use_promoted_scales("awq_zmma", True, 64, torch.float16, tile)
@@ -391,7 +392,7 @@ def test_awq_decode_swap_rule_and_sass():
         assert not rule("awq_fma", 4096, 4096, m)[0] and rule("awq", 4096, 4096, m)[0]  # 4 K steps a warp
         for n, k in ((8192, 8192), (7168, 4096), (8192, 4096)):
             assert rule("awq_zmma", n, k, m)[0] and rule("awq_zmma", n, k, m)[1].warps_n == 2, (n, k, m)
-        assert not rule("awq_zmma", 8192, 2048, m)[0]
+        assert rule("awq_zmma", 8192, 2048, m)[1].param_words  # (session 54: with the words at any K)
         assert not rule("awq_zmma", 14336, 4096, m)[0] and not rule("awq", 14336, 4096, m)[0]  # the ring
     assert not rule("awq", 4096, 4096, 16)[0] and not rule("awq_zmma", 8192, 8192, 16)[0]
     assert config.decode_tile("awq", 1, 4096, 132, scaled=True, k=14336).min_ctas_hint == 0  # the call's to add
@@ -404,6 +405,56 @@ def test_awq_decode_swap_rule_and_sass():
         assert ".minnctapersm 2" in ptx, fmt_key
         s = summarize_cubin(art.CUBIN)
         assert s.local_memory_ops == 0 and max(s.kernels.values()) <= 128, (fmt_key, s.kernels)
+
+
+def test_awq_param_words_rule_host_words_and_sass():
+    """Session 54's parameter words (config.AWQ_PARAM_WORDS_WARPS_N, awq.DECODE_PARAM_WORDS_DTYPES): fp16 AWQ on the
+    capped <= 8-token register tiles of one or two warps side by side runs awq_zmma with TileShape.param_words, the
+    two-CTA hint and swapped buffers at any K; bf16 keeps its formats (awq one warp across), and its awq_zmma tiles
+    take the words; not the ring, not the 16-token tiles. The host words hold -(M_0 + z) and the scale bit for bit
+    (M_0 - M_j added gives each field position's correction exactly), and the compiled tiles stay within 128
+    registers without spills, loading one word per row and K step (no byte loads of zero points)."""
+    from cute_kernels.weight_only import awq as awq_mod
+    from cute_kernels.weight_only.awq_repack import AwqKernelWeights
+    from cute_kernels.weight_only.formats import AWQ_ZERO_MMA, F16
+
+    def dispatched(n, k, m, dtype):
+        path, t = config.awq_select_tile(m, n, k, 132)
+        return awq_mod.typical_format_and_tile(path, dtype, t, k=k)
+
+    for m in (1, 4, 8):
+        for n, k in ((4096, 4096), (4096, 14336), (8192, 8192), (8192, 2048), (2048, 8192)):
+            fmt_key, t = dispatched(n, k, m, torch.float16)
+            assert fmt_key == "awq_zmma" and t.param_words and t.min_ctas_hint == 2 and t.swap_registers, (n, k, m)
+        fmt_key, t = dispatched(4096, 14336, m, torch.bfloat16)
+        assert fmt_key == "awq" and not t.param_words
+        fmt_key, t = dispatched(8192, 8192, m, torch.bfloat16)
+        assert fmt_key == "awq_zmma" and t.param_words
+        assert not dispatched(14336, 4096, m, torch.float16)[1].param_words  # the ring
+    assert not dispatched(8192, 8192, 16, torch.float16)[1].param_words
+    # host words: 0..15 zero points, scales of both signs
+    zeros = torch.arange(16, dtype=torch.uint8).repeat(2, 1)
+    for dtype in (torch.float16, torch.bfloat16):
+        scales = torch.linspace(-0.3, 0.2, 32).to(dtype).reshape(2, 16)
+        kw = AwqKernelWeights(w=torch.zeros(1, dtype=torch.uint8), scales=scales, zeros=zeros, in_features=128 * 16,
+                              group=128)
+        words = kw.param_words()
+        assert words.dtype == torch.int32 and words.shape == (2, 16) and kw.param_words() is words
+        lo = (words & 0xFFFF).to(torch.int16).view(dtype).double()
+        hi = ((words >> 16) & 0xFFFF).to(torch.int16).view(dtype)
+        magic = 1024.0 if dtype == torch.float16 else 128.0
+        assert torch.equal(hi, scales) and torch.equal(lo, -(magic + zeros.double()))
+    lo16 = torch.tensor([-(1024.0 + z) for z in range(16)], dtype=torch.float16)
+    assert torch.equal((lo16 + 960.0).double(), -(64.0 + torch.arange(16).double()))  # fp16's j = 4 correction
+    assert AWQ_ZERO_MMA.param_words_host(F16, torch.tensor([0x3C00]), torch.tensor([3])).item() == 0x3C00E403
+    with pytest.raises(ValueError, match="param_words"):
+        compile_with_cubin("awq_fma", torch.float16, torch.float16, torch.float16,
+                           dispatched(4096, 4096, 1, torch.float16)[1], promote_scales=False)
+    for dtype, (n, k) in ((torch.float16, (4096, 4096)), (torch.float16, (8192, 8192)), (torch.bfloat16, (8192, 8192))):
+        fmt_key, t = dispatched(n, k, 1, dtype)
+        s = summarize_cubin(compile_with_cubin(fmt_key, dtype, dtype, dtype, t, promote_scales=True).artifacts.CUBIN)
+        assert s.local_memory_ops == 0 and max(s.kernels.values()) <= 128, (dtype, n, k, s.kernels)
+        assert not re.search(r"LDG\.E\.U8", s.text), "zero points are loaded as bytes"
 
 
 def test_awq_decode_acc_chains_rule_and_sass():

@@ -29,7 +29,8 @@ awq_ops = importlib.import_module("cute_kernels.weight_only.awq")
 def _emulated_launch(fmt_key, x, w, out, scale, group_scales, zeros, group, tile, device, bias=None):
     fmt = formats.format_by_key(fmt_key)
     k = WeightOnlyGemm(fmt, cutlass_dtype(x.dtype), cutlass_dtype(out.dtype),
-                       None if group_scales is None else cutlass_dtype(group_scales.dtype), tile,
+                       None if group_scales is None  # (TileShape.param_words: int32 words of x-dtype scales)
+                       else cutlass_dtype(x.dtype if tile.param_words else group_scales.dtype), tile,
                        qmm_ops.use_promoted_scales(fmt_key, group_scales is not None, group, x.dtype, tile))
     simt.run_kernel(k, x, w, out, scale, group_scales, zeros, group, bias)
     return None
@@ -373,7 +374,9 @@ def test_awq_bias_in_the_epilogue_emulated(emulated_ops, dtype, M, IC, OC, G):
 
 @pytest.mark.parametrize("M,IC,OC,G", [(1, 256, 72, 32), (4, 384, 40, 128), (9, 256, 16, -1), (16, 512, 24, 64)])
 def test_awq_gemm_one_fma_decode_emulated(emulated_ops, monkeypatch, M, IC, OC, G):
-    """fp16 x with scales below 0.25 (AutoAWQ-sized weights): the decode tiles that fold the scale run awq_fma."""
+    """fp16 x with scales below 0.25 (AutoAWQ-sized weights): the decode tiles that fold the scale run awq_fma (with
+    the parameter words off: since session 54 fp16 runs awq_zmma with them on these tiles, config.AWQ_PARAM_WORDS)."""
+    monkeypatch.setattr(config, "AWQ_PARAM_WORDS_WARPS_N", None)
     used = []
     launch = awq_ops.launch
     monkeypatch.setattr(awq_ops, "launch", lambda fmt_key, *a: (used.append(fmt_key), launch(fmt_key, *a))[1])

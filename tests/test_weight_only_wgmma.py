@@ -198,7 +198,7 @@ def test_int4_one_fma_decodes_the_exact_values(x_dtype, max_scale):
                 assert np.array_equal(g * 2.0 ** e, h, equal_nan=True), q
 
 
-def test_awq_format_choice():
+def test_awq_format_choice(monkeypatch):
     """Which AWQ format the WGMMA path runs (``wgmma.awq_format``) and the decode path (``awq.decode_format``)."""
     from types import SimpleNamespace
 
@@ -215,6 +215,7 @@ def test_awq_format_choice():
     assert wgmma.signed_format(4, True, 1) == "int4_fma" == wgmma.signed_format(4, True, wgmma.INT4_ONE_FMA_MAX_M)
     assert wgmma.signed_format(4, True, wgmma.INT4_ONE_FMA_MAX_M + 1) == "int4"
     assert [wgmma.signed_format(b, g, 16) for b, g in ((4, False), (2, True), (8, True))] == ["int4", "int2", "int8"]
+    monkeypatch.setattr(config, "AWQ_PARAM_WORDS_WARPS_N", None)  # (fp16's words: test_awq_param_words_rule_...)
     one_column = config.decode_tile("awq", 4, 4096, 132, k=4096)  # warps_n = 1: the scale folds into the weight
     side_by_side = config.decode_tile("awq", 4, 14336, 132, k=4096)  # warps_n > 1: promoted scales
     assert one_column.warps_n == 1 and side_by_side.warps_n > 1

@@ -230,6 +230,7 @@ def emulated(memory: Memory):
         splat_or=lambda v, c: u32((u32(v).astype(np.uint64) * 0x10001) | c),
         fma_x2=fma_x2, fma_x2_cc=fma_x2, fma_x2_rc=fma_x2, fma_x2_cr=fma_x2,
         cvt_pair_f32=cvt_pair_f32, f32_from_bits=f32_from_bits, split_bf16_pair=split_bf16_pair,
+        f16x2_to_f32=lambda v: tuple(np.asarray(h, np.float32) for h in _halves(v, "f16x2")),
         ld_global=lambda addr, pred, nwords, streaming, zero_fill=True, offset=0, read_only=True:
             memory.load(addr, pred, nwords, zero_fill, offset),
         mma_m16n8k16=mma,

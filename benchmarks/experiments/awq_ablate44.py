@@ -135,6 +135,61 @@ class NoZeroFill(WeightOnlyGemm):
                              offset=first_byte)
 
 
+class XSameStep(WeightOnlyGemm):
+    """(session 54, an ablation) every K step loads the x run of the warp's K step 0 (``xsame``: L1-resident after
+    its first touch; wrong results by design) or each x load bypasses L1 allocation (``xnoL1``: exact) - whether the
+    x loads cost through L2 misses or through the L1 path itself."""
+
+    same_step = True
+
+    def x_run(self, x, th, step, t, i, first_byte, nwords):
+        vpv, bpv = self.fmt.values_per_vector, self.act.bytes_per_value
+        if const_expr(self.same_step):
+            step = step % self.tile.warps_k
+        pred = (step * (4 * vpv) + t * vpv < x.shape[1]) & th["x_live"][i]
+        x_off = Int64(step * (4 * vpv * bpv))
+        return ptx.ld_global(th["x_rows"][i] + x_off, pred, nwords, streaming=not self.same_step, offset=first_byte)
+
+
+class XNoL1(XSameStep):
+    same_step = False
+
+
+class ParamWords(WeightOnlyGemm):
+    """(session 54, a prototype: awq_zmma, fp16, fields in place) the group parameters as one precomputed 32-bit word
+    per (row, group) - low half -(1024 + z) (fp16: the j = 0 correction), high half the fp16 scale - instead of the
+    scale and the zero point loaded apart and turned into the corrections per K step: two loads a step instead of
+    four, and per row a prmt, an add and a cvt instead of shifts, splats and a cvt. The host passes the words
+    ([N, G] int32, ``param_words``) in the scales' argument, as an fp16 [N, 2G] view."""
+
+    def load_step_params(self, th, buf, step, t, group_scales, zeros, group_mul):
+        vpv = self.fmt.values_per_vector
+        k_chunk = step * (4 * vpv) + t * vpv
+        gi = cutlass.min(group_of(k_chunk, group_mul), group_scales.shape[1] // 2 - 1)
+        for r in range(self.tile.row_slots):
+            row = th["rows"][r]
+            addr = group_scales.iterator.toint() + (Int64(row) * group_scales.stride[0] + Int64(2 * gi)) * 2
+            word = ptx.ld_global(addr, True, 1, streaming=False)[0]
+            buf["z"][r] = word
+            buf["s"][r] = ptx.f16x2_to_f32(word)[1]
+
+    def group_contexts(self, buf, blk):
+        ct = self.act.compute
+        out = []
+        for r in range(self.tile.row_slots):
+            neg0 = ptx.prmt(buf["z"][r], buf["z"][r], 0x1010)  # -(M_0 + z) in both halves
+            neg4 = ptx.fma_x2_cc(ct.x2, neg0, ct.pair(ct.one), ct.pair(ct.encode(960.0)))  # -(M_4 + z)
+            out.append(({0: neg0, 4: neg4}, None))
+        return out
+
+
+def param_words(kw):
+    """ParamWords' [N, G] int32 words of a repack, as the fp16 [N, 2G] view the kernel's scale argument takes."""
+    lo = (kw.zeros.to(torch.int32) | 0xE400)
+    hi = kw.scales.contiguous().view(torch.int16).to(torch.int32) & 0xFFFF
+    return (lo | (hi << 16)).contiguous().view(torch.float16)
+
+
 class InPlaceProbe(WeightOnlyGemm):
     """(session 47, an ablation) awq_fma's decode with two shifts per word instead of four: pairs 0 / 2 masked at
     mantissa bit 2, pairs 1 / 3 at bit 6, all multiplied by the bit-6 scale (wrong values for half the pairs by
@@ -174,6 +229,7 @@ VARIANTS = {"ship": WeightOnlyGemm, "shipcap": WeightOnlyGemm, "nop": ablated(no
             "nozf_acc2": NoZeroFill, "olddiv": OldDivision, "olddivcap": OldDivision}
 TILE_OVERRIDES = {"acc1": {"acc_chains": 1}, "acc2": {"acc_chains": 2}, "acc4": {"acc_chains": 4},
                   "nozf_acc2": {"acc_chains": 2}}
+VARIANTS.update(xsame=XSameStep, xnoL1=XNoL1, pwords=ParamWords)
 VARIANTS.update(p1line=ablated(one_line_params=True), rowmajor=WeightOnlyGemm, inplace_probe=InPlaceProbe,
                 xcontig_probe=XContiguousProbe)
 for _mb in (0, 1, 2, 3, 4, 8):
@@ -185,10 +241,10 @@ for _mb in (0, 1, 2, 3, 4, 8):
 VARIANTS["wn2k8"] = WeightOnlyGemm
 TILE_OVERRIDES["wn2k8"] = {"warps_n": 2, "warps_k": 8}
 # run on the dispatch's tile itself (the others not in TILE_OVERRIDES: capped at 2 CTAs)
-EXACT = ("ship", "nozf")
+EXACT = ("ship", "nozf", "xnoL1", "pwords")
 TILE_OVERRIDES.update(olddiv={"max_ctas_per_sm": 0}, olddivcap={"max_ctas_per_sm": 2})  # olddiv: as shipped before
 # wrong results by design: not checked
-ABLATIONS = ("nop", "nox", "noxp", "now", "noload", "p1line", "inplace_probe", "xcontig_probe")
+ABLATIONS = ("xsame", "nop", "nox", "noxp", "now", "noload", "p1line", "inplace_probe", "xcontig_probe")
 
 
 def build(variant, fmt_key, dtype, tile, promote):
@@ -240,12 +296,17 @@ def variant_tile(v, tile):
     those fields set to the integers, booleans as 0 / 1), the exact variants on the tile itself, the others (the
     ablations, which need fewer registers) capped at the shipped kernel's 2 CTAs per SM."""
     if v.startswith("o:"):
-        VARIANTS[v] = WeightOnlyGemm
+        VARIANTS[v] = ParamWords if uses_param_words(v) else WeightOnlyGemm  # (session 54: pw=1)
         TILE_OVERRIDES[v] = {f: int(val) if f != "x_ahead" else bool(int(val))
-                             for f, val in (kv.split("=") for kv in v[2:].split("+")) if f != "fmt"}
+                             for f, val in (kv.split("=") for kv in v[2:].split("+")) if f not in ("fmt", "pw")}
     if v in TILE_OVERRIDES:
         return replace(tile, **TILE_OVERRIDES[v])
     return tile if v in EXACT else replace(tile, max_ctas_per_sm=2)
+
+
+def uses_param_words(v):
+    """(session 54) whether variant ``v`` runs ParamWords: ``pwords``, or an "o:" variant with ``pw=1``."""
+    return v == "pwords" or (v.startswith("o:") and "pw=1" in v[2:].split("+"))
 
 
 def variant_format(v, fmt_key):
@@ -273,6 +334,8 @@ def main():
     add_layer_args(ap)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--variants", default="ship,shipcap,nop,nox,noxp,now")
+    ap.add_argument("--base-m", type=int, default=None, help="(session 54) start every variant from the decode tile the "
+                    "dispatch picks at this many tokens (e.g. 1: the one-token tile run at 16 tokens)")
     ap.add_argument("--fmt", default=None, help="(session 51) run the variants in this format (awq / awq_fma) instead "
                     "of the dispatch's; promoted scales per variant tile as quantized_mm.use_promoted_scales says")
     args = ap.parse_args()
@@ -286,7 +349,7 @@ def main():
         kws = [awq_repack.kernel_weights(*s, 128) for s in sets]
         for m in map(int, args.ms.split(",")):
             x = torch.randn(m, ic, device="cuda", dtype=dtype)
-            picked = dispatch_decode_tile(m, oc, ic, dtype, kws[0], sms)
+            picked = dispatch_decode_tile(args.base_m or m, oc, ic, dtype, kws[0], sms)
             if picked is None:
                 continue
             fmt_key, tile, promote = picked
@@ -305,13 +368,21 @@ def main():
             def wt(v, kw):
                 return rowm[id(kw)] if "rowmajor" in v else kw.w
 
+            pw = {id(kw): param_words(kw) for kw in kws} if any(map(uses_param_words, variants)) else {}
+
+            def sc(v, kw):
+                return pw[id(kw)] if uses_param_words(v) else kw.scales
+
+            def zz(v, kw):  # (the kernel's argument checks tie the zeros' shape to the scales')
+                return pw[id(kw)].view(torch.uint8)[:, :pw[id(kw)].shape[1]] if uses_param_words(v) else kw.zeros
+
             ref = awq_gemm(x, *sets[0])
             ref64 = _reference64(x, kws[0])
             ok, err64 = {}, {}
             for v in variants:
                 if v not in ABLATIONS:  # equal to awq_gemm (or, with acc chains, within 1e-3 of max|ref|)
                     out = torch.full((m, oc), float("nan"), device="cuda", dtype=dtype)
-                    fns[v](x, wt(v, kws[0]), out, 1.0, kws[0].scales, kws[0].zeros, 128, None)
+                    fns[v](x, wt(v, kws[0]), out, 1.0, sc(v, kws[0]), zz(v, kws[0]), 128, None)
                     err = ((out.double() - ref.double()).abs().max() / ref.double().abs().max()).item()
                     err64[v] = f"{((out.double() - ref64).abs().max() / ref64.abs().max()).item():.1e}"
                     ok[v] = "equal" if torch.equal(out, ref) else f"{err:.1e}" if err < 1e-3 else f"WRONG {err:.1e}"
@@ -319,15 +390,15 @@ def main():
             for _ in range(args.rounds):
                 for v in variants:
                     o = torch.empty(m, oc, device="cuda", dtype=dtype)
-                    t[v].append(graph_time_us([lambda kw=kw, f=fns[v], wv=wt(v, kw): f(x, wv, o, 1.0, kw.scales,
-                                                                                       kw.zeros, 128, None)
+                    t[v].append(graph_time_us([lambda f=fns[v], wv=wt(v, kw), s=sc(v, kw), z=zz(v, kw): f(x, wv, o, 1.0,
+                                                                                                        s, z, 128, None)
                                                for kw in kws],
                                               min_calls=CALLS)[0])
                 t["awq_gemm"].append(graph_time_us([lambda s=s: awq_gemm(x, *s) for s in sets], min_calls=CALLS)[0])
             med = {k: statistics.median(v) for k, v in t.items()}
             err64["awq_gemm"] = f"{((ref.double() - ref64).abs().max() / ref64.abs().max()).item():.1e}"
-            rows.append(dict(oc=oc, ic=ic, m=m, fmt=fmt_key, tile=str(tile), ship_equal=ok, err_vs_float64=err64,
-                             rounds=t, median=med))
+            rows.append(dict(oc=oc, ic=ic, m=m, base_m=args.base_m, fmt=fmt_key, tile=str(tile), ship_equal=ok,
+                             err_vs_float64=err64, rounds=t, median=med))
             print(f"{oc}x{ic} M={m} {fmt_key} equal:{ok} float64 err:{err64} " +
                   "  ".join(f"{k} {v:.2f}" for k, v in med.items()), flush=True)
         del sets, kws

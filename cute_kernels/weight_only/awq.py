@@ -152,24 +152,29 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzero
     fmt_key = decode_format(path_name, x.dtype, kw, tl)
     if tile is None:
         tl = config.tile_for_format(fmt_key, tl, ic)
-    fn = launch(fmt_key, xk, kw.w, out, 1.0, kw.scales, kw.zeros, group, tl, device, bias)
+    fn = launch(fmt_key, xk, kw.w, out, 1.0, *group_params(kw, tl.param_words), group, tl, device, bias)
     if fn is not None and xk is x and path is None and tile is None:
-        _plans[signature] = _RepackPlan(fn, group)
+        _plans[signature] = _RepackPlan(fn, group, tl.param_words)
     return out
 
 
 class _RepackPlan:
     """A warm call on the K-packed repack (``awq_repack``): ``plan(x, kw, out, bias)``."""
 
-    def __init__(self, fn, group: int):
-        self.fn, self.group = fn, group
+    def __init__(self, fn, group: int, param_words: bool):
+        self.fn, self.group, self.param_words = fn, group, param_words
 
     @staticmethod
     def derived(cache_key):
         return awq_repack.cached(cache_key)
 
     def __call__(self, x, kw, out, bias):
-        self.fn(x, kw.w, out, 1.0, kw.scales, kw.zeros, self.group, bias)
+        self.fn(x, kw.w, out, 1.0, *group_params(kw, self.param_words), self.group, bias)
+
+
+def group_params(kw, param_words: bool) -> tuple:
+    """The kernel's (group_scales, zeros) arguments for a tile with or without ``TileShape.param_words``."""
+    return (kw.param_words(), None) if param_words else (kw.scales, kw.zeros)
 
 
 class _Sm90Plan:
@@ -209,6 +214,9 @@ DECODE_ONE_FMA_DTYPES = (torch.float16,)
 # fp16 (4096 x 14336 11.22 / 11.73 -> 11.74 / 12.22, 2048 x 8192 +11%, 1536 x 8960 +14%, as promoted scales are
 # there; 4096^2 even), and on the one-CTA-per-SM tiles mixed (13824 x 5120 -5%, 10240 x 8192 +10%): not there.
 DECODE_ZERO_MMA_DTYPES = (torch.float16, torch.bfloat16)
+# x dtypes whose AWQ decode tiles of config.awq_param_words_tile's shape run awq_zmma with parameter words whatever
+# their warps side by side (the other dtypes: where the rules above say; config.AWQ_PARAM_WORDS_WARPS_N's comment).
+DECODE_PARAM_WORDS_DTYPES = (torch.float16,)
 DECODE_ZERO_MMA_RING_DTYPES = (torch.float16,)
 
 
@@ -218,6 +226,9 @@ def decode_format(path_name: str, x_dtype: torch.dtype, kw, tile: TileShape) -> 
 
     if path_name != "decode":
         return "awq"
+    if (x_dtype in DECODE_PARAM_WORDS_DTYPES and config.awq_param_words_tile(tile)
+            and use_promoted_scales(AWQ_ZERO_MMA.key, True, kw.group, x_dtype, tile)):
+        return AWQ_ZERO_MMA.key
     if use_promoted_scales("awq", True, kw.group, x_dtype, tile):
         if x_dtype in DECODE_ZERO_MMA_DTYPES and (tile.stages == 0 or x_dtype in DECODE_ZERO_MMA_RING_DTYPES):
             return AWQ_ZERO_MMA.key

@@ -10,6 +10,8 @@ kernel's hot loop. The checkpoint is read once to build
                               the kernel's threads read them); OC16 = OC and R64 = IC / 2 rounded up to 16 and 64
     s   [OC, IC / G]          scales, transposed (activation dtype, as given)
     z   uint8 [OC, IC / G]    zero points, unpacked and transposed
+    p   int32 [OC, IC / G]    (built on first use: ``param_words``) the ``awq_zmma`` decode's parameter words, for
+                              the tiles with ``TileShape.param_words``: -(M_0 + z) and the scale in one word
 
 (the same 4.25 bits per weight: memory for the copy equals the checkpoint's, plus padding where OC or IC are not
 multiples of 16 / 128). ``awq_gemm`` then runs the shared weight-only kernel with the ``awq`` format on its mma.sync
@@ -25,12 +27,13 @@ milliseconds for a 8192 x 8192 layer, paid on the first call only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
 from ..formats.awq import unpack_int4_bytes  # [R, OC/8] int32 -> [R, OC] nibbles (uint8)
 from ..plan_cache import cached_for_tensor
+from ..streams import build_outside_graph_pools
 from .fragment_order import from_fragment_order, padded_shape, write_columns
 
 K_ALIGN = 32  # K values per 16-byte row vector of 4-bit weights
@@ -51,6 +54,23 @@ class AwqKernelWeights:
     in_features: int  # IC (before padding)
     group: int
     max_abs_scale: float = float("inf")  # max |s| (NaN scales: inf): both paths' choice of AWQ format reads it
+    _derived: dict = field(default_factory=dict, compare=False, repr=False)  # param_words' cache
+
+    def param_words(self) -> torch.Tensor:
+        """int32 [OC, groups]: ``formats.AwqInt4ZeroMma``'s parameter words of these scales and zero points (in the
+        scales' dtype), built once (4 bytes per (row, group) next to the 3 of s and z)."""
+        if "param_words" not in self._derived:
+            # (like the repack itself: outside torch.compile's CUDA-graph pools, plan_cache.cached_for_tensor)
+            self._derived["param_words"] = build_outside_graph_pools(self._build_param_words, self.scales.device)
+        return self._derived["param_words"]
+
+    def _build_param_words(self) -> torch.Tensor:
+        from .formats import AWQ_ZERO_MMA, BF16, F16
+
+        ct = F16 if self.scales.dtype == torch.float16 else BF16
+        scale16 = self.scales.contiguous().view(torch.int16).to(torch.int64) & 0xFFFF
+        words = AWQ_ZERO_MMA.param_words_host(ct, scale16, self.zeros.to(torch.int64))
+        return torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
 
     @property
     def out_features(self) -> int:

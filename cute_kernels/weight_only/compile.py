@@ -51,7 +51,10 @@ def _build(fmt_key: str, x_dtype: torch.dtype, out_dtype: torch.dtype, scale_dty
                                        stride=(cute.sym_int64(divisibility=row_div), 1), assumed_align=16)
     fo = cute.runtime.make_fake_tensor(od, (m, n), stride=(cute.sym_int64(), 1), assumed_align=od.width // 8)
     f_gs = f_z = None
-    if sd is not None:
+    if sd is not None and tile.param_words:  # the parameter words in the scales' place, no zeros (TileShape)
+        f_gs = cute.runtime.make_fake_tensor(cutlass.Int32, (n, cute.sym_int32()), stride=(cute.sym_int64(), 1),
+                                             assumed_align=4)
+    elif sd is not None:
         groups = cute.sym_int32()
         f_gs = cute.runtime.make_fake_tensor(sd, (n, groups), stride=(cute.sym_int64(), 1),
                                              assumed_align=sd.width // 8)

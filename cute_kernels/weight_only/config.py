@@ -603,6 +603,27 @@ AWQ_DECODE_ACC_CHAIN_FORMATS = ("awq_fma",)
 # (``awq_decode_swaps``).
 AWQ_DECODE_SWAP_MIN_STEPS = {"awq": {1: 0}, "awq_fma": {1: 8}, "awq_zmma": {2: 8}}
 
+# Session 54 (H200, benchmarks/experiments/awq_ablate44.py ParamWords prototype, 7 interleaved rounds, fp16, µs at
+# 1 / 4 tokens): awq_zmma's group parameters as one precomputed word per (row, group) (TileShape.param_words: two
+# loads a K step instead of four, no per-step conversion of the zero point; 265 instead of 291 SASS instructions per
+# two K steps on 8192^2) on the register tiles with the two-CTA hint and swapped buffers: 8192^2 12.59 / 13.20 ->
+# 11.74 / 12.41 (and 14.32 -> 13.37 at 6 tokens); one warp across, where fp16 ran awq_fma: 4096 x 14336 11.17 / 11.23
+# -> 10.48 / 10.70, 4096^2 4.46 / 4.81 -> 4.23 / 4.63 (zmma with hint and swap but without the words 4.42 / 4.80;
+# 8 tokens 5.31 -> 5.42), layers not used to choose 2048 x 8192 5.42 / 5.80 -> 5.29 / 5.67, 1536 x 8960 5.35 / 5.39
+# -> 5.13 / 5.29. On 14336 x 4096's cp.async ring mixed (12.56 / 12.75 -> 12.40 / 13.29): not there. So fp16 x
+# (awq.DECODE_PARAM_WORDS_DTYPES) runs these tiles in awq_zmma with the words, the hint and the swap, and so does any
+# awq_zmma tile of that shape (bf16's two-warp tiles). None: off.
+AWQ_PARAM_WORDS_WARPS_N = (1, 2)
+
+
+def awq_param_words_tile(tile: TileShape) -> bool:
+    """Whether a decode tile is of the shape that runs awq_zmma with parameter words, the two-CTA hint and swapped
+    buffers (AWQ_PARAM_WORDS_WARPS_N's comment): the register pipeline of one row tile and one token tile per warp
+    with x_ahead, capped 256-thread CTAs (two per SM), those warps side by side."""
+    return (AWQ_PARAM_WORDS_WARPS_N is not None and tile.warps_n in AWQ_PARAM_WORDS_WARPS_N and tile.stages == 0
+            and tile.nt == 1 and tile.mt == 1 and tile.x_ahead and tile.max_ctas_per_sm == DECODE_CTAS_PER_SM
+            and tile.threads == DECODE_THREADS)
+
 
 # Session 45 (H100, benchmarks/experiments/awq_ablate44.py, the dispatch's tiles on the same weights in both layouts,
 # CUDA-graph medians of 5 interleaved rounds over 240 MB of rotating weight sets, fp16 x, float64-checked): AWQ's
@@ -663,8 +684,9 @@ def awq_decode_swaps(fmt_key: str, tile: TileShape, k: int | None) -> bool:
 
 def tile_for_format(fmt_key: str, tile: TileShape, k: int | None = None) -> TileShape:
     """The AWQ repack reader's tile for the format key a call runs over a K of ``k``: fragment order
-    (``awq_repack_tile``) with ``AWQ_FRAGMENT_L2_PREFETCH_MB`` where the tile prefetches; the two-CTA hint with
-    swapped register buffers and one accumulator set where ``awq_decode_swaps`` says so
+    (``awq_repack_tile``) with ``AWQ_FRAGMENT_L2_PREFETCH_MB`` where the tile prefetches; for awq_zmma on
+    ``awq_param_words_tile``'s shape the parameter words with the two-CTA hint, swapped register buffers and one
+    accumulator set; the hint, the swap and one set alone where ``awq_decode_swaps`` says so
     (AWQ_DECODE_SWAP_MIN_STEPS), else AWQ_DECODE_ACC_CHAINS accumulator sets for the formats in
     AWQ_DECODE_ACC_CHAIN_FORMATS on decode tiles of one row tile and one token tile per warp with one warp across, or
     one CTA per SM (``one_cta_per_sm_warps``), on the register pipeline; the prefetch order of ``decode_tile``
@@ -676,6 +698,8 @@ def tile_for_format(fmt_key: str, tile: TileShape, k: int | None = None) -> Tile
         tile = replace(tile, l2_prefetch_mb=AWQ_FRAGMENT_L2_PREFETCH_MB)
     if tile.prefetch_last and fmt_key not in DECODE_PREFETCH_LAST_FORMATS:
         tile = replace(tile, prefetch_last=False)
+    if fmt_key == "awq_zmma" and awq_param_words_tile(tile):
+        return replace(tile, param_words=True, min_ctas_hint=DECODE_CTAS_PER_SM, swap_registers=True, acc_chains=1)
     if awq_decode_swaps(fmt_key, tile, k):  # (two accumulator sets spill at the hint's 128 registers)
         return replace(tile, min_ctas_hint=DECODE_CTAS_PER_SM, swap_registers=True, acc_chains=1)
     if (fmt_key in AWQ_DECODE_ACC_CHAIN_FORMATS and (tile.warps_n == 1 or is_one_cta_per_sm(tile))

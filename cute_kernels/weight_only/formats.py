@@ -105,6 +105,7 @@ class WeightFormat:
     has_zeros = False  # True: a per-(row, group) zero-point tensor is an operand
     epilogue_scale = True  # the kernel's scalar scale multiplies the fp32 accumulator (AWQ: its scales are all there)
     zero_by_mma = False  # True: each MMA is followed by a correction MMA (``AwqInt4ZeroMma``)
+    param_word_bits = 0  # > 0: the kernel can take its group parameters as words (TileShape.param_words)
     field_min_bit = 0  # lowest mantissa bit a field may start at, in place
 
     @property
@@ -324,6 +325,29 @@ class AwqInt4ZeroMma(AwqInt4):
     def decode_pair(self, w, q, ct, ctx, in_place=False):
         x, j = self.field(w, q, ct, in_place)
         return ptx.lop3(x, 0x000F000F << j, ct.pair(self.magic_at(ct, j)), ptx.LUT_AND_OR)  # M_j + u, exact
+
+    # Parameter words (TileShape.param_words): per (row, group) the low half -(M_0 + z) and the high half the scale, in
+    # x's 16-bit type. The kernel widens the scale to fp32 (exact) and gets each field position's -(M_j + z) from
+    # the low half by one packed add of M_0 - M_j (exact: integers below 2^(mantissa + 1)).
+    param_word_bits = 32
+
+    def param_words_host(self, ct, scale16, zeros):
+        """Host side: the words (int64 tensor of 32-bit patterns) from the scales' 16-bit patterns (int64 tensor) and
+        the zero points (int64 tensor)."""
+        return (ct.neg(self.magic_at(ct, 0)) | zeros) | (scale16 << 16)
+
+    def param_word_scale(self, ct, word):
+        """Kernel side: the promoted scale (Float32) of a parameter word."""
+        if ct is BF16:
+            return ptx.f32_from_bits(ptx.lop3(word, 0xFFFF0000, 0, ptx.LUT_AND_OR))
+        return ptx.f16x2_to_f32(word)[1]
+
+    def param_word_ctx(self, ct, word, in_place=False):
+        """Kernel side: ``group_ctx``'s corrections (-(M_j + z) in both halves per field position j) from a word."""
+        neg0 = ptx.prmt(word, word, 0x1010)
+        return {j: neg0 if j == 0 else ptx.fma_x2_cc(ct.x2, neg0, ct.pair(ct.one),
+                                                   ct.pair(ct.encode(2.0 ** ct.mantissa - 2.0 ** (ct.mantissa - j))))
+                for j in self.field_bits(ct, in_place)}
 
     def correction(self, q, ct, ctx, in_place=False):
         """The correction MMA's A register for pair q of a row: -(M_j + z) in both halves (``group_ctx``)."""

@@ -140,6 +140,10 @@ class TileShape:
     65536 / (hint x threads) registers a thread. Without it ptxas schedules the register pipeline for fewer registers
     than the two CTAs of the decode grids leave it, by sinking the next step's loads down to their first use, where
     the warp then waits for them (config.AWQ_DECODE_SWAP_MIN_STEPS: measured with ``swap_registers``).
+    param_words: (formats with ``param_word_bits``: ``awq_zmma``) the group parameters arrive as one precomputed
+    32-bit word per (row, group) in the scales' argument (int32 [N, groups]; no zeros argument) instead of a scale and
+    a zero point: one load per row and K step instead of two, and no per-step conversion of the zero point into the
+    format's corrections (``WeightFormat.param_word_ctx``; config.AWQ_PARAM_WORDS says where).
     """
 
     nt: int
@@ -158,6 +162,7 @@ class TileShape:
     fragment_order: bool = False
     prefetch_last: bool = False
     min_ctas_hint: int = 0
+    param_words: bool = False
 
     @property
     def rows_per_cta(self) -> int:
@@ -192,7 +197,8 @@ class TileShape:
                     ("preload",) if self.preload_weights else ()) + (
                     (("acc_chains", self.acc_chains),) if self.acc_chains != 1 else ()) + (
                     ("frag",) if self.fragment_order else ()) + (("pflast",) if self.prefetch_last else ()) + (
-                    (("minctas", self.min_ctas_hint),) if self.min_ctas_hint else ())
+                    (("minctas", self.min_ctas_hint),) if self.min_ctas_hint else ()) + (
+                    ("pwords",) if self.param_words else ())
 
     def validate(self) -> "TileShape":
         """Raise ValueError naming the field when the tile cannot launch (a caller-forced ``tile=``); else self."""
@@ -288,6 +294,9 @@ class WeightOnlyGemm:
             raise ValueError("promote_scales needs group scales")
         if fmt.zero_by_mma and not promote_scales:
             raise ValueError(f"format {fmt.name} needs promote_scales (its MMAs sum unscaled u - z)")
+        if tile.param_words and not (fmt.param_word_bits and promote_scales):
+            raise ValueError(f"TileShape.param_words needs a format with parameter words and promoted scales "
+                             f"(awq_zmma); got {fmt.name}")
         self.promote = promote_scales
         self.pdl = pdl  # programmatic dependent launch (griddepcontrol: SM90 and later; config.tile_for_arch)
         self.fmt = fmt
@@ -592,7 +601,15 @@ class WeightOnlyGemm:
         fmt, tile = self.fmt, self.tile
         vpv = fmt.values_per_vector
         k_chunk = step * (4 * vpv) + t * vpv  # this thread's K run of the step
-        if self.scale_dtype is not None:
+        if const_expr(tile.param_words):  # one word per row: the promoted scale and the format's corrections
+            gi = cutlass.min(group_of(k_chunk, group_mul), group_scales.shape[1] - 1)
+            for r in range(tile.row_slots):
+                word = ptx.ld_global(group_scales.iterator.toint() + (Int64(th["rows"][r]) * group_scales.stride[0]
+                                                                      + Int64(gi)) * 4, True, 1, streaming=False,
+                                     read_only=False)[0]  # plain: stays above the wait as a preload (load_weights)
+                buf["z"][r] = word
+                buf["s"][r] = fmt.param_word_scale(self.act.compute, word)
+        elif self.scale_dtype is not None:
             for blk in range(self.blocks):
                 # Groups are >= 32 values and 32-aligned, and a word holds <= 32 values: one context per block.
                 gi = cutlass.min(group_of(k_chunk + 32 * blk, group_mul), group_scales.shape[1] - 1)  # past K: x is 0
@@ -614,6 +631,9 @@ class WeightOnlyGemm:
         if self.scale_dtype is None:
             return [None] * tile.row_slots
         base = blk * tile.row_slots
+        if const_expr(tile.param_words):
+            return [(fmt.param_word_ctx(ct, buf["z"][base + r], tile.fields_in_place), None)
+                    for r in range(tile.row_slots)]
         # Promoted scales are applied to the partial sums (mma_step): the decode sees only the zero point.
         return [fmt.group_ctx(ct, None if self.promote else buf["s"][base + r],
                               buf["z"][base + r] if fmt.has_zeros else None, tile.fields_in_place)

@@ -183,7 +183,8 @@ def launch(fmt_key: str, x, w, out, scale: float, group_scales, zeros, group: in
     """Compile (cached) and run one specialization; shapes already valid for the kernel. ``bias``: [N] in out's
     dtype, added in the epilogue (its own compiled variant). The compiled function takes it as its last argument,
     None for the variant without one."""
-    scale_dtype = None if group_scales is None else group_scales.dtype
+    # (with TileShape.param_words the scales' argument holds int32 words of scales in x's dtype)
+    scale_dtype = None if group_scales is None else x.dtype if tile.param_words else group_scales.dtype
     promote = use_promoted_scales(fmt_key, group_scales is not None, group, x.dtype, tile)
     fn = compile_weight_only(fmt_key, x.dtype, out.dtype, scale_dtype, tile, _arch.current_arch(device), promote,
                              has_bias=bias is not None)
