@@ -151,12 +151,12 @@ def test_awq_zero_mma_format(dtype, M, OC, IC, G, monkeypatch):
                                      (2, 7176, 8192)])
 def test_awq_swapped_register_tiles(dtype, M, OC, IC, monkeypatch):
     """(Since session 54 fp16 runs awq_zmma with parameter words on all of them, and bf16's two-warp tiles take the
-    words: TileShape.param_words, checked through the cold call and the warm plan.) Session 53's register plan (config.AWQ_DECODE_SWAP_MIN_STEPS: the two-CTA hint to ptxas with the K loop
-    unrolled by two and the register buffers swapped) as the default dispatch runs it: one warp across (2048 x 8192,
-    an OC tail at 1544, an odd count of K steps on some warps at IC = 9088) and two warps side by side (awq_zmma,
-    7176 rows: a tail), against float64 on poisoned outputs; the launch must have used the swapped tile, in the
-    format the dispatch picks (scales below 0.25: awq_fma in fp16 one warp across, bf16's awq; awq_zmma side by
-    side)."""
+    words: TileShape.param_words, checked through the cold call and the warm plan.) Session 53's register plan
+    (config.AWQ_DECODE_SWAP_MIN_STEPS: the two-CTA hint to ptxas with the K loop unrolled by two and the register
+    buffers swapped) as the default dispatch runs it: one warp across (2048 x 8192, an OC tail at 1544, an odd count
+    of K steps on some warps at IC = 9088) and two warps side by side (awq_zmma, 7176 rows: a tail), against float64
+    on poisoned outputs; the launch must have used the swapped tile, in the format the dispatch picks (scales below
+    0.25: awq_fma in fp16 one warp across, bf16's awq; awq_zmma side by side)."""
     from cute_kernels.formats.awq import awq_quantize
     from cute_kernels.weight_only import awq as awq_mod
 
@@ -236,11 +236,10 @@ def test_awq_zero_mma_long_k_dispatch(M, OC, expect, dtype, monkeypatch):
                                           ("wgmma", 40, 264, 4096), ("wgmma", 300, 520, 2176)])
 @pytest.mark.parametrize("amp", [0.05, 1.0], ids=["e0", "e2"])
 def test_awq_gemm_one_fma_format(path, M, OC, IC, amp):
-    """fp16 x runs awq_fma (session 34) on the WGMMA path up to 512 tokens (e = 2 where max|s| ~ 0.5) and on the
-    decode tiles that fold the scale when every |s| < 0.25 (since session 54 not those of
-    config.awq_param_words_tile's shape: awq_zmma with parameter words) (on SM90 those read the blob since session 41), the exact
-    awq elsewhere; all within the fp16 tolerance of the float64 reference. The format each call ran is read from the
-    launch."""
+    """fp16 x runs awq_fma (session 34) on the WGMMA path up to 512 tokens (e = 2 where max|s| ~ 0.5) and on the decode
+    tiles that fold the scale when every |s| < 0.25 (since session 54 not those of config.awq_param_words_tile's
+    shape: awq_zmma with parameter words) (on SM90 those read the blob since session 41), the exact awq elsewhere;
+    all within the fp16 tolerance of the float64 reference. The format each call ran is read from the launch."""
     from cute_kernels.weight_only import awq as awq_mod
     from cute_kernels.weight_only import awq_sm90, wgmma
 

@@ -375,7 +375,8 @@ def test_awq_bias_in_the_epilogue_emulated(emulated_ops, dtype, M, IC, OC, G):
 @pytest.mark.parametrize("M,IC,OC,G", [(1, 256, 72, 32), (4, 384, 40, 128), (9, 256, 16, -1), (16, 512, 24, 64)])
 def test_awq_gemm_one_fma_decode_emulated(emulated_ops, monkeypatch, M, IC, OC, G):
     """fp16 x with scales below 0.25 (AutoAWQ-sized weights): the decode tiles that fold the scale run awq_fma (with
-    the parameter words off: since session 54 fp16 runs awq_zmma with them on these tiles, config.AWQ_PARAM_WORDS)."""
+    the parameter words off: since session 54 fp16 runs awq_zmma with them on these tiles,
+    config.AWQ_PARAM_WORDS_WARPS_N)."""
     monkeypatch.setattr(config, "AWQ_PARAM_WORDS_WARPS_N", None)
     used = []
     launch = awq_ops.launch

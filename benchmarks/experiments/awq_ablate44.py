@@ -334,8 +334,9 @@ def main():
     add_layer_args(ap)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--variants", default="ship,shipcap,nop,nox,noxp,now")
-    ap.add_argument("--base-m", type=int, default=None, help="(session 54) start every variant from the decode tile the "
-                    "dispatch picks at this many tokens (e.g. 1: the one-token tile run at 16 tokens)")
+    ap.add_argument("--base-m", type=int, default=None,
+                    help="(session 54) start every variant from the decode tile the dispatch picks at this many tokens "
+                    "(e.g. 1: the one-token tile run at 16 tokens)")
     ap.add_argument("--fmt", default=None, help="(session 51) run the variants in this format (awq / awq_fma) instead "
                     "of the dispatch's; promoted scales per variant tile as quantized_mm.use_promoted_scales says")
     args = ap.parse_args()

@@ -51,6 +51,11 @@ _SIGNED_INT_DTYPES = (torch.int8, torch.int16, torch.int32, torch.int64)
 _FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 
 
+def int32_bits(words: torch.Tensor) -> torch.Tensor:
+    """int64 tensor of 32-bit patterns (0 .. 2^32 - 1) -> int32 tensor of the same bits."""
+    return torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
+
+
 def values_per_byte(bits: int) -> int:
     return 8 // bits
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..formats.awq import unpack_int4_bytes  # [R, OC/8] int32 -> [R, OC] nibbles (uint8)
+from ..formats.bitpack import int32_bits
 from ..plan_cache import cached_for_tensor
 from ..streams import build_outside_graph_pools
 from .fragment_order import from_fragment_order, padded_shape, write_columns
@@ -70,7 +71,7 @@ class AwqKernelWeights:
         ct = F16 if self.scales.dtype == torch.float16 else BF16
         scale16 = self.scales.contiguous().view(torch.int16).to(torch.int64) & 0xFFFF
         words = AWQ_ZERO_MMA.param_words_host(ct, scale16, self.zeros.to(torch.int64))
-        return torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
+        return int32_bits(words)
 
     @property
     def out_features(self) -> int:

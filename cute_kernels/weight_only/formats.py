@@ -105,7 +105,7 @@ class WeightFormat:
     has_zeros = False  # True: a per-(row, group) zero-point tensor is an operand
     epilogue_scale = True  # the kernel's scalar scale multiplies the fp32 accumulator (AWQ: its scales are all there)
     zero_by_mma = False  # True: each MMA is followed by a correction MMA (``AwqInt4ZeroMma``)
-    param_word_bits = 0  # > 0: the kernel can take its group parameters as words (TileShape.param_words)
+    takes_param_words = False  # the kernel can take its group parameters as words (TileShape.param_words)
     field_min_bit = 0  # lowest mantissa bit a field may start at, in place
 
     @property
@@ -329,7 +329,7 @@ class AwqInt4ZeroMma(AwqInt4):
     # Parameter words (TileShape.param_words): per (row, group) the low half -(M_0 + z) and the high half the scale, in
     # x's 16-bit type. The kernel widens the scale to fp32 (exact) and gets each field position's -(M_j + z) from
     # the low half by one packed add of M_0 - M_j (exact: integers below 2^(mantissa + 1)).
-    param_word_bits = 32
+    takes_param_words = True
 
     def param_words_host(self, ct, scale16, zeros):
         """Host side: the words (int64 tensor of 32-bit patterns) from the scales' 16-bit patterns (int64 tensor) and

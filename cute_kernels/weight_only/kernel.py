@@ -140,10 +140,10 @@ class TileShape:
     65536 / (hint x threads) registers a thread. Without it ptxas schedules the register pipeline for fewer registers
     than the two CTAs of the decode grids leave it, by sinking the next step's loads down to their first use, where
     the warp then waits for them (config.AWQ_DECODE_SWAP_MIN_STEPS: measured with ``swap_registers``).
-    param_words: (formats with ``param_word_bits``: ``awq_zmma``) the group parameters arrive as one precomputed
+    param_words: (formats with ``takes_param_words``: ``awq_zmma``) the group parameters arrive as one precomputed
     32-bit word per (row, group) in the scales' argument (int32 [N, groups]; no zeros argument) instead of a scale and
     a zero point: one load per row and K step instead of two, and no per-step conversion of the zero point into the
-    format's corrections (``WeightFormat.param_word_ctx``; config.AWQ_PARAM_WORDS says where).
+    format's corrections (``WeightFormat.param_word_ctx``; config.AWQ_PARAM_WORDS_WARPS_N says where).
     """
 
     nt: int
@@ -294,7 +294,7 @@ class WeightOnlyGemm:
             raise ValueError("promote_scales needs group scales")
         if fmt.zero_by_mma and not promote_scales:
             raise ValueError(f"format {fmt.name} needs promote_scales (its MMAs sum unscaled u - z)")
-        if tile.param_words and not (fmt.param_word_bits and promote_scales):
+        if tile.param_words and not (fmt.takes_param_words and promote_scales):
             raise ValueError(f"TileShape.param_words needs a format with parameter words and promoted scales "
                              f"(awq_zmma); got {fmt.name}")
         self.promote = promote_scales

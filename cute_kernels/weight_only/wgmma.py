@@ -18,6 +18,7 @@ from functools import lru_cache
 import torch
 
 from ..configs import TileConfig, best_split, tail_split
+from ..formats.bitpack import int32_bits
 from ..ops.split_k import cluster_split
 from ..jit_cache import cached_compile
 from ..plan_cache import cached_for_tensor
@@ -76,7 +77,7 @@ def blob_from_codes(codes: torch.Tensor, bits: int, fmt_key: str) -> torch.Tenso
     vals = blocks[:, :, idx].view(rb, kt, THREADS * bits, epw)
     shifts = torch.arange(epw, device=codes.device, dtype=torch.int64) * bits
     words = (vals << shifts).sum(-1)  # < 2^32
-    words = torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
+    words = int32_bits(words)
     return words.reshape(rb, kt * THREADS * bits).view(torch.int64)
 
 def codes_from_blob(blob: torch.Tensor, bits: int, fmt_key: str, n: int, k: int) -> torch.Tensor:
@@ -148,7 +149,7 @@ def param_words(fmt_key: str, group_scales, zeros, dtype: torch.dtype) -> torch.
     # OneFma formats: the 2^e their words are scaled by (``WgmmaPlan`` multiplies the scale with it)
     exponent = (fmt.scale_exponent(ct, scale16),) if isinstance(fmt, OneFma) else ()
     words = torch.stack(fmt.context_words(ct, scale16, z, *exponent), dim=-1)  # [N, groups, W]
-    words = torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
+    words = int32_bits(words)
     params = words.flatten(1).t().contiguous()
     if exponent:
         params.scale_exponent = exponent[0]
