@@ -76,12 +76,30 @@ def test_awq_gemm_default_dispatch_large_layers(M, OC, IC):
     assert _err(out[:, cols], ref) < TOL[torch.float16]
 
 
+def _launched(ran):
+    """A context in which awq_gemm's repack launches append (format key, tile) to ``ran``."""
+    import contextlib
+
+    from cute_kernels.weight_only import awq as awq_mod
+
+    @contextlib.contextmanager
+    def hooked():
+        launch = awq_mod.launch
+        awq_mod.launch = lambda fmt_key, *a: (ran.append((fmt_key, a[-3])), launch(fmt_key, *a))[1]
+        try:
+            yield
+        finally:
+            awq_mod.launch = launch
+    return hooked()
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("M,OC,IC", [(1, 14328, 2176), (5, 15360, 3072), (7, 14336, 2048)])
 def test_awq_side_by_side_ring_tile(dtype, M, OC, IC):
     """config.AWQ_SIDE_BY_SIDE_RING (session 43): the dispatch's decode tile with 4 warps side by side runs from the
-    cp.async ring, first steps preloaded; an OC tail (14328) and an odd count of K steps per warp (IC = 2176: 17 steps
-    over 2 warps) included. Checked on the last 512 output channels, all tokens, against float64."""
+    cp.async ring, first steps preloaded - in bf16; fp16 runs it as the register pipeline with the parameter words
+    (session 55, config.AWQ_PARAM_WORDS_WIDE_TILES); an OC tail (14328) and an odd count of K steps per warp (IC =
+    2176: 17 steps over 2 warps) included. Checked on the last 512 output channels, all tokens, against float64."""
     from cute_kernels.weight_only import config
 
     path, tile = config.select_tile(4, M, OC, torch.cuda.get_device_properties(0).multi_processor_count, scaled=True,
@@ -90,7 +108,11 @@ def test_awq_side_by_side_ring_tile(dtype, M, OC, IC):
     qweight, scales, qzeros = _awq(IC, OC, 128, dtype, seed=M + OC + IC)
     x = torch.randn(M, IC, dtype=dtype, device="cuda")
     out = poisoned((M, OC), dtype)
-    awq_gemm(x, qweight, scales, qzeros, out=out, path="decode")
+    ran = []
+    with _launched(ran):
+        awq_gemm(x, qweight, scales, qzeros, out=out, path="decode")
+    words = dtype == torch.float16 and "side_ring" in config.AWQ_PARAM_WORDS_WIDE_TILES
+    assert [(f, t.stages, t.param_words) for f, t in ran] == [("awq_zmma", 0, True) if words else ("awq", 3, False)]
     assert not out.isnan().any()
     cols = slice(OC - 512, OC)
     ref = awq_gemm_ref(x.cpu(), qweight[:, cols.start // 8:].contiguous().cpu(), scales[:, cols].contiguous().cpu(),
@@ -120,7 +142,11 @@ def test_awq_one_cta_per_sm_tile(dtype, M, OC, IC, row_tiles):
     qweight, scales, qzeros = _awq(IC, OC, 128, dtype, seed=M + OC + IC)
     x = torch.randn(M, IC, dtype=dtype, device="cuda")
     out = poisoned((M, OC), dtype)
-    awq_gemm(x, qweight, scales, qzeros, out=out, path="decode")
+    ran = []
+    with _launched(ran):
+        awq_gemm(x, qweight, scales, qzeros, out=out, path="decode")
+    # (session 55: fp16 with the parameter words, but on AWQ_PARAM_WORDS_ONE_CTA_SKIP_WARPS_N's widths)
+    assert [t.param_words for _, t in ran] == [dtype == torch.float16 and config.awq_param_words_tile(tile)]
     assert not out.isnan().any()
     _check_columns(out, x, qweight, scales, qzeros, _column_slices(OC, IC))
 

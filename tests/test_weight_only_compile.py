@@ -393,7 +393,8 @@ def test_awq_decode_swap_rule_and_sass():
         for n, k in ((8192, 8192), (7168, 4096), (8192, 4096)):
             assert rule("awq_zmma", n, k, m)[0] and rule("awq_zmma", n, k, m)[1].warps_n == 2, (n, k, m)
         assert rule("awq_zmma", 8192, 2048, m)[1].param_words  # (session 54: with the words at any K)
-        assert not rule("awq_zmma", 14336, 4096, m)[0] and not rule("awq", 14336, 4096, m)[0]  # the ring
+        assert not rule("awq", 14336, 4096, m)[0] and rule("awq", 14336, 4096, m)[1].stages == 3  # bf16's ring
+        assert rule("awq_zmma", 14336, 4096, m)[1].stages == 0  # (session 55: as the register pipeline, the words)
     assert not rule("awq", 4096, 4096, 16)[0] and not rule("awq_zmma", 8192, 8192, 16)[0]
     assert config.decode_tile("awq", 1, 4096, 132, scaled=True, k=14336).min_ctas_hint == 0  # the call's to add
     for fmt_key, x_dtype, (n, k) in (("awq_fma", torch.float16, (4096, 14336)), ("awq", torch.bfloat16, (4096, 4096)),
@@ -430,7 +431,6 @@ def test_awq_param_words_rule_host_words_and_sass():
         assert fmt_key == "awq" and not t.param_words
         fmt_key, t = dispatched(8192, 8192, m, torch.bfloat16)
         assert fmt_key == "awq_zmma" and t.param_words
-        assert not dispatched(14336, 4096, m, torch.float16)[1].param_words  # the ring
     assert not dispatched(8192, 8192, 16, torch.float16)[1].param_words
     # host words: 0..15 zero points, scales of both signs
     zeros = torch.arange(16, dtype=torch.uint8).repeat(2, 1)
@@ -455,6 +455,50 @@ def test_awq_param_words_rule_host_words_and_sass():
         s = summarize_cubin(compile_with_cubin(fmt_key, dtype, dtype, dtype, t, promote_scales=True).artifacts.CUBIN)
         assert s.local_memory_ops == 0 and max(s.kernels.values()) <= 128, (dtype, n, k, s.kernels)
         assert not re.search(r"LDG\.E\.U8", s.text), "zero points are loaded as bytes"
+
+
+def test_awq_param_words_wide_tiles_rule_and_sass(monkeypatch):
+    """Session 55 (config.AWQ_PARAM_WORDS_WIDE_TILES): fp16 AWQ's multi-wave decode tiles take the parameter words
+    too - the tiles of 4 warps side by side run the register pipeline (no cp.async ring) with the two-CTA hint and
+    swapped buffers, the one-CTA-per-SM tiles awq_zmma with one accumulator set and their prefetch order, not those of
+    AWQ_PARAM_WORDS_ONE_CTA_SKIP_WARPS_N; bf16 keeps its ring and its folded awq; () restores session 54's tiles.
+    tile_for_format is idempotent on them. The compiled tiles fit their CTAs per SM without spills or byte loads."""
+    from cute_kernels.weight_only import awq as awq_mod
+
+    def dispatched(n, k, m, dtype):
+        path, t = config.awq_select_tile(m, n, k, 132, x_dtype=dtype)
+        assert path == "decode", (n, k, m)
+        return awq_mod.typical_format_and_tile(path, dtype, t, k=k)
+
+    for m in (1, 4, 5):
+        for n, k in ((14336, 4096), (16384, 2048), (13824, 3072)):
+            fmt_key, t = dispatched(n, k, m, torch.float16)
+            assert config.awq_param_words_kind(config.decode_tile("awq", m, n, 132, scaled=True, k=k)) == "side_ring"
+            assert (fmt_key, t.stages, t.warps_n, t.param_words, t.min_ctas_hint, t.swap_registers, t.acc_chains,
+                    t.l2_prefetch_mb) == ("awq_zmma", 0, 4, True, 2, True, 1, 0), (n, k, m)
+            assert config.tile_for_format(fmt_key, t, k) == t
+            fmt_key, t = dispatched(n, k, m, torch.bfloat16)
+            assert fmt_key == "awq" and t.stages == 3 and not t.param_words
+        for n, k, pf_last in ((11008, 4096, True), (13824, 5120, False), (5120, 8192, False)):
+            fmt_key, t = dispatched(n, k, m, torch.float16)
+            assert config.is_one_cta_per_sm(t) and t.warps_n != 5, (n, k)
+            assert (fmt_key, t.param_words, t.acc_chains, t.min_ctas_hint, t.swap_registers, t.prefetch_last) == (
+                "awq_zmma", True, 1, 0, False, pf_last), (n, k, m)
+            assert config.tile_for_format(fmt_key, t, k) == t
+            assert not dispatched(n, k, m, torch.bfloat16)[1].param_words
+        fmt_key, t = dispatched(10240, 4096, m, torch.float16)  # 5 warps side by side: not measured faster
+        assert t.warps_n in config.AWQ_PARAM_WORDS_ONE_CTA_SKIP_WARPS_N and fmt_key == "awq_fma" and not t.param_words
+    monkeypatch.setattr(config, "AWQ_PARAM_WORDS_WIDE_TILES", ())
+    assert dispatched(14336, 4096, 1, torch.float16)[1].stages == 3
+    assert dispatched(11008, 4096, 1, torch.float16)[0] == "awq_fma"
+    monkeypatch.undo()
+    for n, k in ((14336, 4096), (11008, 4096), (13824, 5120)):
+        fmt_key, t = dispatched(n, k, 1, torch.float16)
+        s = summarize_cubin(compile_with_cubin(fmt_key, torch.float16, torch.float16, torch.float16, t,
+                                               promote_scales=True).artifacts.CUBIN)
+        per_sm = 1 if config.is_one_cta_per_sm(t) else config.DECODE_CTAS_PER_SM
+        assert s.local_memory_ops == 0 and max(s.kernels.values()) * t.threads * per_sm <= 65536, (n, k, s.kernels)
+        assert not re.search(r"LDG\.E\.U8", s.text) and "LDGSTS" not in s.text, (n, k)
 
 
 def test_awq_decode_acc_chains_rule_and_sass():

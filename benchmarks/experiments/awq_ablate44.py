@@ -358,10 +358,10 @@ def main():
                 fmt_key = args.fmt
             old_pf = 4 if tile.l2_prefetch_mb else 0
             TILE_OVERRIDES["rowmajor"] = {"fragment_order": False, "l2_prefetch_mb": old_pf}
-            fns = {}
+            fns, tiles = {}, {}
             for v in variants:
                 fv = variant_format(v, fmt_key)
-                tv = variant_tile(v, tile)
+                tv = tiles[v] = variant_tile(v, tile)
                 fns[v] = build(v, fv, dtype, tv, use_promoted_scales(fv, True, 128, dtype, tv)
                                if args.fmt or fv != fmt_key else promote)
             rowm = {id(kw): kw.row_major() for kw in kws} if any("rowmajor" in v for v in variants) else {}
@@ -371,10 +371,15 @@ def main():
 
             pw = {id(kw): param_words(kw) for kw in kws} if any(map(uses_param_words, variants)) else {}
 
+            def shipped_words(v):  # (session 55) a tile with the shipped TileShape.param_words takes kw.param_words()
+                return tiles[v].param_words and not uses_param_words(v)
+
             def sc(v, kw):
-                return pw[id(kw)] if uses_param_words(v) else kw.scales
+                return kw.param_words() if shipped_words(v) else pw[id(kw)] if uses_param_words(v) else kw.scales
 
             def zz(v, kw):  # (the kernel's argument checks tie the zeros' shape to the scales')
+                if shipped_words(v):
+                    return None
                 return pw[id(kw)].view(torch.uint8)[:, :pw[id(kw)].shape[1]] if uses_param_words(v) else kw.zeros
 
             ref = awq_gemm(x, *sets[0])

@@ -4,6 +4,10 @@ the same run: CUDA graphs of >= 16 calls over 240 MB of rotating weight sets (aw
 of interleaved rounds, float64-checked on poisoned outputs.
 
     python benchmarks/experiments/awq_param_words54.py OUT_JSON [--layers 4096x4096,...] [--ms 1,4] [--dtype fp16]
+        [--before wide]
+
+Session 55: ``--before wide`` runs "before" with config.AWQ_PARAM_WORDS_WIDE_TILES = () instead (the side-by-side
+ring and one-CTA-per-SM tiles without the words, as in session 54; the capped tiles keep theirs).
 """
 
 import argparse
@@ -17,11 +21,11 @@ from cute_kernels import awq_gemm
 from cute_kernels.bench import graph_time_us
 from cute_kernels.weight_only import awq as awq_mod, awq_repack, config
 
-SETTINGS = {"words": config.AWQ_PARAM_WORDS_WARPS_N, "before": None}
+SETTINGS = {"words": (config.AWQ_PARAM_WORDS_WARPS_N, config.AWQ_PARAM_WORDS_WIDE_TILES), "before": (None, ())}
 
 
 def use(name):
-    config.AWQ_PARAM_WORDS_WARPS_N = SETTINGS[name]
+    config.AWQ_PARAM_WORDS_WARPS_N, config.AWQ_PARAM_WORDS_WIDE_TILES = SETTINGS[name]
     awq_mod._plans.clear()
 
 
@@ -29,7 +33,11 @@ def main():
     ap = argparse.ArgumentParser()
     add_layer_args(ap)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--before", default="all", choices=("all", "wide"),
+                    help="all: no words at all (session 54); wide: no words on the session 55 tiles")
     args = ap.parse_args()
+    if args.before == "wide":
+        SETTINGS["before"] = (config.AWQ_PARAM_WORDS_WARPS_N, ())
     dtype = torch_dtype(args.dtype)
     rows = []
     for layer in args.layers.split(","):

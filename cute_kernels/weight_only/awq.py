@@ -214,8 +214,9 @@ DECODE_ONE_FMA_DTYPES = (torch.float16,)
 # fp16 (4096 x 14336 11.22 / 11.73 -> 11.74 / 12.22, 2048 x 8192 +11%, 1536 x 8960 +14%, as promoted scales are
 # there; 4096^2 even), and on the one-CTA-per-SM tiles mixed (13824 x 5120 -5%, 10240 x 8192 +10%): not there.
 DECODE_ZERO_MMA_DTYPES = (torch.float16, torch.bfloat16)
-# x dtypes whose AWQ decode tiles of config.awq_param_words_tile's shape run awq_zmma with parameter words whatever
-# their warps side by side (the other dtypes: where the rules above say; config.AWQ_PARAM_WORDS_WARPS_N's comment).
+# x dtypes whose AWQ decode tiles of config.awq_param_words_kind's shapes run awq_zmma with parameter words whatever
+# their warps side by side (the other dtypes: where the rules above say; config.AWQ_PARAM_WORDS_WARPS_N's and
+# AWQ_PARAM_WORDS_WIDE_TILES' comments).
 DECODE_PARAM_WORDS_DTYPES = (torch.float16,)
 DECODE_ZERO_MMA_RING_DTYPES = (torch.float16,)
 

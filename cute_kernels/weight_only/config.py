@@ -615,14 +615,56 @@ AWQ_DECODE_SWAP_MIN_STEPS = {"awq": {1: 0}, "awq_fma": {1: 8}, "awq_zmma": {2: 8
 # awq_zmma tile of that shape (bf16's two-warp tiles). None: off.
 AWQ_PARAM_WORDS_WARPS_N = (1, 2)
 
+# Session 55 (H200, awq_ablate44.py, 5 interleaved rounds, fp16, µs at 1 / 4 tokens, outputs equal to awq_gemm's or
+# within 7e-4 of max|ref|, float64 error unchanged): the two multi-wave shapes of AWQ's decode tiles take the words
+# too. "side_ring": the tiles of 4 warps side by side (AWQ_SIDE_BY_SIDE_RING, ~14-16K rows at K <= 4096) run the
+# register pipeline with the words, the two-CTA hint and swapped buffers instead of their cp.async ring (224 CTAs of
+# 64 rows: one wave): 14336 x 4096 12.54 / 13.24 -> 11.41 / 12.30 (5 tokens 13.33 -> 12.58; with a 2 / 4 MB L2
+# prefetch 11.55 / 11.63: none); layers not used to choose (a 2 MB prefetch) 16384 x 4096 13.16 / 13.27 -> 11.91 /
+# 12.25, 13824 x 3072 10.02 / 10.02 -> 9.19 / 9.28, 14336 x 2048 7.43 / 7.81 -> 6.74 / 7.22, 15360 x 3072 10.18 /
+# 10.29 -> 9.37 / 9.46. (bf16, whose ring runs the exact awq: awq_zmma with the words 0.96-0.98x on 14336 / 16384 x
+# 4096; not taken.) "one_cta": the one-CTA-per-SM tiles (one_cta_per_sm_warps) in awq_zmma with the words, one
+# accumulator set, without the hint or the swap, with decode_tile's prefetch order (fp16 ran awq_fma): 11008 x 4096
+# 10.23 / 10.16 -> 8.94 / 9.15 (with the swap 9.67 / 9.91; as dispatched but without prefetch_last 9.28 / 9.80).
+# awq_gemm as dispatched with / without (benchmarks/experiments/awq_param_words54.py --before wide, 5 interleaved
+# rounds, float64 error 2.2-4.2e-4 of max|ref| against 3.8-6.1e-4), time ratio at 1 / 4 / 5 tokens: side ring 14336
+# x 4096 0.92 / 0.94 / 0.94, 16384 x 4096 0.91 / 0.92 / 0.93, 13824 x 4096 0.91 / 0.93 / 0.95, 14336 x 3584 0.91 /
+# 0.92 / 0.93, 16384 x 2048 0.88 / 0.89 / 0.89, 14336 x 2048 (1 / 4 / 7) 0.90 / 0.92 / 0.90; one CTA per SM (warps
+# side by side x along K) 11008 x 4096 (6 x 4) 0.88 / 0.91 / 0.95, 13824 x 5120 (7 x 3) 0.88 / 0.88 / 0.89, 14336 x
+# 8192 (7 x 3) 0.87 / 0.88 / 0.88, 12800 x 3072 (7 x 3) 0.92 / 0.89 / 0.90, 6656 x 6144 (4 x 6) 0.89 / 0.91 / 0.92,
+# 5120 x 8192 (3 x 8) 0.95 / 0.98 / 1.00, but 5 x 4 warps 10240 x 4096 0.97 / 1.01 / 1.03, 9216 x 4096 0.94 / 1.01 /
+# 1.04: not those (AWQ_PARAM_WORDS_ONE_CTA_SKIP_WARPS_N). Two 16-row tiles per warp (nt = 2) on the capped tiles
+# were slower: 4096^2 4.26 / 4.50 -> 5.41 / 5.56 (4.47 / 4.74 declaring one CTA per SM), 4096 x 14336 10.49 / 10.53
+# -> 14.18 / 14.51, 8192^2 11.70 / 12.05 -> 15.75 / 16.22. Which shapes take the words, besides
+# AWQ_PARAM_WORDS_WARPS_N's (None there: none at all).
+AWQ_PARAM_WORDS_WIDE_TILES = ("side_ring", "one_cta")
+AWQ_PARAM_WORDS_ONE_CTA_SKIP_WARPS_N = (5,)
+
+
+def awq_param_words_kind(tile: TileShape) -> str | None:
+    """Which of the parameter words' tile shapes a decode tile is, else None: "capped" (AWQ_PARAM_WORDS_WARPS_N's
+    comment: the register pipeline of one row tile and one token tile per warp with x_ahead, capped 256-thread CTAs,
+    those warps side by side), "side_ring" (the same CTAs with AWQ_SIDE_BY_SIDE_RING's warps and ring) or "one_cta"
+    (one_cta_per_sm_warps' register tiles but those of AWQ_PARAM_WORDS_ONE_CTA_SKIP_WARPS_N), the last two where
+    AWQ_PARAM_WORDS_WIDE_TILES has them."""
+    if AWQ_PARAM_WORDS_WARPS_N is None or tile.nt != 1 or tile.mt != 1 or not tile.x_ahead:
+        return None
+    capped = tile.max_ctas_per_sm == DECODE_CTAS_PER_SM and tile.threads == DECODE_THREADS
+    if capped and tile.stages == 0 and tile.warps_n in AWQ_PARAM_WORDS_WARPS_N:
+        kind = "capped"
+    elif (capped and tile.stages == AWQ_SIDE_BY_SIDE_RING["stages"]
+          and tile.warps_n >= AWQ_SIDE_BY_SIDE_RING["min_warps_n"]):
+        kind = "side_ring"
+    elif is_one_cta_per_sm(tile) and tile.stages == 0 and tile.warps_n not in AWQ_PARAM_WORDS_ONE_CTA_SKIP_WARPS_N:
+        kind = "one_cta"
+    else:
+        return None
+    return kind if kind == "capped" or kind in AWQ_PARAM_WORDS_WIDE_TILES else None
+
 
 def awq_param_words_tile(tile: TileShape) -> bool:
-    """Whether a decode tile is of the shape that runs awq_zmma with parameter words, the two-CTA hint and swapped
-    buffers (AWQ_PARAM_WORDS_WARPS_N's comment): the register pipeline of one row tile and one token tile per warp
-    with x_ahead, capped 256-thread CTAs (two per SM), those warps side by side."""
-    return (AWQ_PARAM_WORDS_WARPS_N is not None and tile.warps_n in AWQ_PARAM_WORDS_WARPS_N and tile.stages == 0
-            and tile.nt == 1 and tile.mt == 1 and tile.x_ahead and tile.max_ctas_per_sm == DECODE_CTAS_PER_SM
-            and tile.threads == DECODE_THREADS)
+    """Whether a decode tile is of a shape that runs awq_zmma with parameter words (``awq_param_words_kind``)."""
+    return awq_param_words_kind(tile) is not None
 
 
 # Session 45 (H100, benchmarks/experiments/awq_ablate44.py, the dispatch's tiles on the same weights in both layouts,
@@ -685,21 +727,26 @@ def awq_decode_swaps(fmt_key: str, tile: TileShape, k: int | None) -> bool:
 def tile_for_format(fmt_key: str, tile: TileShape, k: int | None = None) -> TileShape:
     """The AWQ repack reader's tile for the format key a call runs over a K of ``k``: fragment order
     (``awq_repack_tile``) with ``AWQ_FRAGMENT_L2_PREFETCH_MB`` where the tile prefetches; for awq_zmma on
-    ``awq_param_words_tile``'s shape the parameter words with the two-CTA hint, swapped register buffers and one
-    accumulator set; the hint, the swap and one set alone where ``awq_decode_swaps`` says so
-    (AWQ_DECODE_SWAP_MIN_STEPS), else AWQ_DECODE_ACC_CHAINS accumulator sets for the formats in
-    AWQ_DECODE_ACC_CHAIN_FORMATS on decode tiles of one row tile and one token tile per warp with one warp across, or
-    one CTA per SM (``one_cta_per_sm_warps``), on the register pipeline; the prefetch order of ``decode_tile``
-    (``prefetch_last``) only for the formats in DECODE_PREFETCH_LAST_FORMATS."""
+    ``awq_param_words_kind``'s shapes the parameter words and one accumulator set, with the two-CTA hint and swapped
+    register buffers but on one CTA per SM (the side-by-side ring: as the register pipeline); the hint, the swap and
+    one set alone where ``awq_decode_swaps`` says so (AWQ_DECODE_SWAP_MIN_STEPS), else AWQ_DECODE_ACC_CHAINS
+    accumulator sets for the formats in AWQ_DECODE_ACC_CHAIN_FORMATS on decode tiles of one row tile and one token
+    tile per warp with one warp across, or one CTA per SM (``one_cta_per_sm_warps``), on the register pipeline; the
+    prefetch order of ``decode_tile`` (``prefetch_last``) only for the formats in DECODE_PREFETCH_LAST_FORMATS and on
+    the one-CTA word tiles."""
     tile = awq_repack_tile(tile)
+    words = awq_param_words_kind(tile) if fmt_key == "awq_zmma" else None
     if fmt_key == "awq_zmma":  # its decode is a lop3 per pair: in place, one shift per word in fp16 (formats.py)
         tile = replace(tile, fields_in_place=True)
     if tile.l2_prefetch_mb:
         tile = replace(tile, l2_prefetch_mb=AWQ_FRAGMENT_L2_PREFETCH_MB)
-    if tile.prefetch_last and fmt_key not in DECODE_PREFETCH_LAST_FORMATS:
+    if tile.prefetch_last and fmt_key not in DECODE_PREFETCH_LAST_FORMATS and words != "one_cta":
         tile = replace(tile, prefetch_last=False)
-    if fmt_key == "awq_zmma" and awq_param_words_tile(tile):
-        return replace(tile, param_words=True, min_ctas_hint=DECODE_CTAS_PER_SM, swap_registers=True, acc_chains=1)
+    if words == "one_cta":  # (with the prefetch order decode_tile gave it: AWQ_PARAM_WORDS_WIDE_TILES' comment)
+        return replace(tile, param_words=True, acc_chains=1)
+    if words:  # "side_ring": the register pipeline instead of the ring
+        return replace(tile, param_words=True, min_ctas_hint=DECODE_CTAS_PER_SM, swap_registers=True, acc_chains=1,
+                       stages=0)
     if awq_decode_swaps(fmt_key, tile, k):  # (two accumulator sets spill at the hint's 128 registers)
         return replace(tile, min_ctas_hint=DECODE_CTAS_PER_SM, swap_registers=True, acc_chains=1)
     if (fmt_key in AWQ_DECODE_ACC_CHAIN_FORMATS and (tile.warps_n == 1 or is_one_cta_per_sm(tile))
