@@ -744,7 +744,7 @@ def tile_for_format(fmt_key: str, tile: TileShape, k: int | None = None) -> Tile
         tile = replace(tile, prefetch_last=False)
     if words == "one_cta":  # (with the prefetch order decode_tile gave it: AWQ_PARAM_WORDS_WIDE_TILES' comment)
         return replace(tile, param_words=True, acc_chains=1)
-    if words:  # "side_ring": the register pipeline instead of the ring
+    if words:  # "capped", or "side_ring", which leaves its ring for the register pipeline (stages 0)
         return replace(tile, param_words=True, min_ctas_hint=DECODE_CTAS_PER_SM, swap_registers=True, acc_chains=1,
                        stages=0)
     if awq_decode_swaps(fmt_key, tile, k):  # (two accumulator sets spill at the hint's 128 registers)
