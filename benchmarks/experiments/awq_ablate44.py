@@ -55,7 +55,7 @@ from cutlass import Float32, Int64, Uint32, const_expr
 from cute_kernels import arch
 from cute_kernels.bench import graph_time_us
 from cute_kernels.weight_only import awq_gemm, awq_repack, compile as wo_compile, config, formats, ptx
-from cute_kernels.weight_only.awq import decode_format
+from cute_kernels.weight_only.awq import decode_format, group_params
 from cute_kernels.weight_only.kernel import WeightOnlyGemm, group_of
 from cute_kernels.weight_only.quantized_mm import use_promoted_scales
 
@@ -371,16 +371,13 @@ def main():
 
             pw = {id(kw): param_words(kw) for kw in kws} if any(map(uses_param_words, variants)) else {}
 
-            def shipped_words(v):  # (session 55) a tile with the shipped TileShape.param_words takes kw.param_words()
-                return tiles[v].param_words and not uses_param_words(v)
-
-            def sc(v, kw):
-                return kw.param_words() if shipped_words(v) else pw[id(kw)] if uses_param_words(v) else kw.scales
-
-            def zz(v, kw):  # (the kernel's argument checks tie the zeros' shape to the scales')
-                if shipped_words(v):
-                    return None
-                return pw[id(kw)].view(torch.uint8)[:, :pw[id(kw)].shape[1]] if uses_param_words(v) else kw.zeros
+            def params(v, kw):
+                """The kernel's (scales, zeros) arguments: the prototype's words (the kernel's argument checks tie
+                the zeros' shape to the scales'), else as awq_gemm passes them for the variant's tile (session 55:
+                a tile with the shipped TileShape.param_words takes kw.param_words())."""
+                if uses_param_words(v):
+                    return pw[id(kw)], pw[id(kw)].view(torch.uint8)[:, :pw[id(kw)].shape[1]]
+                return group_params(kw, tiles[v].param_words)
 
             ref = awq_gemm(x, *sets[0])
             ref64 = _reference64(x, kws[0])
@@ -388,7 +385,7 @@ def main():
             for v in variants:
                 if v not in ABLATIONS:  # equal to awq_gemm (or, with acc chains, within 1e-3 of max|ref|)
                     out = torch.full((m, oc), float("nan"), device="cuda", dtype=dtype)
-                    fns[v](x, wt(v, kws[0]), out, 1.0, sc(v, kws[0]), zz(v, kws[0]), 128, None)
+                    fns[v](x, wt(v, kws[0]), out, 1.0, *params(v, kws[0]), 128, None)
                     err = ((out.double() - ref.double()).abs().max() / ref.double().abs().max()).item()
                     err64[v] = f"{((out.double() - ref64).abs().max() / ref64.abs().max()).item():.1e}"
                     ok[v] = "equal" if torch.equal(out, ref) else f"{err:.1e}" if err < 1e-3 else f"WRONG {err:.1e}"
@@ -396,8 +393,8 @@ def main():
             for _ in range(args.rounds):
                 for v in variants:
                     o = torch.empty(m, oc, device="cuda", dtype=dtype)
-                    t[v].append(graph_time_us([lambda f=fns[v], wv=wt(v, kw), s=sc(v, kw), z=zz(v, kw): f(x, wv, o, 1.0,
-                                                                                                        s, z, 128, None)
+                    t[v].append(graph_time_us([lambda f=fns[v], wv=wt(v, kw), p=params(v, kw): f(x, wv, o, 1.0, *p,
+                                                                                            128, None)
                                                for kw in kws],
                                               min_calls=CALLS)[0])
                 t["awq_gemm"].append(graph_time_us([lambda s=s: awq_gemm(x, *s) for s in sets], min_calls=CALLS)[0])
