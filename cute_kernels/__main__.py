@@ -173,7 +173,7 @@ def _layout_weight_only(args) -> int:
         if path == "decode":
             from .weight_only.awq import typical_format_and_tile
 
-            fmt, tile = typical_format_and_tile(path, x_dtype, tile, group, args.k)
+            fmt, tile = typical_format_and_tile(path, x_dtype, tile, group, args.k, args.n, 132)
             decode_fmt = f"decode format     : {fmt}"
     else:
         path, tile = wo_config.select_tile(bits, args.m, args.n, 132, scaled=group is not None, dense=True, k=args.k,

@@ -184,7 +184,7 @@ def _build_weight_only(fmt_key: str, bits: int, scaled: bool):
             else:
                 from .weight_only.awq import typical_format_and_tile
 
-                fmt, tile = typical_format_and_tile(path, x_dtype, tile, k=spec.k)
+                fmt, tile = typical_format_and_tile(path, x_dtype, tile, k=spec.k, n=spec.n, sm_count=132)
         else:
             fmt = wgmma.signed_format(bits, scaled, spec.m) if path == "wgmma" else fmt_key
         if path == "wgmma":

@@ -98,8 +98,10 @@ def _launched(ran):
 def test_awq_side_by_side_ring_tile(dtype, M, OC, IC):
     """config.AWQ_SIDE_BY_SIDE_RING (session 43): the dispatch's decode tile with 4 warps side by side runs from the
     cp.async ring, first steps preloaded - in bf16; fp16 runs it as the register pipeline with the parameter words
-    (session 55, config.AWQ_PARAM_WORDS_WIDE_TILES); an OC tail (14328) and an odd count of K steps per warp (IC =
-    2176: 17 steps over 2 warps) included. Checked on the last 512 output channels, all tokens, against float64."""
+    (session 55, config.AWQ_PARAM_WORDS_WIDE_TILES), since session 56 one CTA per SM (config.AWQ_SIDE_BY_SIDE_ONE_CTA:
+    7-8 warps side by side); an OC tail (14328: the last CTA's rows partly past OC) and an odd count of K steps per
+    warp (IC = 2176: 17 steps over 2 warps) included. Checked on the last 512 output channels, all tokens, against
+    float64."""
     from cute_kernels.weight_only import config
 
     path, tile = config.select_tile(4, M, OC, torch.cuda.get_device_properties(0).multi_processor_count, scaled=True,
@@ -113,6 +115,9 @@ def test_awq_side_by_side_ring_tile(dtype, M, OC, IC):
         awq_gemm(x, qweight, scales, qzeros, out=out, path="decode")
     words = dtype == torch.float16 and "side_ring" in config.AWQ_PARAM_WORDS_WIDE_TILES
     assert [(f, t.stages, t.param_words) for f, t in ran] == [("awq_zmma", 0, True) if words else ("awq", 3, False)]
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    one_cta = config.side_by_side_one_cta_warps(OC, sms) if words else None  # session 56: one CTA per SM
+    assert (ran[0][1].warps_n, ran[0][1].min_ctas_hint) == ((one_cta, 1) if one_cta else (4, 2 if words else 0)), ran
     assert not out.isnan().any()
     cols = slice(OC - 512, OC)
     ref = awq_gemm_ref(x.cpu(), qweight[:, cols.start // 8:].contiguous().cpu(), scales[:, cols].contiguous().cpu(),

@@ -465,14 +465,14 @@ def test_awq_param_words_wide_tiles_rule_and_sass(monkeypatch):
     tile_for_format is idempotent on them. The compiled tiles fit their CTAs per SM without spills or byte loads."""
     from cute_kernels.weight_only import awq as awq_mod
 
-    def dispatched(n, k, m, dtype):
+    def dispatched(n, k, m, dtype, sm_count=None):
         path, t = config.awq_select_tile(m, n, k, 132, x_dtype=dtype)
         assert path == "decode", (n, k, m)
-        return awq_mod.typical_format_and_tile(path, dtype, t, k=k)
+        return awq_mod.typical_format_and_tile(path, dtype, t, k=k, n=n, sm_count=sm_count)
 
     for m in (1, 4, 5):
         for n, k in ((14336, 4096), (16384, 2048), (13824, 3072)):
-            fmt_key, t = dispatched(n, k, m, torch.float16)
+            fmt_key, t = dispatched(n, k, m, torch.float16)  # N / SMs unknown: session 55's tile in two-CTA slots
             assert config.awq_param_words_kind(config.decode_tile("awq", m, n, 132, scaled=True, k=k)) == "side_ring"
             assert (fmt_key, t.stages, t.warps_n, t.param_words, t.min_ctas_hint, t.swap_registers, t.acc_chains,
                     t.l2_prefetch_mb) == ("awq_zmma", 0, 4, True, 2, True, 1, 0), (n, k, m)
@@ -492,13 +492,54 @@ def test_awq_param_words_wide_tiles_rule_and_sass(monkeypatch):
     assert dispatched(14336, 4096, 1, torch.float16)[1].stages == 3
     assert dispatched(11008, 4096, 1, torch.float16)[0] == "awq_fma"
     monkeypatch.undo()
-    for n, k in ((14336, 4096), (11008, 4096), (13824, 5120)):
-        fmt_key, t = dispatched(n, k, 1, torch.float16)
+    for n, k in ((14336, 4096), (16384, 2048), (11008, 4096), (13824, 5120)):
+        fmt_key, t = dispatched(n, k, 1, torch.float16, 132)
         s = summarize_cubin(compile_with_cubin(fmt_key, torch.float16, torch.float16, torch.float16, t,
                                                promote_scales=True).artifacts.CUBIN)
         per_sm = 1 if config.is_one_cta_per_sm(t) else config.DECODE_CTAS_PER_SM
         assert s.local_memory_ops == 0 and max(s.kernels.values()) * t.threads * per_sm <= 65536, (n, k, s.kernels)
         assert not re.search(r"LDG\.E\.U8", s.text) and "LDGSTS" not in s.text, (n, k)
+
+
+def test_awq_side_by_side_one_cta_rule():
+    """Session 56 (config.AWQ_SIDE_BY_SIDE_ONE_CTA): where N and the SM count are known (awq_gemm, the CLIs), fp16's
+    side-by-side word tile runs one CTA per SM - ceil(N / 16 / SMs) warps side by side x 2 along K, the one-CTA hint,
+    swapped buffers, no cap, no L2 prefetch - unless that takes more than 8 warps side by side (fewer SMs), where the
+    4 x 2 tile in two-CTA slots stays; None turns it off; bf16 keeps its ring; the result is a one-CTA word tile that
+    tile_for_format leaves as it is; the other word tiles do not change."""
+    from cute_kernels.weight_only import awq as awq_mod
+
+    def dispatched(n, k, m, dtype, sm_count):
+        path, t = config.awq_select_tile(m, n, k, sm_count, x_dtype=dtype)
+        assert path == "decode", (n, k, m)
+        return awq_mod.typical_format_and_tile(path, dtype, t, k=k, n=n, sm_count=sm_count)
+
+    for n, k, warps in ((14336, 4096, 7), (13824, 4096, 7), (16384, 4096, 8), (15360, 3072, 8), (14328, 2176, 7)):
+        assert config.side_by_side_one_cta_warps(n, 132) == warps
+        for m in (1, 4):
+            assert config.awq_param_words_kind(config.decode_tile("awq", m, n, 132, scaled=True, k=k)) == "side_ring"
+            fmt_key, t = dispatched(n, k, m, torch.float16, 132)
+            assert (fmt_key, t.warps_n, t.warps_k, t.stages, t.max_ctas_per_sm, t.min_ctas_hint, t.swap_registers,
+                    t.param_words, t.acc_chains, t.l2_prefetch_mb) == (
+                "awq_zmma", warps, 2, 0, 0, 1, True, True, 1, 0), (n, k, m, t)
+            assert config.is_one_cta_per_sm(t) and config.awq_param_words_kind(t) == "one_cta"
+            assert -(-n // t.rows_per_cta) <= 132  # one CTA per SM at most
+            assert config.tile_for_format(fmt_key, t, k, n, 132) == t
+            fmt_key, t = dispatched(n, k, m, torch.bfloat16, 132)
+            assert fmt_key == "awq" and t.warps_n == 4 and t.stages == config.AWQ_SIDE_BY_SIDE_RING["stages"]
+    assert config.side_by_side_one_cta_warps(14336, 100) is None  # 9 row tiles an SM: more than 16 warps of 128
+    path, t = config.awq_select_tile(1, 14336, 4096, 132, x_dtype=torch.float16)
+    assert (config.tile_for_format("awq_zmma", t, 4096, 14336, 100).warps_n,
+            config.tile_for_format("awq_zmma", t, 4096, 14336, 100).min_ctas_hint) == (4, 2)
+    for n, k in ((4096, 4096), (8192, 8192), (11008, 4096)):  # capped and one-CTA word tiles: as before
+        path, t = config.awq_select_tile(1, n, k, 132, x_dtype=torch.float16)
+        assert dispatched(n, k, 1, torch.float16, 132) == awq_mod.typical_format_and_tile(path, torch.float16, t, k=k)
+    old = config.AWQ_SIDE_BY_SIDE_ONE_CTA
+    try:
+        config.AWQ_SIDE_BY_SIDE_ONE_CTA = None
+        assert dispatched(14336, 4096, 1, torch.float16, 132)[1].warps_n == 4
+    finally:
+        config.AWQ_SIDE_BY_SIDE_ONE_CTA = old
 
 
 def test_awq_decode_acc_chains_rule_and_sass():

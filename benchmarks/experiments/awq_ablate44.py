@@ -325,7 +325,7 @@ def dispatch_decode_tile(m, oc, ic, dtype, kw, sms):
         return None
     tile = config.awq_repack_tile(tile)
     fmt_key = decode_format(path, dtype, kw, tile)
-    tile = config.tile_for_format(fmt_key, tile, ic)
+    tile = config.tile_for_format(fmt_key, tile, ic, oc, sms)
     return fmt_key, tile, use_promoted_scales(fmt_key, True, 128, dtype, tile)
 
 

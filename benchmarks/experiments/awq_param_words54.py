@@ -7,7 +7,9 @@ of interleaved rounds, float64-checked on poisoned outputs.
         [--before wide]
 
 Session 55: ``--before wide`` runs "before" with config.AWQ_PARAM_WORDS_WIDE_TILES = () instead (the side-by-side
-ring and one-CTA-per-SM tiles without the words, as in session 54; the capped tiles keep theirs).
+ring and one-CTA-per-SM tiles without the words, as in session 54; the capped tiles keep theirs). Session 56:
+``--before side_one_cta`` runs "before" with config.AWQ_SIDE_BY_SIDE_ONE_CTA = None (the side-by-side word tile in
+two-CTA slots, as in session 55).
 """
 
 import argparse
@@ -21,11 +23,13 @@ from cute_kernels import awq_gemm
 from cute_kernels.bench import graph_time_us
 from cute_kernels.weight_only import awq as awq_mod, awq_repack, config
 
-SETTINGS = {"words": (config.AWQ_PARAM_WORDS_WARPS_N, config.AWQ_PARAM_WORDS_WIDE_TILES), "before": (None, ())}
+SHIPPED = (config.AWQ_PARAM_WORDS_WARPS_N, config.AWQ_PARAM_WORDS_WIDE_TILES, config.AWQ_SIDE_BY_SIDE_ONE_CTA)
+SETTINGS = {"words": SHIPPED, "before": (None, (), config.AWQ_SIDE_BY_SIDE_ONE_CTA)}
 
 
 def use(name):
-    config.AWQ_PARAM_WORDS_WARPS_N, config.AWQ_PARAM_WORDS_WIDE_TILES = SETTINGS[name]
+    (config.AWQ_PARAM_WORDS_WARPS_N, config.AWQ_PARAM_WORDS_WIDE_TILES,
+     config.AWQ_SIDE_BY_SIDE_ONE_CTA) = SETTINGS[name]
     awq_mod._plans.clear()
 
 
@@ -33,11 +37,14 @@ def main():
     ap = argparse.ArgumentParser()
     add_layer_args(ap)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--before", default="all", choices=("all", "wide"),
-                    help="all: no words at all (session 54); wide: no words on the session 55 tiles")
+    ap.add_argument("--before", default="all", choices=("all", "wide", "side_one_cta"),
+                    help="all: no words at all (session 54); wide: no words on the session 55 tiles; side_one_cta: "
+                    "the side-by-side word tile in two-CTA slots (session 55)")
     args = ap.parse_args()
     if args.before == "wide":
-        SETTINGS["before"] = (config.AWQ_PARAM_WORDS_WARPS_N, ())
+        SETTINGS["before"] = (config.AWQ_PARAM_WORDS_WARPS_N, (), config.AWQ_SIDE_BY_SIDE_ONE_CTA)
+    elif args.before == "side_one_cta":
+        SETTINGS["before"] = SHIPPED[:2] + (None,)
     dtype = torch_dtype(args.dtype)
     rows = []
     for layer in args.layers.split(","):

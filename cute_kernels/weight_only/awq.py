@@ -151,7 +151,7 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzero
     tl = config.awq_repack_tile(tile).validate() if tile else tl
     fmt_key = decode_format(path_name, x.dtype, kw, tl)
     if tile is None:
-        tl = config.tile_for_format(fmt_key, tl, ic)
+        tl = config.tile_for_format(fmt_key, tl, ic, oc, sms)
     fn = launch(fmt_key, xk, kw.w, out, 1.0, *group_params(kw, tl.param_words), group, tl, device, bias)
     if fn is not None and xk is x and path is None and tile is None:
         _plans[signature] = _RepackPlan(fn, group, tl.param_words)
@@ -240,13 +240,15 @@ def decode_format(path_name: str, x_dtype: torch.dtype, kw, tile: TileShape) -> 
 
 
 def typical_format_and_tile(path_name: str, x_dtype: torch.dtype, tile: TileShape, group: int = 128,
-                            k: int | None = None) -> tuple[str, TileShape]:
+                            k: int | None = None, n: int | None = None,
+                            sm_count: int | None = None) -> tuple[str, TileShape]:
     """(format, tile) awq_gemm runs on a decode or tensor-core ``tile`` for AutoAWQ-sized scales (every |s| < 0.25:
-    awq_fma's e = 0) over a K (IC) of ``k``: what the export and layout CLIs compile and show."""
+    awq_fma's e = 0) over a K (IC) of ``k`` and N (OC) of ``n`` on ``sm_count`` SMs: what the export and layout CLIs
+    compile and show."""
     from types import SimpleNamespace
 
     fmt = decode_format(path_name, x_dtype, SimpleNamespace(max_abs_scale=0.0, group=group), tile)
-    return fmt, config.tile_for_format(fmt, tile, k)
+    return fmt, config.tile_for_format(fmt, tile, k, n, sm_count)
 
 
 def _wgmma_eligible(x: torch.Tensor, oc: int, ic: int, group: int, device) -> bool:

@@ -640,6 +640,33 @@ AWQ_PARAM_WORDS_WARPS_N = (1, 2)
 AWQ_PARAM_WORDS_WIDE_TILES = ("side_ring", "one_cta")
 AWQ_PARAM_WORDS_ONE_CTA_SKIP_WARPS_N = (5,)
 
+# Session 56 (H200, awq_ablate44.py, 5 interleaved rounds, fp16, outputs equal to awq_gemm's, µs at 1 / 4 tokens):
+# the side-by-side word tile above (4 x 2 warps of one 16-row tile each in two-CTA slots: 14336 x 4096's 224 CTAs on
+# 132 SMs, so 92 SMs run two CTAs and 40 one) runs one CTA per SM instead: ceil(row tiles / SMs) warps side by side
+# x AWQ_SIDE_BY_SIDE_ONE_CTA["warps_k"] along K, with the same per-warp code - the one-CTA hint (.minnctapersm 1:
+# 128 registers, the same 264-instruction loop as the 4 x 2 tile's) and swapped buffers, no L2 prefetch: 14336 x
+# 4096 (7 x 2, 128 CTAs) 11.42 / 12.13 -> 11.01 / 11.56 (another call 11.63 / 12.10 -> 11.23 / 11.56), 13824 x 4096
+# (7 x 2) 11.52 / 11.97 -> 11.07 / 11.46, 14336 x 2048 6.87 / 6.99 -> 6.65 / 6.67, 16384 x 4096 (8 x 2) 11.64 /
+# 12.33 -> 11.36 / 12.07, 15360 x 3072 (8 x 2) 9.17 / 9.42 -> 8.96 / 9.26, 16384 x 2048 6.84 / 6.88 -> 6.70 / 6.77
+# (the same tiles at 7 tokens 0.91-1.00x). With a 2 MB L2 prefetch 0-1% slower on 14336 x 4096; without the hint
+# (ptxas's 94-108 registers, loads sunk to their uses) 12.80-13.84, slower than the 4 x 2 tile (as session 51's 7 x 2
+# ring had been). Not on the one-CTA tiles of multi-wave layers: 11008 x 4096 as 6 x 2 with hint and swap 1.05x its
+# 6 x 4 (13824 x 5120 as 7 x 2 0.96x its 7 x 3: one layer, left). At most "max_warps_n" side by side (16 warps of
+# 128 registers fill an SM's 64K), else (fewer SMs) the 4 x 2 tile stays. None: the 4 x 2 tile everywhere. awq_gemm as
+# dispatched with / without (awq_param_words54.py --before side_one_cta) at 1 / 4 / 5 tokens: 14336 x 4096 0.96 / 0.96 /
+# 0.94; not used to choose it: 14336 x 3584 0.96 / 0.97 / 0.95, 13824 x 3072 0.97 / 0.97 / 0.96, 15360 x 4096 0.97 /
+# 0.99 / 0.99, 16384 x 3584 0.97 / 0.97 / 0.97.
+AWQ_SIDE_BY_SIDE_ONE_CTA = {"warps_k": 2, "max_warps_n": 8}
+
+
+def side_by_side_one_cta_warps(n: int | None, sm_count: int | None) -> int | None:
+    """Warps side by side of the side-by-side word tile as one CTA per SM (AWQ_SIDE_BY_SIDE_ONE_CTA) for N rows on
+    ``sm_count`` SMs, or None (the rule off, N / SMs unknown, or more warps than an SM holds)."""
+    if AWQ_SIDE_BY_SIDE_ONE_CTA is None or n is None or not sm_count:
+        return None
+    per_sm = -(-(-(-n // 16)) // sm_count)
+    return per_sm if per_sm <= AWQ_SIDE_BY_SIDE_ONE_CTA["max_warps_n"] else None
+
 
 def awq_param_words_kind(tile: TileShape) -> str | None:
     """Which of the parameter words' tile shapes a decode tile is, else None: "capped" (AWQ_PARAM_WORDS_WARPS_N's
@@ -724,11 +751,13 @@ def awq_decode_swaps(fmt_key: str, tile: TileShape, k: int | None) -> bool:
     return k is not None and -(-k // 128) // tile.warps_k >= least  # a 4-bit K step: 128 values
 
 
-def tile_for_format(fmt_key: str, tile: TileShape, k: int | None = None) -> TileShape:
-    """The AWQ repack reader's tile for the format key a call runs over a K of ``k``: fragment order
-    (``awq_repack_tile``) with ``AWQ_FRAGMENT_L2_PREFETCH_MB`` where the tile prefetches; for awq_zmma on
-    ``awq_param_words_kind``'s shapes the parameter words and one accumulator set, with the two-CTA hint and swapped
-    register buffers but on one CTA per SM (the side-by-side ring: as the register pipeline); the hint, the swap and
+def tile_for_format(fmt_key: str, tile: TileShape, k: int | None = None, n: int | None = None,
+                    sm_count: int | None = None) -> TileShape:
+    """The AWQ repack reader's tile for the format key a call runs over a K of ``k`` (and N rows on ``sm_count``
+    SMs, where known): fragment order (``awq_repack_tile``) with ``AWQ_FRAGMENT_L2_PREFETCH_MB`` where the tile
+    prefetches; for awq_zmma on ``awq_param_words_kind``'s shapes the parameter words and one accumulator set, with the
+    two-CTA hint and swapped register buffers but on one CTA per SM (the side-by-side ring: as the register pipeline,
+    one CTA per SM with the one-CTA hint where ``side_by_side_one_cta_warps`` says so); the hint, the swap and
     one set alone where ``awq_decode_swaps`` says so (AWQ_DECODE_SWAP_MIN_STEPS), else AWQ_DECODE_ACC_CHAINS
     accumulator sets for the formats in AWQ_DECODE_ACC_CHAIN_FORMATS on decode tiles of one row tile and one token
     tile per warp with one warp across, or one CTA per SM (``one_cta_per_sm_warps``), on the register pipeline; the
@@ -744,6 +773,10 @@ def tile_for_format(fmt_key: str, tile: TileShape, k: int | None = None) -> Tile
         tile = replace(tile, prefetch_last=False)
     if words == "one_cta":  # (with the prefetch order decode_tile gave it: AWQ_PARAM_WORDS_WIDE_TILES' comment)
         return replace(tile, param_words=True, acc_chains=1)
+    wide = side_by_side_one_cta_warps(n, sm_count) if words == "side_ring" else None
+    if wide:  # (AWQ_SIDE_BY_SIDE_ONE_CTA: the same warps' code, every SM one equal share)
+        return replace(tile, warps_n=wide, warps_k=AWQ_SIDE_BY_SIDE_ONE_CTA["warps_k"], max_ctas_per_sm=0,
+                       param_words=True, min_ctas_hint=1, swap_registers=True, acc_chains=1, stages=0)
     if words:  # "capped", or "side_ring", which leaves its ring for the register pipeline (stages 0)
         return replace(tile, param_words=True, min_ctas_hint=DECODE_CTAS_PER_SM, swap_registers=True, acc_chains=1,
                        stages=0)
@@ -1007,15 +1040,15 @@ def shipped_tiles() -> list[tuple[str, bool, TileShape]]:
     layers = ((64, 4096), (1 << 16, 4096), (14336, 4096), (8192, 8192), (11008, 4096), (4096, 14336))
     for f in DECODE_PLANS:
         for sc in (True,) if f == "awq" else (False, True):
-            tiles = {(decode_tile(f, m, n, 132, scaled=sc, k=k), k) for m in (1, 4, 16) for n, k in layers}
-            tiles |= {(tensor_core_tile(m, sc, f), None) for m in (32, 1024)}
-            for tile, k in tiles:
+            tiles = {(decode_tile(f, m, n, 132, scaled=sc, k=k), k, n) for m in (1, 4, 16) for n, k in layers}
+            tiles |= {(tensor_core_tile(m, sc, f), None, None) for m in (32, 1024)}
+            for tile, k, n in tiles:
                 if f != "awq":
                     out.add((f"int{f}", sc, tile))
                     continue
-                out.add(("awq", True, tile_for_format("awq", tile, k)))
+                out.add(("awq", True, tile_for_format("awq", tile, k, n, 132)))
                 if tile.tokens_per_cta <= 16 and not use_promoted_scales("awq", True, 128, None, tile):
-                    out.add(("awq_fma", True, tile_for_format("awq_fma", tile, k)))
+                    out.add(("awq_fma", True, tile_for_format("awq_fma", tile, k, n, 132)))
                 elif tile.tokens_per_cta <= 16:  # fp16's format on the tiles that promote (awq.decode_format)
-                    out.add(("awq_zmma", True, tile_for_format("awq_zmma", tile, k)))
+                    out.add(("awq_zmma", True, tile_for_format("awq_zmma", tile, k, n, 132)))
     return sorted(out, key=lambda c: (c[0], c[1], c[2].key))
