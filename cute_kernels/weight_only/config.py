@@ -538,14 +538,18 @@ def is_one_cta_per_sm(tile: TileShape) -> bool:
     return tile.threads > DECODE_THREADS
 
 
+def row_tiles_per_sm(n: int, sm_count: int) -> int:
+    """16-row tiles of N rows each SM takes when they are shared out evenly (the widest SM's count)."""
+    return -(-(-(-n // 16)) // sm_count)
+
+
 def one_cta_per_sm_warps(fmt: int | str, n: int, k: int | None, sm_count: int) -> tuple[int, int] | None:
     """(warps_n, warps_k) of the one-CTA-per-SM grid for AWQ's multi-wave decode layers (comment above), else None."""
     if fmt != "awq" or k is None:
         return None
-    row_tiles = -(-n // 16)
-    if row_tiles <= DECODE_CTAS_PER_SM * sm_count:
+    if -(-n // 16) <= DECODE_CTAS_PER_SM * sm_count:
         return None
-    per_sm = -(-row_tiles // sm_count)
+    per_sm = row_tiles_per_sm(n, sm_count)
     if per_sm > AWQ_ONE_CTA_PER_SM["max_row_tiles"]:
         return None
     return per_sm, min(8, AWQ_ONE_CTA_PER_SM["warps_per_sm"] // per_sm)
@@ -664,7 +668,7 @@ def side_by_side_one_cta_warps(n: int | None, sm_count: int | None) -> int | Non
     ``sm_count`` SMs, or None (the rule off, N / SMs unknown, or more warps than an SM holds)."""
     if AWQ_SIDE_BY_SIDE_ONE_CTA is None or n is None or not sm_count:
         return None
-    per_sm = -(-(-(-n // 16)) // sm_count)
+    per_sm = row_tiles_per_sm(n, sm_count)
     return per_sm if per_sm <= AWQ_SIDE_BY_SIDE_ONE_CTA["max_warps_n"] else None
 
 
